@@ -1,0 +1,99 @@
+// The package's JavaScript surface over the wasm core. Static JS, copied into pkg/ by the build;
+// every entry (node, workerd, browser) initialises the wasm module, then re-exports this file.
+import { KeyedSerializerCore } from './keyturn_wasm.js';
+import { SerializedWorkTimeout } from './errors.js';
+
+export { SerializedWorkTimeout };
+
+/** 30 s, as the seed (checked against the Rust constant by the tests). */
+export const DEFAULT_TIMEOUT_MS = 30000;
+
+const ignore = () => {};
+
+/**
+ * createKeyedSerializer({ timeoutMs }) → serialize(key, work, { onLateSettle })
+ *
+ * `serialize(key, work)` runs `work(signal)` once every work previously queued for `key` has
+ * settled, and resolves or rejects as `work` does — or rejects with a `SerializedWorkTimeout`
+ * (and aborts `signal`) when `work` has not settled within `timeoutMs`; `onLateSettle(value)` is
+ * then called if and when that abandoned work settles, with its resolved value (undefined when it
+ * rejected). `serialize.pending()` is the number of keys with queued or running work.
+ */
+export function createKeyedSerializer(options) {
+  const core = new KeyedSerializerCore(options, {
+    // Called by the core when a work's turn comes — inside a microtask or timer, never inside
+    // the `serialize` call that queued it. A synchronous throw becomes a rejection.
+    start(work, resolve, reject, onLateSettle) {
+      let controller;
+      let value;
+      try {
+        controller = new AbortController();
+        value = work(controller.signal);
+      } catch (error) {
+        reject(error);
+        return controller;
+      }
+      if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+        // Not a thenable: the work has settled already.
+        resolve(value);
+        return controller;
+      }
+      // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout
+      // must still be able to reject it.
+      const run = Promise.resolve(value);
+      run.then(resolve, reject);
+      if (onLateSettle !== undefined) {
+        // Only an abandoned (aborted) work reports; a re-decision that cannot even be queued
+        // changes nothing, so what the callback throws is dropped.
+        const late = (settled) => {
+          if (!controller.signal.aborted) return;
+          try {
+            onLateSettle(settled);
+          } catch {
+            // the next notification decides
+          }
+        };
+        run.then(late, () => late(undefined));
+      }
+      return controller;
+    },
+    schedule() {
+      queueMicrotask(drain);
+    },
+    timeout(key, timeoutMs) {
+      return new SerializedWorkTimeout(key, timeoutMs);
+    },
+  });
+  const drain = () => core.drain(performance.now());
+
+  // Busy keys → their line in the core: its id, and the one function that moves the key on.
+  // The core is the truth; this only spares a busy key's works passing the key string again.
+  const lines = new Map();
+
+  function serialize(key, work, options) {
+    let advance = ignore;
+    const result = new Promise((resolve, reject) => {
+      const line = lines.get(key);
+      if (line !== undefined && core.enqueueOn(line.id, work, options, resolve, reject)) {
+        advance = line.advance;
+        return;
+      }
+      const id = core.enqueue(key, work, options, resolve, reject);
+      const fresh = {
+        id,
+        advance() {
+          if (core.advance(id, performance.now())) lines.delete(key);
+        },
+      };
+      lines.set(key, fresh);
+      advance = fresh.advance;
+    });
+    // The key moves on once this promise settles, whatever the work did. This handler also
+    // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
+    // tail handles every result; callers that await it still see it.
+    result.then(advance, advance);
+    return result;
+  }
+  serialize.pending = () => core.pending();
+  return serialize;
+}

@@ -1,0 +1,9 @@
+// Node, CommonJS: bundled by the build into pkg/node.cjs (esbuild, format cjs), so `require`
+// works on Node versions that cannot require ES modules. Same sources as node.mjs.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { initSync } from './keyturn_wasm.js';
+
+initSync({ module: readFileSync(join(__dirname, 'keyturn_wasm_bg.wasm')) });
+
+export * from './api.js';

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the npm package into pkg/: release wasm, wasm-bindgen (web target), wasm-opt -Oz, the
+# static JS from js/, and a CommonJS bundle for `require`. pkg/ is generated: never edit it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --quiet --lib --release --target wasm32-unknown-unknown
+rm -rf pkg
+mkdir pkg
+wasm-bindgen --target web --out-dir pkg --out-name keyturn_wasm \
+  target/wasm32-unknown-unknown/release/keyturn.wasm
+# The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
+node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
+  --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \
+  --enable-sign-ext --enable-reference-types --enable-multivalue \
+  pkg/keyturn_wasm_bg.wasm -o pkg/keyturn_wasm_bg.wasm
+cp js/api.js js/errors.js js/browser.js js/workerd.js js/node.mjs js/index.d.ts js/package.json pkg/
+# `require` on Node < 22 cannot load ES modules, so the CommonJS entry is one bundle of the same
+# sources (the glue's import.meta is only used by the async init path, which it never takes).
+cp js/node.cjs.src.mjs pkg/.node.cjs.src.mjs
+node_modules/.bin/esbuild pkg/.node.cjs.src.mjs --bundle --format=cjs --platform=node \
+  --log-level=warning --log-override:empty-import-meta=silent --outfile=pkg/node.cjs
+rm pkg/.node.cjs.src.mjs
+# Tests and benchmarks import the package by name, as users do.
+mkdir -p node_modules
+ln -sfn ../pkg node_modules/keyturn

@@ -1,0 +1,68 @@
+//! Key and lock-name validation, shared by the serializer and the lock.
+//!
+//! One rule for both, because a serializer key is very often the same string as a lock name, and
+//! a lock name ends up as a key in a store: R2 allows 1024 bytes, Deno KV 2048 bytes for a whole
+//! key, Workers KV 512 — and stores add a prefix. 512 UTF-8 bytes leaves room for that everywhere.
+
+use core::fmt;
+
+/// The longest key or lock name accepted, in UTF-8 bytes.
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// Why a key or lock name was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyError {
+    /// The key is the empty string.
+    Empty,
+    /// The key is longer than [`MAX_KEY_BYTES`] in UTF-8; carries its length in bytes.
+    TooLong(usize),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Empty => f.write_str("must not be empty"),
+            KeyError::TooLong(len) => write!(
+                f,
+                "is {len} bytes long in UTF-8; at most {MAX_KEY_BYTES} are allowed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// Checks that `key` is usable as a serializer key or a lock name.
+pub fn validate_key(key: &str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        Err(KeyError::Empty)
+    } else if key.len() > MAX_KEY_BYTES {
+        Err(KeyError::TooLong(key.len()))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_up_to_the_limit_in_bytes() {
+        assert_eq!(validate_key("a"), Ok(()));
+        assert_eq!(validate_key(&"a".repeat(MAX_KEY_BYTES)), Ok(()));
+        assert_eq!(
+            validate_key(&"a".repeat(MAX_KEY_BYTES + 1)),
+            Err(KeyError::TooLong(MAX_KEY_BYTES + 1))
+        );
+        // 171 three-byte characters are 513 bytes, though only 171 UTF-16 units.
+        assert_eq!(validate_key(&"€".repeat(171)), Err(KeyError::TooLong(513)));
+        assert_eq!(validate_key(&"€".repeat(170)), Ok(()));
+    }
+
+    #[test]
+    fn refuses_empty() {
+        assert_eq!(validate_key(""), Err(KeyError::Empty));
+        assert_eq!(KeyError::Empty.to_string(), "must not be empty");
+    }
+}

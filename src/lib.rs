@@ -1,0 +1,42 @@
+//! # keyturn — one turn per key
+//!
+//! Async work for one key runs one at a time, with a deadline that really aborts it — inside one
+//! isolate with the serializer, and across every isolate sharing a store with the lock.
+//!
+//! ## Which one to use
+//! - [`KeyedSerializer`] (JS: `createKeyedSerializer`) orders work **within one isolate**: works
+//!   for one key never overlap and start in the order they were entered; different keys run
+//!   concurrently. It decides nothing across isolates, processes or machines.
+//!
+//! ## What it guarantees, and what it does not
+//! - Per-key FIFO in the order calls were made, not the order the events behind them happened:
+//!   a decision is order-proof only when the work re-reads the state it decides on.
+//! - A work past its deadline is abandoned: its caller gets a timeout error, its signal is
+//!   aborted and the key moves on. In JavaScript the abandoned promise cannot be stopped, so a
+//!   write already sent can land late; `onLateSettle` reports when it settles. In Rust the work
+//!   future is dropped, which stops it at its next `.await`.
+//! - Single-threaded: one wasm instance per isolate, nothing here is `Send`.
+//!
+//! ## When not to use it
+//! - To order work across isolates: a Cloudflare Worker runs many isolates, so a serializer in
+//!   one does not see requests handled by another.
+//! - For CPU-bound work: a turn is only as fair as the awaits inside it.
+
+#![deny(missing_docs, missing_debug_implementations)]
+
+pub mod clock;
+mod key;
+pub mod queue;
+pub mod serializer;
+
+/// The JavaScript binding (what the npm package calls); public only so that the wasm tests
+/// can reach it. Not a stable API.
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod js;
+
+pub use clock::{Clock, ManualClock};
+pub use key::{validate_key, KeyError, MAX_KEY_BYTES};
+pub use serializer::{
+    KeyedSerializer, SerializeError, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};

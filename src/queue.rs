@@ -1,0 +1,324 @@
+//! The per-key FIFO every turn waits in: the serializer's works and the lock's local waiters.
+//!
+//! Each busy key has a line of entries, oldest first; its head is the entry whose turn it is and
+//! its tail is the last one pushed. An idle key has no line at all, so it holds no memory. Lines
+//! and entries live in two slabs shared by all keys: a busy key's line has a [`LineId`] (so a
+//! caller that already knows the line skips hashing the key), and an entry has a [`Ticket`] — a
+//! slot index and the number of the push that filled it, so the ticket of a removed entry is
+//! stale instead of naming whoever reuses the slot, even after a drained queue gave its slabs
+//! back to the allocator.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+const NONE: u32 = u32::MAX;
+
+/// Names one entry of a [`KeyedQueue`]; stale once the entry is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    index: u32,
+    generation: u32,
+}
+
+/// Names the line of a busy key, for as long as the key stays busy; the id is reused after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LineId(pub u32);
+
+struct Entry<P> {
+    line: u32,
+    prev: u32,
+    next: u32,
+    payload: P,
+}
+
+struct Slot<P> {
+    /// The push number of the entry in this slot (or of the last one it held).
+    generation: u32,
+    entry: Option<Entry<P>>,
+}
+
+struct Line<L> {
+    key: Rc<str>,
+    head: u32,
+    tail: u32,
+    data: L,
+}
+
+/// Where [`KeyedQueue::push`] put an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pushed {
+    /// The new entry.
+    pub ticket: Ticket,
+    /// Its key's line.
+    pub line: LineId,
+    /// Whether it is the head: the key was idle, so its turn has already come.
+    pub is_head: bool,
+}
+
+/// What [`KeyedQueue::remove`] took out.
+#[derive(Debug)]
+pub struct Removed<P> {
+    /// The removed entry's payload.
+    pub payload: P,
+    /// The key's new head when the removed entry was the head and others wait behind it.
+    pub next: Option<Ticket>,
+    /// Whether the key went idle: its line is gone and its [`LineId`] no longer names it.
+    pub idle: bool,
+}
+
+/// Per-key FIFO lines over one slab, each line with data of its own (`L`, made by `Default`
+/// when the key becomes busy, dropped when it goes idle). Not thread-safe: one isolate, one
+/// thread.
+pub struct KeyedQueue<P, L = ()> {
+    index: HashMap<Rc<str>, u32>,
+    lines: Vec<Option<Line<L>>>,
+    free_lines: Vec<u32>,
+    slots: Vec<Slot<P>>,
+    free: Vec<u32>,
+    len: usize,
+    pushes: u32,
+}
+
+impl<P, L: Default> Default for KeyedQueue<P, L> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P, L> core::fmt::Debug for KeyedQueue<P, L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyedQueue").field("keys", &self.index.len()).field("entries", &self.len).finish()
+    }
+}
+
+/// Capacity a drained queue keeps: past this, memory goes back to the allocator once idle.
+const KEEP_WHEN_IDLE: usize = 64;
+
+impl<P, L: Default> KeyedQueue<P, L> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        KeyedQueue {
+            index: HashMap::new(),
+            lines: Vec::new(),
+            free_lines: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            pushes: 0,
+        }
+    }
+
+    /// Appends `payload` to `key`'s line, making the line if the key was idle.
+    pub fn push(&mut self, key: &str, payload: P) -> Pushed {
+        if let Some(&line) = self.index.get(key) {
+            if let Some(ticket) = self.push_on(LineId(line), payload) {
+                return Pushed { ticket, line: LineId(line), is_head: false };
+            }
+            unreachable!("the key index names an idle line");
+        }
+        let key: Rc<str> = Rc::from(key);
+        let index = self.alloc_slot();
+        let line = Line { key: key.clone(), head: index, tail: index, data: L::default() };
+        let line = match self.free_lines.pop() {
+            Some(free) => {
+                self.lines[free as usize] = Some(line);
+                free
+            }
+            None => {
+                self.lines.push(Some(line));
+                (self.lines.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, line);
+        let ticket = self.fill_slot(index, Entry { line, prev: NONE, next: NONE, payload });
+        Pushed { ticket, line: LineId(line), is_head: true }
+    }
+
+    /// Appends `payload` to a busy key's line; `None` (and nothing pushed) if the line is idle.
+    pub fn push_on(&mut self, line: LineId, payload: P) -> Option<Ticket> {
+        let prev = self.lines.get(line.0 as usize)?.as_ref()?.tail;
+        let index = self.alloc_slot();
+        if let Some(Some(busy)) = self.lines.get_mut(line.0 as usize) {
+            busy.tail = index;
+        }
+        self.entry_mut(prev).next = index;
+        Some(self.fill_slot(index, Entry { line: line.0, prev, next: NONE, payload }))
+    }
+
+    fn alloc_slot(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(index) => index,
+            None => {
+                self.slots.push(Slot { generation: 0, entry: None });
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn fill_slot(&mut self, index: u32, entry: Entry<P>) -> Ticket {
+        // A stale ticket could only match after 2^32 more pushes landed on the same slot.
+        self.pushes = self.pushes.wrapping_add(1);
+        let slot = &mut self.slots[index as usize];
+        slot.generation = self.pushes;
+        slot.entry = Some(entry);
+        self.len += 1;
+        Ticket { index, generation: self.pushes }
+    }
+
+    fn entry_mut(&mut self, index: u32) -> &mut Entry<P> {
+        // Links only ever name live entries: every unlink below fixes its neighbours.
+        match self.slots[index as usize].entry.as_mut() {
+            Some(entry) => entry,
+            None => unreachable!("queue link to an empty slot"),
+        }
+    }
+
+    fn live(&self, ticket: Ticket) -> Option<&Entry<P>> {
+        let slot = self.slots.get(ticket.index as usize)?;
+        if slot.generation != ticket.generation {
+            return None;
+        }
+        slot.entry.as_ref()
+    }
+
+    fn line(&self, line: u32) -> Option<&Line<L>> {
+        self.lines.get(line as usize)?.as_ref()
+    }
+
+    fn ticket_at(&self, index: u32) -> Ticket {
+        Ticket { index, generation: self.slots[index as usize].generation }
+    }
+
+    /// The payload of a live entry.
+    pub fn get(&self, ticket: Ticket) -> Option<&P> {
+        self.live(ticket).map(|entry| &entry.payload)
+    }
+
+    /// The payload of a live entry, mutably.
+    pub fn get_mut(&mut self, ticket: Ticket) -> Option<&mut P> {
+        let slot = self.slots.get_mut(ticket.index as usize)?;
+        if slot.generation != ticket.generation {
+            return None;
+        }
+        slot.entry.as_mut().map(|entry| &mut entry.payload)
+    }
+
+    /// The key a live entry waits under.
+    pub fn key(&self, ticket: Ticket) -> Option<&Rc<str>> {
+        let line = self.live(ticket)?.line;
+        self.line(line).map(|line| &line.key)
+    }
+
+    /// The line a live entry waits in.
+    pub fn line_of(&self, ticket: Ticket) -> Option<LineId> {
+        self.live(ticket).map(|entry| LineId(entry.line))
+    }
+
+    /// Whether a live entry is the head of its key's line.
+    pub fn is_head(&self, ticket: Ticket) -> bool {
+        self.live(ticket).is_some_and(|entry| entry.prev == NONE)
+    }
+
+    /// The line of `key`, if the key is busy.
+    pub fn line_id(&self, key: &str) -> Option<LineId> {
+        self.index.get(key).map(|&line| LineId(line))
+    }
+
+    /// The head of a busy key's line.
+    pub fn head(&self, line: LineId) -> Option<Ticket> {
+        self.line(line.0).map(|line| self.ticket_at(line.head))
+    }
+
+    /// The data of a busy key's line.
+    pub fn line_data_mut(&mut self, line: LineId) -> Option<&mut L> {
+        self.lines.get_mut(line.0 as usize)?.as_mut().map(|line| &mut line.data)
+    }
+
+    /// How many entries wait in a line, its head included; 0 for an idle one.
+    pub fn line_len(&self, line: LineId) -> usize {
+        let mut count = 0;
+        let mut at = self.line(line.0).map_or(NONE, |line| line.head);
+        while at != NONE {
+            count += 1;
+            at = self.slots[at as usize].entry.as_ref().map_or(NONE, |entry| entry.next);
+        }
+        count
+    }
+
+    /// Removes a live entry from anywhere in its line; `None` for a stale ticket. When it was
+    /// the head, the next entry (if any) becomes the head and is returned in [`Removed::next`].
+    pub fn remove(&mut self, ticket: Ticket) -> Option<Removed<P>> {
+        self.live(ticket)?;
+        let slot = &mut self.slots[ticket.index as usize];
+        let entry = slot.entry.take()?;
+        self.free.push(ticket.index);
+        self.len -= 1;
+        if entry.next != NONE {
+            self.entry_mut(entry.next).prev = entry.prev;
+        }
+        if entry.prev != NONE {
+            self.entry_mut(entry.prev).next = entry.next;
+        }
+        let mut next = None;
+        let mut idle = false;
+        if let Some(Some(line)) = self.lines.get_mut(entry.line as usize) {
+            if entry.prev == NONE {
+                line.head = entry.next;
+            }
+            if entry.next == NONE {
+                line.tail = entry.prev;
+            }
+            if line.head == NONE {
+                idle = true;
+            } else if entry.prev == NONE {
+                next = Some(line.head);
+            }
+        }
+        if idle {
+            if let Some(line) = self.lines[entry.line as usize].take() {
+                self.index.remove(&line.key);
+            }
+            self.free_lines.push(entry.line);
+        }
+        let next = next.map(|head| self.ticket_at(head));
+        if self.len == 0 {
+            self.release_idle_memory();
+        }
+        Some(Removed { payload: entry.payload, next, idle })
+    }
+
+    fn release_idle_memory(&mut self) {
+        if self.slots.capacity() > KEEP_WHEN_IDLE {
+            self.slots = Vec::new();
+            self.free = Vec::new();
+        }
+        if self.lines.capacity() > KEEP_WHEN_IDLE {
+            self.lines = Vec::new();
+            self.free_lines = Vec::new();
+        }
+        if self.index.capacity() > KEEP_WHEN_IDLE {
+            self.index = HashMap::new();
+        }
+    }
+
+    /// The number of busy keys.
+    pub fn keys(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The number of entries, in every line.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no key is busy.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Slots of slab and index capacity held, for tests that an idle queue gives memory back.
+    pub fn capacity(&self) -> usize {
+        self.slots.capacity() + self.free.capacity() + self.lines.capacity() + self.free_lines.capacity()
+            + self.index.capacity()
+    }
+}
