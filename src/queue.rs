@@ -9,7 +9,42 @@
 //! back to the allocator.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
+
+/// The key index's hash: Fx (rustc's), a word at a time. Keys are short, and std's SipHash
+/// costs ~1.5 KB of wasm and most of a lookup; it would buy no HashDoS resistance here anyway,
+/// since wasm32-unknown-unknown has no randomness to key it with.
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        for &byte in chunks.remainder() {
+            self.add(u64::from(byte));
+        }
+    }
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl KeyHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type KeyIndex = HashMap<Rc<str>, u32, BuildHasherDefault<KeyHasher>>;
 
 const NONE: u32 = u32::MAX;
 
@@ -66,59 +101,54 @@ pub struct Removed<P> {
     pub idle: bool,
 }
 
-/// Per-key FIFO lines over one slab, each line with data of its own (`L`, made by `Default`
-/// when the key becomes busy, dropped when it goes idle). Not thread-safe: one isolate, one
-/// thread.
-pub struct KeyedQueue<P, L = ()> {
-    index: HashMap<Rc<str>, u32>,
+/// FIFO lines over one slab, each for one busy key and with data of its own (`L`, made by
+/// `Default` when the line opens, dropped when it empties). `Lines` does not look keys up: a
+/// caller that keeps its own key → [`LineId`] map (the JS binding keeps a JS `Map`) opens a
+/// line only for a key that has none. [`KeyedQueue`] adds the lookup. Not thread-safe: one
+/// isolate, one thread.
+pub struct Lines<P, L = ()> {
     lines: Vec<Option<Line<L>>>,
     free_lines: Vec<u32>,
     slots: Vec<Slot<P>>,
     free: Vec<u32>,
     len: usize,
+    busy: usize,
     pushes: u32,
 }
 
-impl<P, L: Default> Default for KeyedQueue<P, L> {
+impl<P, L: Default> Default for Lines<P, L> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<P, L> core::fmt::Debug for KeyedQueue<P, L> {
+impl<P, L> core::fmt::Debug for Lines<P, L> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KeyedQueue").field("keys", &self.index.len()).field("entries", &self.len).finish()
+        f.debug_struct("Lines").field("busy", &self.busy).field("entries", &self.len).finish()
     }
 }
 
 /// Capacity a drained queue keeps: past this, memory goes back to the allocator once idle.
 const KEEP_WHEN_IDLE: usize = 64;
 
-impl<P, L: Default> KeyedQueue<P, L> {
-    /// An empty queue.
+impl<P, L: Default> Lines<P, L> {
+    /// No lines.
     pub fn new() -> Self {
-        KeyedQueue {
-            index: HashMap::new(),
+        Lines {
             lines: Vec::new(),
             free_lines: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
             len: 0,
+            busy: 0,
             pushes: 0,
         }
     }
 
-    /// Appends `payload` to `key`'s line, making the line if the key was idle.
-    pub fn push(&mut self, key: &str, payload: P) -> Pushed {
-        if let Some(&line) = self.index.get(key) {
-            if let Some(ticket) = self.push_on(LineId(line), payload) {
-                return Pushed { ticket, line: LineId(line), is_head: false };
-            }
-            unreachable!("the key index names an idle line");
-        }
-        let key: Rc<str> = Rc::from(key);
+    /// Opens a line for `key`, which the caller knows has none, with `payload` as its head.
+    pub fn open(&mut self, key: &str, payload: P) -> Pushed {
         let index = self.alloc_slot();
-        let line = Line { key: key.clone(), head: index, tail: index, data: L::default() };
+        let line = Line { key: Rc::from(key), head: index, tail: index, data: L::default() };
         let line = match self.free_lines.pop() {
             Some(free) => {
                 self.lines[free as usize] = Some(line);
@@ -129,7 +159,7 @@ impl<P, L: Default> KeyedQueue<P, L> {
                 (self.lines.len() - 1) as u32
             }
         };
-        self.index.insert(key, line);
+        self.busy += 1;
         let ticket = self.fill_slot(index, Entry { line, prev: NONE, next: NONE, payload });
         Pushed { ticket, line: LineId(line), is_head: true }
     }
@@ -219,11 +249,6 @@ impl<P, L: Default> KeyedQueue<P, L> {
         self.live(ticket).is_some_and(|entry| entry.prev == NONE)
     }
 
-    /// The line of `key`, if the key is busy.
-    pub fn line_id(&self, key: &str) -> Option<LineId> {
-        self.index.get(key).map(|&line| LineId(line))
-    }
-
     /// The head of a busy key's line.
     pub fn head(&self, line: LineId) -> Option<Ticket> {
         self.line(line.0).map(|line| self.ticket_at(line.head))
@@ -275,10 +300,9 @@ impl<P, L: Default> KeyedQueue<P, L> {
             }
         }
         if idle {
-            if let Some(line) = self.lines[entry.line as usize].take() {
-                self.index.remove(&line.key);
-            }
+            self.lines[entry.line as usize] = None;
             self.free_lines.push(entry.line);
+            self.busy -= 1;
         }
         let next = next.map(|head| self.ticket_at(head));
         if self.len == 0 {
@@ -296,14 +320,11 @@ impl<P, L: Default> KeyedQueue<P, L> {
             self.lines = Vec::new();
             self.free_lines = Vec::new();
         }
-        if self.index.capacity() > KEEP_WHEN_IDLE {
-            self.index = HashMap::new();
-        }
     }
 
-    /// The number of busy keys.
+    /// The number of busy keys (open lines).
     pub fn keys(&self) -> usize {
-        self.index.len()
+        self.busy
     }
 
     /// The number of entries, in every line.
@@ -319,6 +340,90 @@ impl<P, L: Default> KeyedQueue<P, L> {
     /// Slots of slab and index capacity held, for tests that an idle queue gives memory back.
     pub fn capacity(&self) -> usize {
         self.slots.capacity() + self.free.capacity() + self.lines.capacity() + self.free_lines.capacity()
-            + self.index.capacity()
+    }
+}
+
+/// [`Lines`] with a key index: per-key FIFO lines found by key.
+pub struct KeyedQueue<P, L = ()> {
+    lines: Lines<P, L>,
+    index: KeyIndex,
+}
+
+impl<P, L: Default> Default for KeyedQueue<P, L> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P, L> core::fmt::Debug for KeyedQueue<P, L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.lines.fmt(f)
+    }
+}
+
+impl<P, L> core::ops::Deref for KeyedQueue<P, L> {
+    type Target = Lines<P, L>;
+    fn deref(&self) -> &Lines<P, L> {
+        &self.lines
+    }
+}
+
+impl<P, L: Default> KeyedQueue<P, L> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        KeyedQueue { lines: Lines::new(), index: KeyIndex::default() }
+    }
+
+    /// Appends `payload` to `key`'s line, opening the line if the key was idle.
+    pub fn push(&mut self, key: &str, payload: P) -> Pushed {
+        if let Some(&line) = self.index.get(key) {
+            if let Some(ticket) = self.lines.push_on(LineId(line), payload) {
+                return Pushed { ticket, line: LineId(line), is_head: false };
+            }
+            unreachable!("the key index names an idle line");
+        }
+        let pushed = self.lines.open(key, payload);
+        if let Some(key) = self.lines.key(pushed.ticket) {
+            self.index.insert(key.clone(), pushed.line.0);
+        }
+        pushed
+    }
+
+    /// Appends `payload` to a busy key's line; `None` (and nothing pushed) if the line is idle.
+    pub fn push_on(&mut self, line: LineId, payload: P) -> Option<Ticket> {
+        self.lines.push_on(line, payload)
+    }
+
+    /// The line of `key`, if the key is busy.
+    pub fn line_id(&self, key: &str) -> Option<LineId> {
+        self.index.get(key).map(|&line| LineId(line))
+    }
+
+    /// The payload of a live entry, mutably.
+    pub fn get_mut(&mut self, ticket: Ticket) -> Option<&mut P> {
+        self.lines.get_mut(ticket)
+    }
+
+    /// The data of a busy key's line.
+    pub fn line_data_mut(&mut self, line: LineId) -> Option<&mut L> {
+        self.lines.line_data_mut(line)
+    }
+
+    /// Removes a live entry from anywhere in its line, as [`Lines::remove`].
+    pub fn remove(&mut self, ticket: Ticket) -> Option<Removed<P>> {
+        let key = self.lines.key(ticket)?.clone();
+        let removed = self.lines.remove(ticket)?;
+        if removed.idle {
+            self.index.remove(&*key);
+            if self.index.is_empty() && self.index.capacity() > KEEP_WHEN_IDLE {
+                self.index = KeyIndex::default();
+            }
+        }
+        Some(removed)
+    }
+
+    /// Slots of slab and index capacity held, for tests that an idle queue gives memory back.
+    pub fn capacity(&self) -> usize {
+        self.lines.capacity() + self.index.capacity()
     }
 }

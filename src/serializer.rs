@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::clock::Clock;
 use crate::key::{validate_key, KeyError};
-use crate::queue::{KeyedQueue, LineId, Pushed, Ticket};
+use crate::queue::{KeyedQueue, LineId, Lines, Pushed, Ticket};
 
 /// The default deadline of one work, as the seed: 30 s is over ten times the slowest legitimate
 /// run of a handful of store round-trips, and short enough that a stalled dependency holds one
@@ -93,7 +93,7 @@ pub struct Released<P> {
 /// deadline order: starting, finishing and expiring are O(1) per work, nothing is re-sorted.
 /// Each busy key also carries data of the caller's (`L`), dropped when the key goes idle.
 pub struct SerializerCore<P, L = ()> {
-    queue: KeyedQueue<Job<P>, L>,
+    queue: Lines<Job<P>, L>,
     timeout_ms: f64,
     oldest: Option<Ticket>,
     newest: Option<Ticket>,
@@ -111,7 +111,7 @@ impl<P, L> fmt::Debug for SerializerCore<P, L> {
 impl<P, L: Default> SerializerCore<P, L> {
     /// A core whose works each get `timeout_ms` (already validated) to settle.
     pub fn new(timeout_ms: f64) -> Self {
-        SerializerCore { queue: KeyedQueue::new(), timeout_ms, oldest: None, newest: None }
+        SerializerCore { queue: Lines::new(), timeout_ms, oldest: None, newest: None }
     }
 
     /// The deadline every work gets, in milliseconds.
@@ -119,14 +119,15 @@ impl<P, L: Default> SerializerCore<P, L> {
         self.timeout_ms
     }
 
-    /// Queues a work under `key`. When [`Pushed::is_head`], the key was idle and its turn has
-    /// already come: the caller must [`start`](Self::start) it.
+    /// Opens a line for `key` — which the caller knows is idle: the core keeps no key index,
+    /// its caller does (the JS binding, in a JS `Map`) — with this work as its head. Its turn
+    /// has come: the caller must [`start`](Self::start) it.
     ///
     /// # Errors
     /// The key is empty or too long; nothing was queued.
-    pub fn submit(&mut self, key: &str, payload: P) -> Result<Pushed, KeyError> {
+    pub fn open(&mut self, key: &str, payload: P) -> Result<Pushed, KeyError> {
         validate_key(key)?;
-        Ok(self.queue.push(key, Job { payload, state: State::Queued }))
+        Ok(self.queue.open(key, Job { payload, state: State::Queued }))
     }
 
     /// Queues a work behind the others of a busy key, known by its line; `None` (nothing

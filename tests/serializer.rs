@@ -18,14 +18,14 @@ use keyturn::{Clock, KeyError, KeyedSerializer, ManualClock, SerializeError, MAX
 #[test]
 fn core_times_works_from_their_start_and_expires_them_oldest_first() {
     let mut core: SerializerCore<&str> = SerializerCore::new(100.0);
-    let a = core.submit("a", "a1").unwrap();
-    let b = core.submit("b", "b1").unwrap();
-    let a2 = core.submit("a", "a2").unwrap();
-    assert!(a.is_head && b.is_head && !a2.is_head);
+    let a = core.open("a", "a1").unwrap();
+    let b = core.open("b", "b1").unwrap();
+    let a2 = core.submit_on(a.line, "a2").unwrap();
+    assert!(a.is_head && b.is_head);
     assert_eq!(core.next_deadline(), None, "nothing runs before it is started");
     core.start(a.ticket, 0.0).unwrap();
     core.start(b.ticket, 30.0).unwrap();
-    assert!(core.start(a2.ticket, 30.0).is_none(), "only a head starts");
+    assert!(core.start(a2, 30.0).is_none(), "only a head starts");
     assert!(core.start(a.ticket, 40.0).is_none(), "a work starts once");
     assert_eq!(core.next_deadline(), Some(100.0));
     assert!(core.expire(99.9).is_empty());
@@ -35,13 +35,13 @@ fn core_times_works_from_their_start_and_expires_them_oldest_first() {
     // An expired work stays the head until it is finished; then the next one's turn comes.
     assert_eq!(core.pending(), 2);
     let released = core.finish_head(a.line).unwrap();
-    assert_eq!((released.payload, released.next, released.idle), ("a1", Some(a2.ticket), false));
-    core.start(a2.ticket, 100.0).unwrap();
+    assert_eq!((released.payload, released.next, released.idle), ("a1", Some(a2), false));
+    core.start(a2, 100.0).unwrap();
     // b settles in time: it leaves the deadline list; a2 is now the oldest running work.
     let released = core.finish_head(b.line).unwrap();
     assert!(released.idle);
     assert_eq!(core.next_deadline(), Some(200.0));
-    assert_eq!(core.expire(250.0), vec![a2.ticket]);
+    assert_eq!(core.expire(250.0), vec![a2]);
     assert!(core.finish_head(a.line).unwrap().idle);
     assert_eq!((core.pending(), core.works(), core.next_deadline()), (0, 0, None));
 }
@@ -49,7 +49,7 @@ fn core_times_works_from_their_start_and_expires_them_oldest_first() {
 #[test]
 fn core_settling_out_of_order_keeps_the_deadline_list_whole() {
     let mut core: SerializerCore<u32> = SerializerCore::new(10.0);
-    let pushed: Vec<_> = (0..5).map(|i| core.submit(&format!("k{i}"), i).unwrap()).collect();
+    let pushed: Vec<_> = (0..5).map(|i| core.open(&format!("k{i}"), i).unwrap()).collect();
     for (i, p) in pushed.iter().enumerate() {
         core.start(p.ticket, i as f64).unwrap();
     }
@@ -65,9 +65,9 @@ fn core_settling_out_of_order_keeps_the_deadline_list_whole() {
 #[test]
 fn core_refuses_bad_keys_and_queues_nothing() {
     let mut core: SerializerCore<()> = SerializerCore::new(10.0);
-    assert_eq!(core.submit("", ()).unwrap_err(), KeyError::Empty);
+    assert_eq!(core.open("", ()).unwrap_err(), KeyError::Empty);
     let long = "x".repeat(MAX_KEY_BYTES + 1);
-    assert_eq!(core.submit(&long, ()).unwrap_err(), KeyError::TooLong(MAX_KEY_BYTES + 1));
+    assert_eq!(core.open(&long, ()).unwrap_err(), KeyError::TooLong(MAX_KEY_BYTES + 1));
     assert_eq!((core.pending(), core.works()), (0, 0));
 }
 

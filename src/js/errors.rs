@@ -1,46 +1,82 @@
 //! Bad arguments become `TypeError` / `RangeError` that name the argument.
+//!
+//! Messages are joined from pieces rather than `format!`ted, and numbers are spelled by
+//! JavaScript, so the module carries none of Rust's float formatting (~20 KB of wasm). The
+//! helpers are never inlined: they run only on bad input, and one copy is smaller than many.
 
 use wasm_bindgen::prelude::*;
 
-use crate::key::{validate_key, KeyError};
+use crate::key::{validate_key, KeyError, MAX_KEY_BYTES};
+
+#[inline(never)]
+fn join(parts: &[&str]) -> String {
+    let mut message = String::from("keyturn: ");
+    parts.iter().for_each(|part| message.push_str(part));
+    message
+}
+
+/// A `TypeError` whose message is `keyturn: ` and the parts.
+#[inline(never)]
+pub fn type_error(parts: &[&str]) -> JsValue {
+    js_sys::TypeError::new(&join(parts)).into()
+}
+
+/// A `RangeError` whose message is `keyturn: ` and the parts.
+#[inline(never)]
+pub fn range_error(parts: &[&str]) -> JsValue {
+    js_sys::RangeError::new(&join(parts)).into()
+}
 
 /// What `typeof` says, with `null` told apart, for messages.
+#[inline(never)]
 pub fn describe(value: &JsValue) -> String {
     if value.is_null() {
         "null".into()
     } else {
-        value.js_typeof().as_string().unwrap_or_else(|| "value".into())
+        value.js_typeof().as_string().unwrap_or_default()
     }
 }
 
-/// A `TypeError` whose message starts with `keyturn: `.
-pub fn type_error(message: &str) -> JsValue {
-    js_sys::TypeError::new(&format!("keyturn: {message}")).into()
-}
-
-/// A `RangeError` whose message starts with `keyturn: `.
-pub fn range_error(message: &str) -> JsValue {
-    js_sys::RangeError::new(&format!("keyturn: {message}")).into()
+/// A number as JavaScript spells it (`String(n)`), for messages.
+#[inline(never)]
+pub fn spell(number: f64) -> String {
+    js_sys::Number::from(number).to_string_with_radix(10).map(String::from).unwrap_or_default()
 }
 
 /// A key or lock name from JavaScript, as a Rust string, or the error that names `what`.
 pub fn key_from_js(value: &JsValue, what: &str) -> Result<String, JsValue> {
     let Some(key) = value.as_string() else {
-        return Err(type_error(&format!("{what} must be a non-empty string, got {}", describe(value))));
+        return Err(type_error(&[what, " must be a non-empty string, got ", &describe(value)]));
     };
     // Lone surrogates come through as U+FFFD; two different keys must not become one.
-    if key.contains('\u{FFFD}') && !js_sys::JsString::from(value.clone()).is_valid_utf16() {
-        return Err(type_error(&format!("{what} must be well-formed Unicode (it has a lone surrogate)")));
+    if key.chars().any(|c| c == '\u{FFFD}') && !js_sys::JsString::from(value.clone()).is_valid_utf16() {
+        return Err(type_error(&[what, " must be well-formed Unicode (it has a lone surrogate)"]));
     }
     match validate_key(&key) {
         Ok(()) => Ok(key),
-        Err(KeyError::Empty) => Err(type_error(&format!("{what} must be a non-empty string, got \"\""))),
-        Err(error @ KeyError::TooLong(_)) => Err(range_error(&format!("{what} {error}"))),
+        Err(error) => Err(key_error(what, error)),
+    }
+}
+
+/// The JS error for a refused key.
+#[inline(never)]
+pub fn key_error(what: &str, error: KeyError) -> JsValue {
+    match error {
+        KeyError::Empty => type_error(&[what, " must be a non-empty string, got \"\""]),
+        KeyError::TooLong(len) => range_error(&[
+            what,
+            " is ",
+            &spell(len as f64),
+            " bytes long in UTF-8; at most ",
+            &spell(MAX_KEY_BYTES as f64),
+            " are allowed",
+        ]),
     }
 }
 
 /// `options` as an object to read fields from: `None` when undefined, an error naming it when
 /// it is anything but an object.
+#[inline(never)]
 pub fn options_object(value: &JsValue, what: &str) -> Result<Option<js_sys::Object>, JsValue> {
     if value.is_undefined() {
         return Ok(None);
@@ -48,7 +84,7 @@ pub fn options_object(value: &JsValue, what: &str) -> Result<Option<js_sys::Obje
     if value.is_object() && !value.is_function() {
         return Ok(Some(value.clone().unchecked_into()));
     }
-    Err(type_error(&format!("{what} must be an object or undefined, got {}", describe(value))))
+    Err(type_error(&[what, " must be an object or undefined, got ", &describe(value)]))
 }
 
 /// A field of an options object; a getter that throws passes its error on.
@@ -57,23 +93,25 @@ pub fn field(object: &js_sys::Object, name: &str) -> Result<JsValue, JsValue> {
 }
 
 /// An optional function field: `undefined` or a function, else a TypeError naming it.
+#[inline(never)]
 pub fn optional_function(value: JsValue, what: &str) -> Result<Option<js_sys::Function>, JsValue> {
     if value.is_undefined() {
         Ok(None)
     } else if let Some(function) = value.dyn_ref::<js_sys::Function>() {
         Ok(Some(function.clone()))
     } else {
-        Err(type_error(&format!("{what} must be a function or undefined, got {}", describe(&value))))
+        Err(type_error(&[what, " must be a function or undefined, got ", &describe(&value)]))
     }
 }
 
 /// An optional number field: `undefined` or a number, else a TypeError naming it.
+#[inline(never)]
 pub fn optional_number(value: JsValue, what: &str) -> Result<Option<f64>, JsValue> {
     if value.is_undefined() {
         Ok(None)
     } else if let Some(number) = value.as_f64() {
         Ok(Some(number))
     } else {
-        Err(type_error(&format!("{what} must be a number or undefined, got {}", describe(&value))))
+        Err(type_error(&[what, " must be a number or undefined, got ", &describe(&value)]))
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! How one work travels, and why it is cheap (see `js/api.js` for the JS half):
 //! - `serialize` makes the caller's promise and hands its resolve/reject to Rust, which queues
-//!   them in the key's line. The first work of a busy period passes the key (validated, hashed
-//!   once) and gets the line's id back; the JS side remembers it for the busy key, so later
-//!   works pass only the id — no string crosses and nothing is hashed.
+//!   them in the key's line. The key → line index of busy keys is a JS `Map` on the JS side: a
+//!   lookup there is cheaper than passing the string into wasm and hashing it again, and the
+//!   wasm carries no hash table (4.6 KB). The first work of a busy period passes the key
+//!   (validated here) and gets its line's id; later works pass only the id.
 //! - `serialize` attaches the line's `advance` function (one per busy key, not per work) to the
 //!   caller's promise, so the key moves on when that promise settles: a work's settlement feeds
 //!   the promise directly (`run.then(resolve, reject)`, no closure) and a timeout rejects it.
@@ -20,7 +21,8 @@ use wasm_bindgen::prelude::*;
 use web_sys::AbortController;
 
 use super::errors::{
-    describe, field, key_from_js, optional_function, optional_number, options_object, range_error, type_error,
+    describe, field, key_error, key_from_js, optional_function, optional_number, options_object, range_error, spell,
+    type_error,
 };
 use super::sys::{arm_timer, performance_now};
 use crate::queue::{LineId, Ticket};
@@ -93,7 +95,7 @@ impl core::fmt::Debug for KeyedSerializerCore {
 }
 
 fn host_function(host: &js_sys::Object, name: &str) -> Result<Function, JsValue> {
-    optional_function(field(host, name)?, name)?.ok_or_else(|| type_error(&format!("host.{name} is missing")))
+    optional_function(field(host, name)?, name)?.ok_or_else(|| type_error(&["host.", name, " is missing"]))
 }
 
 #[wasm_bindgen]
@@ -106,8 +108,10 @@ impl KeyedSerializerCore {
             None => None,
         }
         .unwrap_or(f64::from(DEFAULT_TIMEOUT_MS));
-        let timeout_ms = validate_timeout_ms(timeout_ms).map_err(|error| range_error(&error.to_string()))?;
-        let host = options_object(&host, "host")?.ok_or_else(|| type_error("host must be an object"))?;
+        let timeout_ms = validate_timeout_ms(timeout_ms).map_err(|_| {
+            range_error(&["options.timeoutMs must be a finite number from 1 to 2147483647, got ", &spell(timeout_ms)])
+        })?;
+        let host = options_object(&host, "host")?.ok_or_else(|| type_error(&["host must be an object"]))?;
         let host = Host {
             start: host_function(&host, "start")?.unchecked_into(),
             schedule: host_function(&host, "schedule")?,
@@ -124,7 +128,8 @@ impl KeyedSerializerCore {
         })
     }
 
-    /// Queues `work` under `key` and returns the id of the key's line, for
+    /// Queues `work` under `key`, which the caller knows is idle (it keeps the key → line map
+    /// of busy keys), and returns the id of the key's new line, for
     /// [`enqueue_on`](Self::enqueue_on) and [`advance`](Self::advance). Throws (so the caller's
     /// promise rejects) on bad arguments, having changed nothing.
     pub fn enqueue(
@@ -138,13 +143,11 @@ impl KeyedSerializerCore {
         let key = key_from_js(&key, "key")?;
         let job = job_from_js(work, &options, resolve, reject)?;
         let shared = &self.shared;
-        let submitted = shared.core.borrow_mut().submit(&key, job);
-        let pushed = submitted.map_err(|error| range_error(&format!("key {error}")))?;
-        if pushed.is_head {
-            shared.ready.borrow_mut().push(pushed.ticket);
-            if !shared.drain_queued.replace(true) {
-                let _ = shared.host.schedule.call0(&JsValue::UNDEFINED);
-            }
+        let opened = shared.core.borrow_mut().open(&key, job);
+        let pushed = opened.map_err(|error| key_error("key", error))?;
+        shared.ready.borrow_mut().push(pushed.ticket);
+        if !shared.drain_queued.replace(true) {
+            let _ = shared.host.schedule.call0(&JsValue::UNDEFINED);
         }
         Ok(pushed.line.0)
     }
@@ -197,9 +200,10 @@ impl KeyedSerializerCore {
 }
 
 /// A work and its caller's resolve/reject from JS, checked.
+#[inline(never)]
 fn job_from_js(work: JsValue, options: &JsValue, resolve: JsValue, reject: JsValue) -> Result<JsJob, JsValue> {
     let Some(work) = work.dyn_ref::<Function>().cloned() else {
-        return Err(type_error(&format!("work must be a function, got {}", describe(&work))));
+        return Err(type_error(&["work must be a function, got ", &describe(&work)]));
     };
     let on_late_settle = match options_object(options, "options")? {
         Some(object) => optional_function(field(&object, "onLateSettle")?, "options.onLateSettle")?
