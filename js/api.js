@@ -31,12 +31,12 @@ export function createKeyedSerializer(options) {
         value = work(controller.signal);
       } catch (error) {
         reject(error);
-        return controller;
+        return undefined;
       }
       if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
-        // Not a thenable: the work has settled already.
+        // Not a thenable: the work has settled already, and nothing is left to abort.
         resolve(value);
-        return controller;
+        return undefined;
       }
       // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout
       // must still be able to reject it.

@@ -43,7 +43,7 @@ extern "C" {
         resolve: &Callable,
         reject: &Callable,
         on_late: &JsValue,
-    ) -> AbortController;
+    ) -> JsValue;
     #[wasm_bindgen(method, js_name = call)]
     fn call1(this: &Callable, context: &JsValue, value: &JsValue) -> JsValue;
     #[wasm_bindgen(method, js_name = call)]
@@ -65,7 +65,9 @@ struct JsJob {
 struct Host {
     /// `start(work, resolve, reject, onLateSettle)`: calls `work(signal)` with a new
     /// AbortController's signal, feeds its outcome to resolve/reject, reports a late settlement
-    /// of an aborted work to `onLateSettle`, and returns the controller.
+    /// of an aborted work to `onLateSettle`, and returns the controller — or `undefined` when
+    /// the work settled synchronously and there is nothing left to abort, so the controller
+    /// dies young instead of living until the key advances.
     start: Callable,
     /// `schedule()`: queues one microtask that calls `drain()`.
     schedule: Function,
@@ -237,7 +239,7 @@ fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
     let controller = shared.host.start.call_start(&JsValue::UNDEFINED, &work, &resolve, &reject, &on_late_settle);
     // The job is still the head: it leaves only through `advance`, a later microtask.
     if let Some(job) = shared.core.borrow_mut().payload_mut(ticket) {
-        job.controller = Some(controller);
+        job.controller = (!controller.is_undefined()).then(|| controller.unchecked_into());
         job.reject = Some(reject);
     }
 }
