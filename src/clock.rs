@@ -42,7 +42,9 @@ impl Clock for PlatformClock {
         crate::js::sys::performance_now()
     }
     fn sleep(&self, ms: f64) -> Sleep {
-        Box::pin(gloo_timers::future::TimeoutFuture::new(crate::js::sys::timer_delay(ms)))
+        Box::pin(gloo_timers::future::TimeoutFuture::new(
+            crate::js::sys::timer_delay(ms),
+        ))
     }
 }
 
@@ -97,7 +99,12 @@ impl ManualClock {
 
     /// How many sleeps are still waiting: not ended, and not dropped.
     pub fn sleepers(&self) -> usize {
-        self.inner.borrow().sleepers.iter().filter(|(_, state)| !state.borrow().done).count()
+        self.inner
+            .borrow()
+            .sleepers
+            .iter()
+            .filter(|(_, state)| !state.borrow().done)
+            .count()
     }
 }
 

@@ -33,6 +33,13 @@ impl fmt::Display for KeyError {
 impl std::error::Error for KeyError {}
 
 /// Checks that `key` is usable as a serializer key or a lock name.
+///
+/// ```
+/// use keyturn::{validate_key, KeyError};
+/// assert_eq!(validate_key("board:42"), Ok(()));
+/// assert_eq!(validate_key(""), Err(KeyError::Empty));
+/// assert_eq!(validate_key(&"x".repeat(513)), Err(KeyError::TooLong(513)));
+/// ```
 pub fn validate_key(key: &str) -> Result<(), KeyError> {
     if key.is_empty() {
         Err(KeyError::Empty)

@@ -38,5 +38,6 @@ pub mod js;
 pub use clock::{Clock, ManualClock};
 pub use key::{validate_key, KeyError, MAX_KEY_BYTES};
 pub use serializer::{
-    KeyedSerializer, SerializeError, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+    KeyedSerializer, SerializeError, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS,
+    MAX_TIMEOUT_MS,
 };

@@ -124,7 +124,10 @@ impl<P, L: Default> Default for Lines<P, L> {
 
 impl<P, L> core::fmt::Debug for Lines<P, L> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Lines").field("busy", &self.busy).field("entries", &self.len).finish()
+        f.debug_struct("Lines")
+            .field("busy", &self.busy)
+            .field("entries", &self.len)
+            .finish()
     }
 }
 
@@ -148,7 +151,12 @@ impl<P, L: Default> Lines<P, L> {
     /// Opens a line for `key`, which the caller knows has none, with `payload` as its head.
     pub fn open(&mut self, key: &str, payload: P) -> Pushed {
         let index = self.alloc_slot();
-        let line = Line { key: Rc::from(key), head: index, tail: index, data: L::default() };
+        let line = Line {
+            key: Rc::from(key),
+            head: index,
+            tail: index,
+            data: L::default(),
+        };
         let line = match self.free_lines.pop() {
             Some(free) => {
                 self.lines[free as usize] = Some(line);
@@ -160,8 +168,20 @@ impl<P, L: Default> Lines<P, L> {
             }
         };
         self.busy += 1;
-        let ticket = self.fill_slot(index, Entry { line, prev: NONE, next: NONE, payload });
-        Pushed { ticket, line: LineId(line), is_head: true }
+        let ticket = self.fill_slot(
+            index,
+            Entry {
+                line,
+                prev: NONE,
+                next: NONE,
+                payload,
+            },
+        );
+        Pushed {
+            ticket,
+            line: LineId(line),
+            is_head: true,
+        }
     }
 
     /// Appends `payload` to a busy key's line; `None` (and nothing pushed) if the line is idle.
@@ -172,14 +192,25 @@ impl<P, L: Default> Lines<P, L> {
             busy.tail = index;
         }
         self.entry_mut(prev).next = index;
-        Some(self.fill_slot(index, Entry { line: line.0, prev, next: NONE, payload }))
+        Some(self.fill_slot(
+            index,
+            Entry {
+                line: line.0,
+                prev,
+                next: NONE,
+                payload,
+            },
+        ))
     }
 
     fn alloc_slot(&mut self) -> u32 {
         match self.free.pop() {
             Some(index) => index,
             None => {
-                self.slots.push(Slot { generation: 0, entry: None });
+                self.slots.push(Slot {
+                    generation: 0,
+                    entry: None,
+                });
                 (self.slots.len() - 1) as u32
             }
         }
@@ -192,7 +223,10 @@ impl<P, L: Default> Lines<P, L> {
         slot.generation = self.pushes;
         slot.entry = Some(entry);
         self.len += 1;
-        Ticket { index, generation: self.pushes }
+        Ticket {
+            index,
+            generation: self.pushes,
+        }
     }
 
     fn entry_mut(&mut self, index: u32) -> &mut Entry<P> {
@@ -216,7 +250,10 @@ impl<P, L: Default> Lines<P, L> {
     }
 
     fn ticket_at(&self, index: u32) -> Ticket {
-        Ticket { index, generation: self.slots[index as usize].generation }
+        Ticket {
+            index,
+            generation: self.slots[index as usize].generation,
+        }
     }
 
     /// The payload of a live entry.
@@ -256,7 +293,10 @@ impl<P, L: Default> Lines<P, L> {
 
     /// The data of a busy key's line.
     pub fn line_data_mut(&mut self, line: LineId) -> Option<&mut L> {
-        self.lines.get_mut(line.0 as usize)?.as_mut().map(|line| &mut line.data)
+        self.lines
+            .get_mut(line.0 as usize)?
+            .as_mut()
+            .map(|line| &mut line.data)
     }
 
     /// How many entries wait in a line, its head included; 0 for an idle one.
@@ -265,7 +305,10 @@ impl<P, L: Default> Lines<P, L> {
         let mut at = self.line(line.0).map_or(NONE, |line| line.head);
         while at != NONE {
             count += 1;
-            at = self.slots[at as usize].entry.as_ref().map_or(NONE, |entry| entry.next);
+            at = self.slots[at as usize]
+                .entry
+                .as_ref()
+                .map_or(NONE, |entry| entry.next);
         }
         count
     }
@@ -308,7 +351,11 @@ impl<P, L: Default> Lines<P, L> {
         if self.len == 0 {
             self.release_idle_memory();
         }
-        Some(Removed { payload: entry.payload, next, idle })
+        Some(Removed {
+            payload: entry.payload,
+            next,
+            idle,
+        })
     }
 
     fn release_idle_memory(&mut self) {
@@ -339,7 +386,10 @@ impl<P, L: Default> Lines<P, L> {
 
     /// Slots of slab and index capacity held, for tests that an idle queue gives memory back.
     pub fn capacity(&self) -> usize {
-        self.slots.capacity() + self.free.capacity() + self.lines.capacity() + self.free_lines.capacity()
+        self.slots.capacity()
+            + self.free.capacity()
+            + self.lines.capacity()
+            + self.free_lines.capacity()
     }
 }
 
@@ -371,14 +421,21 @@ impl<P, L> core::ops::Deref for KeyedQueue<P, L> {
 impl<P, L: Default> KeyedQueue<P, L> {
     /// An empty queue.
     pub fn new() -> Self {
-        KeyedQueue { lines: Lines::new(), index: KeyIndex::default() }
+        KeyedQueue {
+            lines: Lines::new(),
+            index: KeyIndex::default(),
+        }
     }
 
     /// Appends `payload` to `key`'s line, opening the line if the key was idle.
     pub fn push(&mut self, key: &str, payload: P) -> Pushed {
         if let Some(&line) = self.index.get(key) {
             if let Some(ticket) = self.lines.push_on(LineId(line), payload) {
-                return Pushed { ticket, line: LineId(line), is_head: false };
+                return Pushed {
+                    ticket,
+                    line: LineId(line),
+                    is_head: false,
+                };
             }
             unreachable!("the key index names an idle line");
         }

@@ -29,7 +29,11 @@ pub struct TimeoutOutOfRange(pub f64);
 
 impl fmt::Display for TimeoutOutOfRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "timeoutMs must be a finite number from 1 to {MAX_TIMEOUT_MS}, got {}", self.0)
+        write!(
+            f,
+            "timeoutMs must be a finite number from 1 to {MAX_TIMEOUT_MS}, got {}",
+            self.0
+        )
     }
 }
 
@@ -111,7 +115,12 @@ impl<P, L> fmt::Debug for SerializerCore<P, L> {
 impl<P, L: Default> SerializerCore<P, L> {
     /// A core whose works each get `timeout_ms` (already validated) to settle.
     pub fn new(timeout_ms: f64) -> Self {
-        SerializerCore { queue: Lines::new(), timeout_ms, oldest: None, newest: None }
+        SerializerCore {
+            queue: Lines::new(),
+            timeout_ms,
+            oldest: None,
+            newest: None,
+        }
     }
 
     /// The deadline every work gets, in milliseconds.
@@ -127,13 +136,25 @@ impl<P, L: Default> SerializerCore<P, L> {
     /// The key is empty or too long; nothing was queued.
     pub fn open(&mut self, key: &str, payload: P) -> Result<Pushed, KeyError> {
         validate_key(key)?;
-        Ok(self.queue.open(key, Job { payload, state: State::Queued }))
+        Ok(self.queue.open(
+            key,
+            Job {
+                payload,
+                state: State::Queued,
+            },
+        ))
     }
 
     /// Queues a work behind the others of a busy key, known by its line; `None` (nothing
     /// queued) if that line is idle.
     pub fn submit_on(&mut self, line: LineId, payload: P) -> Option<Ticket> {
-        self.queue.push_on(line, Job { payload, state: State::Queued })
+        self.queue.push_on(
+            line,
+            Job {
+                payload,
+                state: State::Queued,
+            },
+        )
     }
 
     /// The caller's data for a busy key's line.
@@ -152,7 +173,11 @@ impl<P, L: Default> SerializerCore<P, L> {
         if !matches!(job.state, State::Queued) {
             return None;
         }
-        job.state = State::Running(Run { deadline: now + self.timeout_ms, prev: newest, next: None });
+        job.state = State::Running(Run {
+            deadline: now + self.timeout_ms,
+            prev: newest,
+            next: None,
+        });
         match newest {
             Some(newest) => self.run_mut(newest).next = Some(ticket),
             None => self.oldest = Some(ticket),
@@ -193,7 +218,11 @@ impl<P, L: Default> SerializerCore<P, L> {
             self.unlink(run);
         }
         let removed = self.queue.remove(ticket)?;
-        Some(Released { payload: removed.payload.payload, next: removed.next, idle: removed.idle })
+        Some(Released {
+            payload: removed.payload.payload,
+            next: removed.next,
+            idle: removed.idle,
+        })
     }
 
     /// Every running work whose deadline is at or before `now`, oldest first. They stop being
@@ -217,7 +246,9 @@ impl<P, L: Default> SerializerCore<P, L> {
 
     /// Whether a work has passed its deadline (and has not been finished yet).
     pub fn is_expired(&self, ticket: Ticket) -> bool {
-        self.queue.get(ticket).is_some_and(|job| matches!(job.state, State::Expired))
+        self.queue
+            .get(ticket)
+            .is_some_and(|job| matches!(job.state, State::Expired))
     }
 
     /// The earliest deadline of a running work, if any runs.
@@ -312,6 +343,35 @@ struct Turn {
 ///
 /// Single-threaded (`!Send`), like everything on one wasm isolate. See the crate docs for when
 /// to use this and when a lock is what is needed.
+///
+/// # Examples
+///
+/// On wasm, `KeyedSerializer::new(timeout_ms)` runs on the platform clock. Anywhere, a
+/// [`ManualClock`](crate::ManualClock) makes time explicit — here a second work waits for the
+/// first, and a third, on another key, does not:
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::pin;
+/// use std::task::{Context, Poll, Waker};
+/// use keyturn::{KeyedSerializer, ManualClock, SerializeError};
+///
+/// let clock = ManualClock::new();
+/// let serializer = KeyedSerializer::with_clock(50.0, clock.clone())?;
+/// let mut cx = Context::from_waker(Waker::noop());
+///
+/// let mut first = pin!(serializer.run("order-1", |_signal| std::future::pending::<()>()));
+/// let mut second = pin!(serializer.run("order-1", |_signal| async { "second" }));
+/// let mut other = pin!(serializer.run("order-2", |_signal| async { "other" }));
+/// assert!(first.as_mut().poll(&mut cx).is_pending());
+/// assert!(second.as_mut().poll(&mut cx).is_pending(), "waits for the first");
+/// assert_eq!(other.as_mut().poll(&mut cx), Poll::Ready(Ok("other")));
+///
+/// clock.advance(50.0); // the first work's deadline passes: it is dropped
+/// assert!(matches!(first.as_mut().poll(&mut cx), Poll::Ready(Err(SerializeError::TimedOut { .. }))));
+/// assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(Ok("second")));
+/// # Ok::<(), keyturn::TimeoutOutOfRange>(())
+/// ```
 pub struct KeyedSerializer<C: Clock> {
     queue: Rc<RefCell<KeyedQueue<Turn>>>,
     timeout_ms: f64,
@@ -371,16 +431,30 @@ impl<C: Clock> KeyedSerializer<C> {
     {
         validate_key(key).map_err(SerializeError::InvalidKey)?;
         let ticket = self.queue.borrow_mut().push(key, Turn::default()).ticket;
-        let _turn = TurnGuard { queue: &self.queue, ticket };
-        WaitTurn { queue: &self.queue, ticket }.await;
+        let _turn = TurnGuard {
+            queue: &self.queue,
+            ticket,
+        };
+        WaitTurn {
+            queue: &self.queue,
+            ticket,
+        }
+        .await;
         let signal = WorkSignal::default();
         let outcome = {
             let work = pin!(work(signal.clone()));
-            FirstOf { work, deadline: self.clock.sleep(self.timeout_ms) }.await
+            FirstOf {
+                work,
+                deadline: self.clock.sleep(self.timeout_ms),
+            }
+            .await
         };
         outcome.ok_or_else(|| {
             signal.aborted.set(true);
-            SerializeError::TimedOut { key: key.to_owned(), timeout_ms: self.timeout_ms }
+            SerializeError::TimedOut {
+                key: key.to_owned(),
+                timeout_ms: self.timeout_ms,
+            }
         })
     }
 
@@ -402,7 +476,8 @@ impl Drop for TurnGuard<'_> {
         let waker = {
             let mut queue = self.queue.borrow_mut();
             let next = queue.remove(self.ticket).and_then(|removed| removed.next);
-            next.and_then(|next| queue.get_mut(next)).and_then(|turn| turn.waker.take())
+            next.and_then(|next| queue.get_mut(next))
+                .and_then(|turn| turn.waker.take())
         };
         // Woken outside the borrow: a waker may poll, and a poll borrows the queue.
         if let Some(waker) = waker {

@@ -45,7 +45,10 @@ fn removing_from_the_middle_keeps_the_order_and_the_head() {
     let b = queue.push("k", 1).ticket;
     let c = queue.push("k", 2).ticket;
     let removed = queue.remove(b).expect("live");
-    assert_eq!((removed.payload, removed.next, removed.idle), (1, None, false));
+    assert_eq!(
+        (removed.payload, removed.next, removed.idle),
+        (1, None, false)
+    );
     assert!(queue.is_head(a));
     assert_eq!(queue.remove(a).expect("live").next, Some(c));
     // The tail was fixed too: a new push goes behind c.
@@ -81,7 +84,9 @@ fn push_on_an_idle_line_pushes_nothing() {
 #[test]
 fn an_idle_queue_gives_its_memory_back() {
     let mut queue: KeyedQueue<u64> = KeyedQueue::new();
-    let tickets: Vec<Ticket> = (0..20_000).map(|i| queue.push(&format!("key-{i}"), i).ticket).collect();
+    let tickets: Vec<Ticket> = (0..20_000)
+        .map(|i| queue.push(&format!("key-{i}"), i).ticket)
+        .collect();
     assert_eq!(queue.keys(), 20_000);
     assert!(queue.capacity() >= 60_000);
     for ticket in tickets {
@@ -120,12 +125,18 @@ fn matches_a_model_of_per_key_fifos_under_random_operations() {
                 line.push_back((pushed.ticket, step));
             }
             _ => {
-                let Some(line) = model.get_mut(&key) else { continue };
+                let Some(line) = model.get_mut(&key) else {
+                    continue;
+                };
                 let at = rng.below(line.len() as u64) as usize;
                 let (ticket, payload) = line.remove(at).expect("in range");
                 let removed = queue.remove(ticket).expect("live");
                 assert_eq!(removed.payload, payload);
-                let expected_next = if at == 0 { line.front().map(|(t, _)| *t) } else { None };
+                let expected_next = if at == 0 {
+                    line.front().map(|(t, _)| *t)
+                } else {
+                    None
+                };
                 assert_eq!(removed.next, expected_next);
                 assert_eq!(removed.idle, line.is_empty());
                 if line.is_empty() {

@@ -11,7 +11,9 @@ use std::rc::Rc;
 
 use common::Executor;
 use keyturn::serializer::{validate_timeout_ms, SerializerCore, TimeoutOutOfRange};
-use keyturn::{Clock, KeyError, KeyedSerializer, ManualClock, SerializeError, MAX_KEY_BYTES, MAX_TIMEOUT_MS};
+use keyturn::{
+    Clock, KeyError, KeyedSerializer, ManualClock, SerializeError, MAX_KEY_BYTES, MAX_TIMEOUT_MS,
+};
 
 // ---- the core ------------------------------------------------------------------------------
 
@@ -22,7 +24,11 @@ fn core_times_works_from_their_start_and_expires_them_oldest_first() {
     let b = core.open("b", "b1").unwrap();
     let a2 = core.submit_on(a.line, "a2").unwrap();
     assert!(a.is_head && b.is_head);
-    assert_eq!(core.next_deadline(), None, "nothing runs before it is started");
+    assert_eq!(
+        core.next_deadline(),
+        None,
+        "nothing runs before it is started"
+    );
     core.start(a.ticket, 0.0).unwrap();
     core.start(b.ticket, 30.0).unwrap();
     assert!(core.start(a2, 30.0).is_none(), "only a head starts");
@@ -35,7 +41,10 @@ fn core_times_works_from_their_start_and_expires_them_oldest_first() {
     // An expired work stays the head until it is finished; then the next one's turn comes.
     assert_eq!(core.pending(), 2);
     let released = core.finish_head(a.line).unwrap();
-    assert_eq!((released.payload, released.next, released.idle), ("a1", Some(a2), false));
+    assert_eq!(
+        (released.payload, released.next, released.idle),
+        ("a1", Some(a2), false)
+    );
     core.start(a2, 100.0).unwrap();
     // b settles in time: it leaves the deadline list; a2 is now the oldest running work.
     let released = core.finish_head(b.line).unwrap();
@@ -43,13 +52,18 @@ fn core_times_works_from_their_start_and_expires_them_oldest_first() {
     assert_eq!(core.next_deadline(), Some(200.0));
     assert_eq!(core.expire(250.0), vec![a2]);
     assert!(core.finish_head(a.line).unwrap().idle);
-    assert_eq!((core.pending(), core.works(), core.next_deadline()), (0, 0, None));
+    assert_eq!(
+        (core.pending(), core.works(), core.next_deadline()),
+        (0, 0, None)
+    );
 }
 
 #[test]
 fn core_settling_out_of_order_keeps_the_deadline_list_whole() {
     let mut core: SerializerCore<u32> = SerializerCore::new(10.0);
-    let pushed: Vec<_> = (0..5).map(|i| core.open(&format!("k{i}"), i).unwrap()).collect();
+    let pushed: Vec<_> = (0..5)
+        .map(|i| core.open(&format!("k{i}"), i).unwrap())
+        .collect();
     for (i, p) in pushed.iter().enumerate() {
         core.start(p.ticket, i as f64).unwrap();
     }
@@ -67,7 +81,10 @@ fn core_refuses_bad_keys_and_queues_nothing() {
     let mut core: SerializerCore<()> = SerializerCore::new(10.0);
     assert_eq!(core.open("", ()).unwrap_err(), KeyError::Empty);
     let long = "x".repeat(MAX_KEY_BYTES + 1);
-    assert_eq!(core.open(&long, ()).unwrap_err(), KeyError::TooLong(MAX_KEY_BYTES + 1));
+    assert_eq!(
+        core.open(&long, ()).unwrap_err(),
+        KeyError::TooLong(MAX_KEY_BYTES + 1)
+    );
     assert_eq!((core.pending(), core.works()), (0, 0));
 }
 
@@ -75,7 +92,10 @@ fn core_refuses_bad_keys_and_queues_nothing() {
 fn timeout_bounds() {
     assert_eq!(validate_timeout_ms(1.0), Ok(1.0));
     assert_eq!(validate_timeout_ms(1.5), Ok(1.5));
-    assert_eq!(validate_timeout_ms(f64::from(MAX_TIMEOUT_MS)), Ok(2_147_483_647.0));
+    assert_eq!(
+        validate_timeout_ms(f64::from(MAX_TIMEOUT_MS)),
+        Ok(2_147_483_647.0)
+    );
     for bad in [0.0, 0.5, -1.0, 2_147_483_648.0, f64::NAN, f64::INFINITY] {
         assert!(validate_timeout_ms(bad).is_err(), "{bad}");
     }
@@ -89,10 +109,22 @@ fn timeout_bounds() {
 
 type Log = Rc<RefCell<Vec<String>>>;
 
-fn setup(timeout_ms: f64) -> (Rc<Executor>, ManualClock, Rc<KeyedSerializer<ManualClock>>, Log) {
+fn setup(
+    timeout_ms: f64,
+) -> (
+    Rc<Executor>,
+    ManualClock,
+    Rc<KeyedSerializer<ManualClock>>,
+    Log,
+) {
     let clock = ManualClock::new();
     let serializer = Rc::new(KeyedSerializer::with_clock(timeout_ms, clock.clone()).unwrap());
-    (Executor::new(), clock, serializer, Rc::new(RefCell::new(Vec::new())))
+    (
+        Executor::new(),
+        clock,
+        serializer,
+        Rc::new(RefCell::new(Vec::new())),
+    )
 }
 
 /// Spawns a work under `key` that logs its start and end and takes `ms` on the clock.
@@ -127,7 +159,11 @@ fn works_for_one_key_run_one_at_a_time_in_entry_order() {
         .collect();
     let other = spawn_work(&executor, &clock, &serializer, &log, "other", "o1", 10.0);
     executor.run_until_stalled();
-    assert_eq!(*log.borrow(), ["start w1", "start o1"], "different keys run concurrently");
+    assert_eq!(
+        *log.borrow(),
+        ["start w1", "start o1"],
+        "different keys run concurrently"
+    );
     assert_eq!(serializer.pending(), 2);
     for _ in 0..3 {
         clock.advance(10.0);
@@ -137,7 +173,10 @@ fn works_for_one_key_run_one_at_a_time_in_entry_order() {
         *log.borrow(),
         ["start w1", "start o1", "end w1", "end o1", "start w2", "end w2", "start w3", "end w3"]
     );
-    let results: Vec<_> = outputs.iter().map(|o| o.borrow_mut().take().unwrap().unwrap()).collect();
+    let results: Vec<_> = outputs
+        .iter()
+        .map(|o| o.borrow_mut().take().unwrap().unwrap())
+        .collect();
     assert_eq!(results, ["w1", "w2", "w3"]);
     assert_eq!(other.borrow_mut().take().unwrap(), Ok("o1"));
     assert_eq!(serializer.pending(), 0);
@@ -156,16 +195,27 @@ fn a_work_past_its_deadline_is_dropped_and_the_next_one_starts() {
     executor.run_until_stalled();
     assert_eq!(
         slow.borrow_mut().take().unwrap(),
-        Err(SerializeError::TimedOut { key: "k".into(), timeout_ms: 50.0 })
+        Err(SerializeError::TimedOut {
+            key: "k".into(),
+            timeout_ms: 50.0
+        })
     );
-    assert_eq!(*log.borrow(), ["start slow", "start next"], "the slow work never ended: it was dropped");
+    assert_eq!(
+        *log.borrow(),
+        ["start slow", "start next"],
+        "the slow work never ended: it was dropped"
+    );
     clock.advance(10.0);
     executor.run_until_stalled();
     assert_eq!(next.borrow_mut().take().unwrap(), Ok("next"));
     // The dropped work's own sleep was dropped too.
     assert_eq!(clock.sleepers(), 0);
     assert_eq!(
-        SerializeError::TimedOut { key: "k".into(), timeout_ms: 50.0 }.to_string(),
+        SerializeError::TimedOut {
+            key: "k".into(),
+            timeout_ms: 50.0
+        }
+        .to_string(),
         "serialized work for k timed out after 50 ms: released, the next notification re-decides"
     );
 }
@@ -217,7 +267,10 @@ fn cancelling_a_waiting_turn_leaves_the_line_and_a_running_one_frees_the_key() {
         assert_eq!(serializer.pending(), 1);
     }
     assert_eq!(serializer.pending(), 0);
-    assert_eq!(*log.borrow(), ["start first", "end first", "start third", "end third"]);
+    assert_eq!(
+        *log.borrow(),
+        ["start first", "end first", "start third", "end third"]
+    );
 }
 
 #[test]
@@ -226,7 +279,10 @@ fn bad_keys_and_timeouts_are_refused() {
     assert!(KeyedSerializer::with_clock(0.0, clock.clone()).is_err());
     let serializer = KeyedSerializer::with_clock(10.0, clock).unwrap();
     let mut run = Box::pin(serializer.run("", |_| async {}));
-    assert!(matches!(common::poll_once(&mut run), std::task::Poll::Ready(Err(SerializeError::InvalidKey(KeyError::Empty)))));
+    assert!(matches!(
+        common::poll_once(&mut run),
+        std::task::Poll::Ready(Err(SerializeError::InvalidKey(KeyError::Empty)))
+    ));
     assert_eq!(serializer.pending(), 0);
 }
 
@@ -283,7 +339,11 @@ fn randomized_works_keep_per_key_order_and_never_overlap() {
             started[key].push(seq);
             running[key] = Some(seq);
         } else {
-            assert_eq!(running[key], Some(seq), "an end belongs to the running work");
+            assert_eq!(
+                running[key],
+                Some(seq),
+                "an end belongs to the running work"
+            );
             running[key] = None;
         }
     }

@@ -16,7 +16,13 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 type Log = Rc<RefCell<Vec<String>>>;
 
-fn spawn_run(serializer: &Rc<KeyedSerializer<keyturn::clock::PlatformClock>>, log: &Log, key: &'static str, name: &'static str, ms: u32) {
+fn spawn_run(
+    serializer: &Rc<KeyedSerializer<keyturn::clock::PlatformClock>>,
+    log: &Log,
+    key: &'static str,
+    name: &'static str,
+    ms: u32,
+) {
     let (serializer, log) = (serializer.clone(), log.clone());
     spawn_local(async move {
         let result = serializer
@@ -43,7 +49,10 @@ async fn rust_api_runs_one_key_in_order_and_keys_side_by_side() {
     spawn_run(&serializer, &log, "a", "a2", 1);
     spawn_run(&serializer, &log, "b", "b1", 5);
     TimeoutFuture::new(120).await;
-    assert_eq!(*log.borrow(), ["start a1", "start b1", "end b1", "end a1", "start a2", "end a2"]);
+    assert_eq!(
+        *log.borrow(),
+        ["start a1", "start b1", "end b1", "end a1", "start a2", "end a2"]
+    );
     assert_eq!(serializer.pending(), 0);
 }
 
@@ -56,13 +65,19 @@ async fn rust_api_deadline_drops_the_work_on_a_real_timer() {
     TimeoutFuture::new(15).await;
     assert_eq!(*log.borrow(), ["start slow"], "not before the deadline");
     TimeoutFuture::new(150).await;
-    assert_eq!(*log.borrow(), ["start slow", "timeout slow", "start next", "end next"]);
+    assert_eq!(
+        *log.borrow(),
+        ["start slow", "timeout slow", "start next", "end next"]
+    );
     assert_eq!(serializer.pending(), 0);
 }
 
 #[test]
 fn keys_from_javascript_are_checked_without_panicking() {
-    assert_eq!(key_from_js(&JsValue::from_str("order-1"), "key").unwrap(), "order-1");
+    assert_eq!(
+        key_from_js(&JsValue::from_str("order-1"), "key").unwrap(),
+        "order-1"
+    );
     let lone = js_sys::JsString::from_char_code1(0xD800);
     let cases: [(JsValue, &str); 6] = [
         (JsValue::from_str(""), "TypeError"),
@@ -97,7 +112,9 @@ fn the_binding_refuses_bad_options_with_the_right_error_class() {
         (JsValue::from_f64(3.0), "TypeError"),
     ];
     for (value, name) in cases {
-        let error: js_sys::Error = KeyedSerializerCore::new(value, host.clone().into()).unwrap_err().unchecked_into();
+        let error: js_sys::Error = KeyedSerializerCore::new(value, host.clone().into())
+            .unwrap_err()
+            .unchecked_into();
         assert_eq!(String::from(error.name()), name);
     }
     assert!(KeyedSerializerCore::new(JsValue::UNDEFINED, host.clone().into()).is_ok());

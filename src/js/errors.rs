@@ -40,17 +40,29 @@ pub fn describe(value: &JsValue) -> String {
 /// A number as JavaScript spells it (`String(n)`), for messages.
 #[inline(never)]
 pub fn spell(number: f64) -> String {
-    js_sys::Number::from(number).to_string_with_radix(10).map(String::from).unwrap_or_default()
+    js_sys::Number::from(number)
+        .to_string_with_radix(10)
+        .map(String::from)
+        .unwrap_or_default()
 }
 
 /// A key or lock name from JavaScript, as a Rust string, or the error that names `what`.
 pub fn key_from_js(value: &JsValue, what: &str) -> Result<String, JsValue> {
     let Some(key) = value.as_string() else {
-        return Err(type_error(&[what, " must be a non-empty string, got ", &describe(value)]));
+        return Err(type_error(&[
+            what,
+            " must be a non-empty string, got ",
+            &describe(value),
+        ]));
     };
     // Lone surrogates come through as U+FFFD; two different keys must not become one.
-    if key.chars().any(|c| c == '\u{FFFD}') && !js_sys::JsString::from(value.clone()).is_valid_utf16() {
-        return Err(type_error(&[what, " must be well-formed Unicode (it has a lone surrogate)"]));
+    if key.chars().any(|c| c == '\u{FFFD}')
+        && !js_sys::JsString::from(value.clone()).is_valid_utf16()
+    {
+        return Err(type_error(&[
+            what,
+            " must be well-formed Unicode (it has a lone surrogate)",
+        ]));
     }
     match validate_key(&key) {
         Ok(()) => Ok(key),
@@ -84,7 +96,11 @@ pub fn options_object(value: &JsValue, what: &str) -> Result<Option<js_sys::Obje
     if value.is_object() && !value.is_function() {
         return Ok(Some(value.clone().unchecked_into()));
     }
-    Err(type_error(&[what, " must be an object or undefined, got ", &describe(value)]))
+    Err(type_error(&[
+        what,
+        " must be an object or undefined, got ",
+        &describe(value),
+    ]))
 }
 
 /// A field of an options object; a getter that throws passes its error on.
@@ -100,7 +116,11 @@ pub fn optional_function(value: JsValue, what: &str) -> Result<Option<js_sys::Fu
     } else if let Some(function) = value.dyn_ref::<js_sys::Function>() {
         Ok(Some(function.clone()))
     } else {
-        Err(type_error(&[what, " must be a function or undefined, got ", &describe(&value)]))
+        Err(type_error(&[
+            what,
+            " must be a function or undefined, got ",
+            &describe(&value),
+        ]))
     }
 }
 
@@ -112,6 +132,10 @@ pub fn optional_number(value: JsValue, what: &str) -> Result<Option<f64>, JsValu
     } else if let Some(number) = value.as_f64() {
         Ok(Some(number))
     } else {
-        Err(type_error(&[what, " must be a number or undefined, got ", &describe(&value)]))
+        Err(type_error(&[
+            what,
+            " must be a number or undefined, got ",
+            &describe(&value),
+        ]))
     }
 }

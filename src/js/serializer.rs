@@ -21,8 +21,8 @@ use wasm_bindgen::prelude::*;
 use web_sys::AbortController;
 
 use super::errors::{
-    describe, field, key_error, key_from_js, optional_function, optional_number, options_object, range_error, spell,
-    type_error,
+    describe, field, key_error, key_from_js, optional_function, optional_number, options_object,
+    range_error, spell, type_error,
 };
 use super::sys::{arm_timer, performance_now};
 use crate::queue::{LineId, Ticket};
@@ -92,12 +92,15 @@ pub struct KeyedSerializerCore {
 
 impl core::fmt::Debug for KeyedSerializerCore {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KeyedSerializerCore").field("core", &self.shared.core).finish()
+        f.debug_struct("KeyedSerializerCore")
+            .field("core", &self.shared.core)
+            .finish()
     }
 }
 
 fn host_function(host: &js_sys::Object, name: &str) -> Result<Function, JsValue> {
-    optional_function(field(host, name)?, name)?.ok_or_else(|| type_error(&["host.", name, " is missing"]))
+    optional_function(field(host, name)?, name)?
+        .ok_or_else(|| type_error(&["host.", name, " is missing"]))
 }
 
 #[wasm_bindgen]
@@ -111,9 +114,13 @@ impl KeyedSerializerCore {
         }
         .unwrap_or(f64::from(DEFAULT_TIMEOUT_MS));
         let timeout_ms = validate_timeout_ms(timeout_ms).map_err(|_| {
-            range_error(&["options.timeoutMs must be a finite number from 1 to 2147483647, got ", &spell(timeout_ms)])
+            range_error(&[
+                "options.timeoutMs must be a finite number from 1 to 2147483647, got ",
+                &spell(timeout_ms),
+            ])
         })?;
-        let host = options_object(&host, "host")?.ok_or_else(|| type_error(&["host must be an object"]))?;
+        let host = options_object(&host, "host")?
+            .ok_or_else(|| type_error(&["host must be an object"]))?;
         let host = Host {
             start: host_function(&host, "start")?.unchecked_into(),
             schedule: host_function(&host, "schedule")?,
@@ -166,7 +173,12 @@ impl KeyedSerializerCore {
         reject: JsValue,
     ) -> Result<bool, JsValue> {
         let job = job_from_js(work, &options, resolve, reject)?;
-        Ok(self.shared.core.borrow_mut().submit_on(LineId(line), job).is_some())
+        Ok(self
+            .shared
+            .core
+            .borrow_mut()
+            .submit_on(LineId(line), job)
+            .is_some())
     }
 
     /// Starts the idle-key works entered before this microtask, in entry order. `now` is
@@ -183,7 +195,9 @@ impl KeyedSerializerCore {
     /// Returns whether the key went idle, so the JS side forgets the line id.
     pub fn advance(&self, line: u32, now: f64) -> bool {
         let released = self.shared.core.borrow_mut().finish_head(LineId(line));
-        let Some(released) = released else { return false };
+        let Some(released) = released else {
+            return false;
+        };
         if let Some(next) = released.next {
             start(&self.shared, next, now);
         }
@@ -203,9 +217,17 @@ impl KeyedSerializerCore {
 
 /// A work and its caller's resolve/reject from JS, checked.
 #[inline(never)]
-fn job_from_js(work: JsValue, options: &JsValue, resolve: JsValue, reject: JsValue) -> Result<JsJob, JsValue> {
+fn job_from_js(
+    work: JsValue,
+    options: &JsValue,
+    resolve: JsValue,
+    reject: JsValue,
+) -> Result<JsJob, JsValue> {
     let Some(work) = work.dyn_ref::<Function>().cloned() else {
-        return Err(type_error(&["work must be a function, got ", &describe(&work)]));
+        return Err(type_error(&[
+            "work must be a function, got ",
+            &describe(&work),
+        ]));
     };
     let on_late_settle = match options_object(options, "options")? {
         Some(object) => optional_function(field(&object, "onLateSettle")?, "options.onLateSettle")?
@@ -225,18 +247,32 @@ fn job_from_js(work: JsValue, options: &JsValue, resolve: JsValue, reject: JsVal
 fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
     let (work, resolve, reject, on_late_settle) = {
         let mut core = shared.core.borrow_mut();
-        let Some(job) = core.start(ticket, now) else { return };
-        let (Some(work), Some(resolve), Some(reject)) = (job.work.take(), job.resolve.take(), job.reject.take())
+        let Some(job) = core.start(ticket, now) else {
+            return;
+        };
+        let (Some(work), Some(resolve), Some(reject)) =
+            (job.work.take(), job.resolve.take(), job.reject.take())
         else {
             return;
         };
-        (work, resolve, reject, std::mem::take(&mut job.on_late_settle))
+        (
+            work,
+            resolve,
+            reject,
+            std::mem::take(&mut job.on_late_settle),
+        )
     };
     if !shared.timer_armed.replace(true) {
         // Nothing else runs (the timer is armed while anything does): this deadline is first.
         schedule_expiry(shared, shared.core.borrow().timeout_ms());
     }
-    let controller = shared.host.start.call_start(&JsValue::UNDEFINED, &work, &resolve, &reject, &on_late_settle);
+    let controller = shared.host.start.call_start(
+        &JsValue::UNDEFINED,
+        &work,
+        &resolve,
+        &reject,
+        &on_late_settle,
+    );
     // The job is still the head: it leaves only through `advance`, a later microtask.
     if let Some(job) = shared.core.borrow_mut().payload_mut(ticket) {
         job.controller = (!controller.is_undefined()).then(|| controller.unchecked_into());
@@ -267,12 +303,17 @@ fn expire(shared: &Rc<Shared>) {
             let job = core.payload_mut(ticket);
             key.zip(job.and_then(|job| Some((job.controller.take(), job.reject.take()?))))
         };
-        let Some((key, (controller, reject))) = taken else { continue };
+        let Some((key, (controller, reject))) = taken else {
+            continue;
+        };
         // As the seed: abort first (listeners run now), then reject the caller.
         if let Some(controller) = controller {
             controller.abort();
         }
-        let error = shared.host.timeout.call2(&JsValue::UNDEFINED, &key, &timeout_ms);
+        let error = shared
+            .host
+            .timeout
+            .call2(&JsValue::UNDEFINED, &key, &timeout_ms);
         reject.call1(&JsValue::UNDEFINED, &error);
     }
     let next = shared.core.borrow().next_deadline();

@@ -43,7 +43,10 @@ impl Executor {
     }
 
     /// Spawns `future` and returns a cell that holds its output once it has finished.
-    pub fn spawn_with_output<T: 'static>(&self, future: impl Future<Output = T> + 'static) -> Rc<RefCell<Option<T>>> {
+    pub fn spawn_with_output<T: 'static>(
+        &self,
+        future: impl Future<Output = T> + 'static,
+    ) -> Rc<RefCell<Option<T>>> {
         let output = Rc::new(RefCell::new(None));
         let slot = output.clone();
         self.spawn(async move {
@@ -61,9 +64,16 @@ impl Executor {
             let Some(id) = next else { return polls };
             let task = self.tasks.borrow_mut()[id].take();
             let Some(mut task) = task else { continue };
-            let waker = Waker::from(Arc::new(TaskWaker { id, woken: self.woken.clone() }));
+            let waker = Waker::from(Arc::new(TaskWaker {
+                id,
+                woken: self.woken.clone(),
+            }));
             polls += 1;
-            if task.as_mut().poll(&mut Context::from_waker(&waker)).is_pending() {
+            if task
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+            {
                 self.tasks.borrow_mut()[id] = Some(task);
             }
         }
@@ -71,7 +81,11 @@ impl Executor {
 
     /// Tasks not finished yet.
     pub fn unfinished(&self) -> usize {
-        self.tasks.borrow().iter().filter(|task| task.is_some()).count()
+        self.tasks
+            .borrow()
+            .iter()
+            .filter(|task| task.is_some())
+            .count()
     }
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Everything `make test` runs, after `make build` (so pkg/ is fresh). Fails on the first error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# The wasm test runner picks its browser from these: exactly one per run, set below.
+unset CHROMEDRIVER GECKODRIVER WASM_BINDGEN_USE_BROWSER
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "lint: rustfmt, clippy (native and wasm32)"
+cargo fmt --check
+cargo clippy --quiet --all-targets -- -D warnings
+cargo clippy --quiet --all-targets --target wasm32-unknown-unknown -- -D warnings
+
+step "native Rust tests, doctests included"
+cargo test --quiet
+
+step "wasm tests in Node"
+cargo test --target wasm32-unknown-unknown --tests
+
+step "wasm tests in headless Chromium"
+WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER="$(command -v chromedriver)" \
+  cargo test --target wasm32-unknown-unknown --tests
+
+step "wasm tests in headless Firefox"
+WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)" \
+  cargo test --target wasm32-unknown-unknown --tests
+
+step "JS tests against pkg/ (node's test runner)"
+node --expose-gc --test tests/js/
+
+step "TypeScript types of pkg/"
+node_modules/.bin/tsc -p tests/types
+echo "types check: ok"
