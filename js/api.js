@@ -70,24 +70,46 @@ export function createKeyedSerializer(options) {
   // The core is the truth; this only spares a busy key's works passing the key string again.
   const lines = new Map();
 
-  function serialize(key, work, options) {
+  // One executor for every call, not a closure per work: `new Promise` runs it synchronously,
+  // so it takes this call's arguments from here and leaves the key's advance function here.
+  // Re-entrant calls (an options getter may call `serialize`) finish inside `enter` before it
+  // reads or writes these again, and `finally` leaves `advance` right even when `enter` throws.
+  let callKey;
+  let callWork;
+  let callOptions;
+  let callAdvance = ignore;
+  function enter(resolve, reject) {
+    const key = callKey;
+    const work = callWork;
+    const options = callOptions;
     let advance = ignore;
-    const result = new Promise((resolve, reject) => {
+    try {
       const line = lines.get(key);
       if (line !== undefined && core.enqueueOn(line.id, work, options, resolve, reject)) {
         advance = line.advance;
-        return;
+      } else {
+        const id = core.enqueue(key, work, options, resolve, reject);
+        const fresh = {
+          id,
+          advance() {
+            if (core.advance(id, performance.now())) lines.delete(key);
+          },
+        };
+        lines.set(key, fresh);
+        advance = fresh.advance;
       }
-      const id = core.enqueue(key, work, options, resolve, reject);
-      const fresh = {
-        id,
-        advance() {
-          if (core.advance(id, performance.now())) lines.delete(key);
-        },
-      };
-      lines.set(key, fresh);
-      advance = fresh.advance;
-    });
+    } finally {
+      callAdvance = advance;
+    }
+  }
+
+  function serialize(key, work, options) {
+    callKey = key;
+    callWork = work;
+    callOptions = options;
+    const result = new Promise(enter);
+    const advance = callAdvance;
+    callKey = callWork = callOptions = undefined;
     // The key moves on once this promise settles, whatever the work did. This handler also
     // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
     // tail handles every result; callers that await it still see it.

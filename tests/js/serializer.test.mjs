@@ -301,6 +301,38 @@ test('bad input: TypeError or RangeError naming the argument, and nothing change
   await noUnhandled();
 });
 
+test('re-entrant calls from an options getter, even one that throws, keep every key in order', async () => {
+  const serialize = createKeyedSerializer();
+  const log = [];
+  const gateA = deferred();
+  const gateB = deferred();
+  const first = serialize('a', () => gateA.promise);
+  const nested = [];
+  const getterError = new Error('getter');
+  const options = {
+    get onLateSettle() {
+      nested.push(serialize('b', () => gateB.promise.then(() => log.push('b1 end'))));
+      nested.push(serialize('b', () => log.push('b2')));
+      throw getterError;
+    },
+  };
+  await assert.rejects(serialize('a', () => log.push('never'), options), (e) => e === getterError);
+  const second = serialize('a', () => {
+    log.push('a2');
+    return 'second';
+  });
+  await sleep(5);
+  assert.deepEqual(log, [], 'the failed call queued nothing and moved no key on');
+  gateB.resolve();
+  await Promise.all(nested);
+  assert.deepEqual(log, ['b1 end', 'b2']);
+  gateA.resolve('first');
+  assert.deepEqual(await Promise.all([first, second]), ['first', 'second']);
+  assert.deepEqual(log, ['b1 end', 'b2', 'a2']);
+  assert.equal(serialize.pending(), 0);
+  await noUnhandled();
+});
+
 test('random garbage at every export never breaks the module', async () => {
   let seed = 7;
   const random = () => {
