@@ -85,7 +85,12 @@ export function createKeyedSerializer(options) {
     let advance = ignore;
     try {
       const line = lines.get(key);
-      if (line !== undefined && core.enqueueOn(line.id, work, options, resolve, reject)) {
+      if (
+        line !== undefined &&
+        (options === undefined
+          ? core.enqueueOn(line.id, work, resolve, reject)
+          : core.enqueueOnWith(line.id, work, options, resolve, reject))
+      ) {
         advance = line.advance;
       } else {
         const id = core.enqueue(key, work, options, resolve, reject);

@@ -50,15 +50,18 @@ extern "C" {
     fn call2(this: &Callable, context: &JsValue, first: &JsValue, second: &JsValue) -> JsValue;
 }
 
-/// One work's JavaScript side: what to call, whom to tell, and how to abort it.
+/// One work's JavaScript side: what to call, whom to tell, and how to abort it. Plain JS
+/// values (`undefined` when spent or absent) rather than `Option`s: one slab slot is read per
+/// work, and the smaller it is the fewer cache lines a busy isolate touches.
 struct JsJob {
-    work: Option<Function>,
-    resolve: Option<Callable>,
+    work: JsValue,
+    resolve: JsValue,
     /// Lent out (taken and put back) while the work starts, never cloned: a clone of a JS
     /// value costs a slot in wasm-bindgen's externref table.
-    reject: Option<Callable>,
+    reject: JsValue,
     on_late_settle: JsValue,
-    controller: Option<AbortController>,
+    /// `undefined` until started, and after a synchronous settlement.
+    controller: JsValue,
 }
 
 /// The functions the package's static JS gives the core (see `js/api.js`); none throws.
@@ -168,6 +171,19 @@ impl KeyedSerializerCore {
         &self,
         line: u32,
         work: JsValue,
+        resolve: JsValue,
+        reject: JsValue,
+    ) -> Result<bool, JsValue> {
+        self.enqueue_on_with(line, work, JsValue::UNDEFINED, resolve, reject)
+    }
+
+    /// [`enqueue_on`](Self::enqueue_on) with `options`. Two entries rather than one, because
+    /// every JS value passed in costs a slot in the externref table, and most calls have none.
+    #[wasm_bindgen(js_name = enqueueOnWith)]
+    pub fn enqueue_on_with(
+        &self,
+        line: u32,
+        work: JsValue,
         options: JsValue,
         resolve: JsValue,
         reject: JsValue,
@@ -223,23 +239,23 @@ fn job_from_js(
     resolve: JsValue,
     reject: JsValue,
 ) -> Result<JsJob, JsValue> {
-    let Some(work) = work.dyn_ref::<Function>().cloned() else {
+    if !work.is_function() {
         return Err(type_error(&[
             "work must be a function, got ",
             &describe(&work),
         ]));
-    };
+    }
     let on_late_settle = match options_object(options, "options")? {
         Some(object) => optional_function(field(&object, "onLateSettle")?, "options.onLateSettle")?
             .map_or(JsValue::UNDEFINED, JsValue::from),
         None => JsValue::UNDEFINED,
     };
     Ok(JsJob {
-        work: Some(work),
-        resolve: Some(resolve.unchecked_into()),
-        reject: Some(reject.unchecked_into()),
+        work,
+        resolve,
+        reject,
         on_late_settle,
-        controller: None,
+        controller: JsValue::UNDEFINED,
     })
 }
 
@@ -250,16 +266,12 @@ fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
         let Some(job) = core.start(ticket, now) else {
             return;
         };
-        let (Some(work), Some(resolve), Some(reject)) =
-            (job.work.take(), job.resolve.take(), job.reject.take())
-        else {
-            return;
-        };
+        let take = std::mem::take::<JsValue>;
         (
-            work,
-            resolve,
-            reject,
-            std::mem::take(&mut job.on_late_settle),
+            take(&mut job.work),
+            take(&mut job.resolve),
+            take(&mut job.reject),
+            take(&mut job.on_late_settle),
         )
     };
     if !shared.timer_armed.replace(true) {
@@ -269,14 +281,14 @@ fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
     let controller = shared.host.start.call_start(
         &JsValue::UNDEFINED,
         &work,
-        &resolve,
-        &reject,
+        resolve.unchecked_ref(),
+        reject.unchecked_ref(),
         &on_late_settle,
     );
     // The job is still the head: it leaves only through `advance`, a later microtask.
     if let Some(job) = shared.core.borrow_mut().payload_mut(ticket) {
-        job.controller = (!controller.is_undefined()).then(|| controller.unchecked_into());
-        job.reject = Some(reject);
+        job.controller = controller;
+        job.reject = reject;
     }
 }
 
@@ -301,20 +313,27 @@ fn expire(shared: &Rc<Shared>) {
             let mut core = shared.core.borrow_mut();
             let key = core.key(ticket).map(|key| JsValue::from_str(key));
             let job = core.payload_mut(ticket);
-            key.zip(job.and_then(|job| Some((job.controller.take(), job.reject.take()?))))
+            let take = std::mem::take::<JsValue>;
+            key.zip(job.map(|job| (take(&mut job.controller), take(&mut job.reject))))
         };
         let Some((key, (controller, reject))) = taken else {
             continue;
         };
-        // As the seed: abort first (listeners run now), then reject the caller.
-        if let Some(controller) = controller {
+        if reject.is_undefined() {
+            continue; // never: a running job's reject is back in place before any timer fires
+        }
+        // As the seed: abort first (listeners run now), then reject the caller. A work that
+        // settled synchronously left no controller (and cannot be past its deadline anyway).
+        if let Some(controller) = controller.dyn_ref::<AbortController>() {
             controller.abort();
         }
         let error = shared
             .host
             .timeout
             .call2(&JsValue::UNDEFINED, &key, &timeout_ms);
-        reject.call1(&JsValue::UNDEFINED, &error);
+        reject
+            .unchecked_ref::<Callable>()
+            .call1(&JsValue::UNDEFINED, &error);
     }
     let next = shared.core.borrow().next_deadline();
     if let Some(deadline) = next {
