@@ -95,15 +95,14 @@ pub struct Released<P> {
 /// [`next_deadline`](Self::next_deadline), calling [`expire`](Self::expire) when it fires. All
 /// deadlines are start time plus one timeout, so the running list in start order is also in
 /// deadline order: starting, finishing and expiring are O(1) per work, nothing is re-sorted.
-/// Each busy key also carries data of the caller's (`L`), dropped when the key goes idle.
-pub struct SerializerCore<P, L = ()> {
-    queue: Lines<Job<P>, L>,
+pub struct SerializerCore<P> {
+    queue: Lines<Job<P>>,
     timeout_ms: f64,
     oldest: Option<Ticket>,
     newest: Option<Ticket>,
 }
 
-impl<P, L> fmt::Debug for SerializerCore<P, L> {
+impl<P> fmt::Debug for SerializerCore<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SerializerCore")
             .field("timeout_ms", &self.timeout_ms)
@@ -112,7 +111,7 @@ impl<P, L> fmt::Debug for SerializerCore<P, L> {
     }
 }
 
-impl<P, L: Default> SerializerCore<P, L> {
+impl<P> SerializerCore<P> {
     /// A core whose works each get `timeout_ms` (already validated) to settle.
     pub fn new(timeout_ms: f64) -> Self {
         SerializerCore {
@@ -155,11 +154,6 @@ impl<P, L: Default> SerializerCore<P, L> {
                 state: State::Queued,
             },
         )
-    }
-
-    /// The caller's data for a busy key's line.
-    pub fn line_data_mut(&mut self, line: LineId) -> Option<&mut L> {
-        self.queue.line_data_mut(line)
     }
 
     /// Marks the work whose turn has come as running from `now`, and hands back its payload.

@@ -224,11 +224,6 @@ impl KeyedSerializerCore {
     pub fn pending(&self) -> u32 {
         self.shared.core.borrow().pending() as u32
     }
-
-    /// Works queued or running, under every key (for tests of idle memory).
-    pub fn works(&self) -> u32 {
-        self.shared.core.borrow().works() as u32
-    }
 }
 
 /// A work and its caller's resolve/reject from JS, checked.
