@@ -26,8 +26,12 @@
 
 pub mod clock;
 mod key;
+pub mod lock;
 pub mod queue;
+pub mod random;
+pub mod record;
 pub mod serializer;
+pub mod store;
 
 /// The JavaScript binding (what the npm package calls); public only so that the wasm tests
 /// can reach it. Not a stable API.
@@ -37,7 +41,10 @@ pub mod js;
 
 pub use clock::{Clock, ManualClock};
 pub use key::{validate_key, KeyError, MAX_KEY_BYTES};
+pub use lock::{Lock, LockError, LockManager, LockOptions, LOCK_STALE_MS, LOCK_WAIT_MS};
+pub use random::{Random, SeededRandom};
 pub use serializer::{
     KeyedSerializer, SerializeError, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS,
     MAX_TIMEOUT_MS,
 };
+pub use store::{LockStore, MemoryStore, StoreError, Versioned};

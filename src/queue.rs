@@ -281,6 +281,12 @@ impl<P, L: Default> Lines<P, L> {
         self.live(ticket).map(|entry| LineId(entry.line))
     }
 
+    /// The entry right behind a live one in its line.
+    pub fn next_in_line(&self, ticket: Ticket) -> Option<Ticket> {
+        let next = self.live(ticket)?.next;
+        (next != NONE).then(|| self.ticket_at(next))
+    }
+
     /// Whether a live entry is the head of its key's line.
     pub fn is_head(&self, ticket: Ticket) -> bool {
         self.live(ticket).is_some_and(|entry| entry.prev == NONE)

@@ -10,6 +10,10 @@ extern "C" {
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
     pub(crate) fn performance_now() -> f64;
 
+    /// `crypto.getRandomValues(bytes)`: Workers, browsers, Node and Deno.
+    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
+    pub(crate) fn get_random_values(bytes: &mut [u8]);
+
     /// `queueMicrotask(callback)`.
     #[wasm_bindgen(js_name = queueMicrotask)]
     pub(crate) fn queue_microtask(callback: &js_sys::Function);

@@ -1,0 +1,615 @@
+//! A lease lock over any [`LockStore`]: the seed's board lock on a conditional put, with
+//! fencing and a local FIFO.
+//!
+//! The conditional create is the decision: two contenders that both see no record cannot both
+//! create it. A record older than `staleMs` is a holder that died, and is taken over — by one
+//! compare-and-set on the version that was read, so a rival's fresh record is never lost (the
+//! seed's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
+//! late release after a takeover changes nothing. Every acquisition raises the record's fence.
+//!
+//! Within one isolate, contenders for a name queue in FIFO order and only the head talks to the
+//! store; a release hands the lease to the next local waiter with one CAS that bumps the fence,
+//! instead of everyone polling. After [`MAX_LOCAL_HANDOFFS`] hand-offs in a row the record is
+//! freed instead and the next local waiter pauses one poll first, so other isolates get a turn.
+//!
+//! What it does not do: renew a lease. A holder that keeps the lock past `staleMs` can be taken
+//! over while it still works; its writes must carry [`Lock::fence`] so the resource refuses the
+//! older one. Staleness compares the record's `at` with the reader's clock, so isolates whose
+//! clocks disagree by more than `staleMs` take over early or late.
+
+use core::fmt;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use crate::clock::{Clock, Sleep};
+use crate::key::{validate_key, KeyError};
+use crate::queue::{KeyedQueue, Ticket};
+use crate::random::Random;
+use crate::record::Record;
+use crate::store::{LockStore, StoreError};
+
+/// How long one acquisition waits for a live holder before answering nothing, as the seed.
+pub const LOCK_WAIT_MS: u32 = 100;
+
+/// The age past which a held record is abandoned and taken over, as the seed.
+pub const LOCK_STALE_MS: u32 = 2_000;
+
+/// How many abandoned records one acquisition takes over before it stops trying, as the seed.
+pub const TAKEOVERS: u32 = 2;
+
+/// Consecutive local hand-offs of one name before the record is freed for other isolates.
+pub const MAX_LOCAL_HANDOFFS: u32 = 8;
+
+/// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
+const FIRST_POLL_MS: f64 = 2.0;
+
+/// The longest pause between attempts: a release by another isolate is seen within this.
+pub const MAX_POLL_MS: f64 = 25.0;
+
+/// What a caller may vary.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LockOptions {
+    /// How long to wait for a live holder, in milliseconds; 0 tries once.
+    pub wait_ms: f64,
+    /// The age past which a held record is abandoned, in milliseconds.
+    pub stale_ms: f64,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            wait_ms: f64::from(LOCK_WAIT_MS),
+            stale_ms: f64::from(LOCK_STALE_MS),
+        }
+    }
+}
+
+/// An option out of range: `waitMs` must be a finite number ≥ 0, `staleMs` finite and > 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OptionError {
+    /// `waitMs` is negative, NaN or infinite.
+    WaitMs(f64),
+    /// `staleMs` is not positive, or NaN or infinite.
+    StaleMs(f64),
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionError::WaitMs(_) => {
+                f.write_str("waitMs must be a finite number of milliseconds, 0 or more")
+            }
+            OptionError::StaleMs(_) => {
+                f.write_str("staleMs must be a finite number of milliseconds, more than 0")
+            }
+        }
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+impl LockOptions {
+    /// Checks the options.
+    pub fn validate(self) -> Result<Self, OptionError> {
+        if !(self.wait_ms.is_finite() && self.wait_ms >= 0.0) {
+            return Err(OptionError::WaitMs(self.wait_ms));
+        }
+        if !(self.stale_ms.is_finite() && self.stale_ms > 0.0) {
+            return Err(OptionError::StaleMs(self.stale_ms));
+        }
+        Ok(self)
+    }
+}
+
+/// Why an acquisition or a release failed. A live holder is not an error: that is `Ok(None)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LockError {
+    /// The name was refused; nothing was asked of the store.
+    InvalidName(KeyError),
+    /// An option was out of range; nothing was asked of the store.
+    InvalidOption(OptionError),
+    /// The store failed. An acquisition that fails holds nothing; a release that fails may have
+    /// left the record held (it then goes stale and is taken over).
+    Store(StoreError),
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::InvalidName(error) => write!(f, "lock name {error}"),
+            LockError::InvalidOption(error) => error.fmt(f),
+            LockError::Store(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+impl From<StoreError> for LockError {
+    fn from(error: StoreError) -> Self {
+        LockError::Store(error)
+    }
+}
+
+/// A lease handed to a waiter by the holder's release.
+struct Grant {
+    token: String,
+    fence: u64,
+    version: String,
+}
+
+#[derive(Default)]
+struct Waiter {
+    waker: Option<Waker>,
+    grant: Option<Grant>,
+}
+
+#[derive(Default)]
+struct NameState {
+    /// Hand-offs in a row within this isolate.
+    handoffs: u32,
+    /// The next head pauses one poll before its first attempt (after a capped hand-off).
+    yield_first: bool,
+}
+
+struct Inner<S, C, R> {
+    store: S,
+    clock: C,
+    random: R,
+    queue: RefCell<KeyedQueue<Waiter, NameState>>,
+    /// The free records this isolate left at its last release of each name, so the next
+    /// acquisition can try one CAS instead of create, read, CAS.
+    known: RefCell<HashMap<String, (String, Record)>>,
+    /// Store calls made, for the benchmark.
+    calls: Cell<u64>,
+}
+
+/// Most names remembered in [`Inner::known`]; past this the memory is cleared.
+const KNOWN_NAMES: usize = 1024;
+
+/// Acquires and releases locks over one store, queueing this isolate's contenders per name.
+///
+/// Use one manager per store per isolate: contenders queue only with those of their manager.
+pub struct LockManager<S: LockStore, C: Clock, R: Random> {
+    inner: Rc<Inner<S, C, R>>,
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for LockManager<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("queue", &self.inner.queue)
+            .field("calls", &self.inner.calls.get())
+            .finish()
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Clone for LockManager<S, C, R> {
+    fn clone(&self) -> Self {
+        LockManager {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// A held lock. Release it with [`Lock::release`]; dropping it unreleased leaves the record held
+/// until it goes stale (as a crashed holder would) and lets the next local waiter contend.
+pub struct Lock<S: LockStore, C: Clock, R: Random> {
+    name: String,
+    token: String,
+    fence: u64,
+    version: RefCell<String>,
+    released: Cell<bool>,
+    ticket: Ticket,
+    inner: Rc<Inner<S, C, R>>,
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("fence", &self.fence)
+            .field("released", &self.released.get())
+            .finish()
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
+    /// A manager over `store`, timing with `clock` (epoch milliseconds: record times are
+    /// compared across isolates) and drawing tokens and jitter from `random`.
+    pub fn new(store: S, clock: C, random: R) -> Self {
+        LockManager {
+            inner: Rc::new(Inner {
+                store,
+                clock,
+                random,
+                queue: RefCell::new(KeyedQueue::new()),
+                known: RefCell::new(HashMap::new()),
+                calls: Cell::new(0),
+            }),
+        }
+    }
+
+    /// Store calls made so far by this manager's acquisitions and releases.
+    pub fn store_calls(&self) -> u64 {
+        self.inner.calls.get()
+    }
+
+    /// Local contenders waiting or holding, for `name`.
+    pub fn local_line(&self, name: &str) -> usize {
+        let queue = self.inner.queue.borrow();
+        queue.line_id(name).map_or(0, |line| queue.line_len(line))
+    }
+
+    /// Takes the lock `name`, or answers `None` when a live holder kept it for the whole
+    /// `wait_ms`. Local contenders are served first come, first served.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up: a waiter leaves the local line; a head that was talking to
+    /// the store holds nothing unless its create or CAS had already succeeded, in which case
+    /// the record stays held until stale — as if the holder had crashed.
+    ///
+    /// # Errors
+    /// A bad name or option (nothing asked of the store), or a store failure — never reported
+    /// as a busy lock.
+    pub async fn acquire(
+        &self,
+        name: &str,
+        options: LockOptions,
+    ) -> Result<Option<Lock<S, C, R>>, LockError> {
+        validate_key(name).map_err(LockError::InvalidName)?;
+        let options = options.validate().map_err(LockError::InvalidOption)?;
+        let inner = &self.inner;
+        let deadline = inner.clock.now_ms() + options.wait_ms;
+        let ticket = inner
+            .queue
+            .borrow_mut()
+            .push(name, Waiter::default())
+            .ticket;
+        let mut place = Place {
+            inner,
+            ticket,
+            kept: false,
+        };
+        loop {
+            let granted = {
+                let mut queue = inner.queue.borrow_mut();
+                let grant = queue.get_mut(ticket).and_then(|waiter| waiter.grant.take());
+                match grant {
+                    Some(grant) => Some(Some(grant)),
+                    None if queue.is_head(ticket) => Some(None),
+                    None => None,
+                }
+            };
+            match granted {
+                Some(Some(grant)) => {
+                    place.kept = true;
+                    return Ok(Some(self.lock(name, grant, ticket)));
+                }
+                Some(None) => break,
+                None => {}
+            }
+            let remaining = deadline - inner.clock.now_ms();
+            if remaining <= 0.0 {
+                return Ok(None);
+            }
+            Wake {
+                inner,
+                ticket,
+                sleep: inner.clock.sleep(remaining),
+            }
+            .await;
+        }
+        let yield_first = {
+            let mut queue = inner.queue.borrow_mut();
+            let line = queue.line_id(name);
+            line.and_then(|line| queue.line_data_mut(line))
+                .is_some_and(|state| std::mem::take(&mut state.yield_first))
+        };
+        match self
+            .contend(name, deadline, options.stale_ms, yield_first)
+            .await?
+        {
+            Some(grant) => {
+                place.kept = true;
+                Ok(Some(self.lock(name, grant, ticket)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn lock(&self, name: &str, grant: Grant, ticket: Ticket) -> Lock<S, C, R> {
+        Lock {
+            name: name.to_owned(),
+            token: grant.token,
+            fence: grant.fence,
+            version: RefCell::new(grant.version),
+            released: Cell::new(false),
+            ticket,
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// The head's conversation with the store, until it holds the record or the wait is over.
+    async fn contend(
+        &self,
+        name: &str,
+        deadline: f64,
+        stale_ms: f64,
+        yield_first: bool,
+    ) -> Result<Option<Grant>, LockError> {
+        let inner = &self.inner;
+        let token = inner.random.token();
+        let mut takeovers = 0;
+        let mut poll = FIRST_POLL_MS;
+        // A record that is not ours: the version first seen, and when.
+        let mut unreadable: Option<(String, f64)> = None;
+        let mut known = inner.known.borrow_mut().remove(name);
+        if yield_first {
+            known = None;
+            let pause = (MAX_POLL_MS * (0.5 + inner.random.unit() / 2.0))
+                .min(deadline - inner.clock.now_ms());
+            if pause > 0.0 {
+                inner.clock.sleep(pause).await;
+            }
+        }
+        // Once a create found a record, polls only read: records are never deleted.
+        let mut exists = false;
+        loop {
+            let now = inner.clock.now_ms();
+            let read = match known.take() {
+                Some(known) => Some(known),
+                None => {
+                    if !exists {
+                        let value = Record::held(&token, 1, now).encode();
+                        if let Some(version) = self.call(inner.store.create(name, &value)).await? {
+                            return Ok(Some(Grant {
+                                token,
+                                fence: 1,
+                                version,
+                            }));
+                        }
+                        exists = true;
+                    }
+                    match self.call(inner.store.read(name)).await? {
+                        Some(found) => {
+                            let record = Record::decode(&found.value);
+                            match record {
+                                Ok(record) => Some((found.version, record)),
+                                Err(_) => {
+                                    // Not ours: taken over only once unchanged for stale_ms.
+                                    let since = match &unreadable {
+                                        Some((version, since)) if *version == found.version => {
+                                            *since
+                                        }
+                                        _ => now,
+                                    };
+                                    unreadable = Some((found.version.clone(), since));
+                                    if now - since >= stale_ms && takeovers < TAKEOVERS {
+                                        takeovers += 1;
+                                        // Its fence is lost; epoch milliseconds outgrow any count.
+                                        let fence = (now.floor() as u64).max(1);
+                                        let value = Record::held(&token, fence, now).encode();
+                                        if let Some(version) = self
+                                            .call(inner.store.replace(name, &found.version, &value))
+                                            .await?
+                                        {
+                                            return Ok(Some(Grant {
+                                                token,
+                                                fence,
+                                                version,
+                                            }));
+                                        }
+                                        continue;
+                                    }
+                                    None
+                                }
+                            }
+                        }
+                        // Gone (a store that expires records): the next attempt creates.
+                        None => {
+                            exists = false;
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some((version, record)) = read {
+                let stale = record.held && now - record.at > stale_ms;
+                if !record.held || (stale && takeovers < TAKEOVERS) {
+                    if stale {
+                        takeovers += 1;
+                    }
+                    let fence = record.fence + 1;
+                    let value = Record::held(&token, fence, now).encode();
+                    match self
+                        .call(inner.store.replace(name, &version, &value))
+                        .await?
+                    {
+                        Some(version) => {
+                            return Ok(Some(Grant {
+                                token,
+                                fence,
+                                version,
+                            }))
+                        }
+                        // Somebody wrote in between: read again at once, it is progress.
+                        None => continue,
+                    }
+                }
+            }
+            let now = inner.clock.now_ms();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let pause = (poll * (0.5 + inner.random.unit() / 2.0)).min(deadline - now);
+            poll = (poll * 2.0).min(MAX_POLL_MS);
+            inner.clock.sleep(pause).await;
+        }
+    }
+
+    async fn call<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.inner.calls.set(self.inner.calls.get() + 1);
+        call.await
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This acquisition's token (128 random bits, hex).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Strictly greater than the fence of every earlier acquisition of this name, across
+    /// releases and takeovers: a protected resource refuses writes with a lower one.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// Gives the lock back, if the record still carries this holder's token: to the next local
+    /// waiter with one CAS that raises the fence, or frees the record. Releasing twice, or after
+    /// a takeover, changes nothing.
+    ///
+    /// # Errors
+    /// The store failed; the record may still be held by this token and goes stale.
+    pub async fn release(&self) -> Result<(), LockError> {
+        if self.released.replace(true) {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let manager = LockManager {
+            inner: inner.clone(),
+        };
+        let version = self.version.borrow().clone();
+        let now = inner.clock.now_ms();
+        let next = {
+            let queue = inner.queue.borrow();
+            queue.next_in_line(self.ticket)
+        };
+        let handoffs = {
+            let mut queue = inner.queue.borrow_mut();
+            let line = queue.line_id(&self.name);
+            line.and_then(|line| queue.line_data_mut(line))
+                .map_or(0, |state| state.handoffs)
+        };
+        let outcome = if let (Some(next), true) = (next, handoffs < MAX_LOCAL_HANDOFFS) {
+            let token = inner.random.token();
+            let fence = self.fence + 1;
+            let value = Record::held(&token, fence, now).encode();
+            let replaced = manager
+                .call(inner.store.replace(&self.name, &version, &value))
+                .await;
+            if let Ok(Some(version)) = &replaced {
+                let mut queue = inner.queue.borrow_mut();
+                if let Some(waiter) = queue.get_mut(next) {
+                    waiter.grant = Some(Grant {
+                        token,
+                        fence,
+                        version: version.clone(),
+                    });
+                }
+                let line = queue.line_id(&self.name);
+                if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                    state.handoffs += 1;
+                }
+            }
+            replaced.map(|_| ())
+        } else {
+            let free = Record::held(&self.token, self.fence, now).released(now);
+            let replaced = manager
+                .call(inner.store.replace(&self.name, &version, &free.encode()))
+                .await;
+            if let Ok(Some(version)) = &replaced {
+                let mut known = inner.known.borrow_mut();
+                if known.len() >= KNOWN_NAMES {
+                    known.clear();
+                }
+                known.insert(self.name.clone(), (version.clone(), free));
+                let mut queue = inner.queue.borrow_mut();
+                let line = queue.line_id(&self.name);
+                if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                    state.yield_first = state.handoffs >= MAX_LOCAL_HANDOFFS;
+                    state.handoffs = 0;
+                }
+            }
+            replaced.map(|_| ())
+        };
+        leave(inner, self.ticket);
+        outcome.map_err(LockError::Store)
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
+    fn drop(&mut self) {
+        if !self.released.replace(true) {
+            leave(&self.inner, self.ticket);
+        }
+    }
+}
+
+/// Leaves the local line and wakes whoever's turn it now is (outside the borrow: a waker may
+/// poll, and a poll borrows the queue).
+fn leave<S, C, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
+    let waker = {
+        let mut queue = inner.queue.borrow_mut();
+        let next = queue.remove(ticket).and_then(|removed| removed.next);
+        next.and_then(|next| queue.get_mut(next))
+            .and_then(|waiter| waiter.waker.take())
+    };
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
+
+/// A place in the local line, left on drop unless it became a held lock.
+struct Place<'a, S, C, R> {
+    inner: &'a Inner<S, C, R>,
+    ticket: Ticket,
+    kept: bool,
+}
+
+impl<S, C, R> Drop for Place<'_, S, C, R> {
+    fn drop(&mut self) {
+        if !self.kept {
+            leave(self.inner, self.ticket);
+        }
+    }
+}
+
+/// Completes when the waiter is woken (its turn, or a grant) or its wait is over.
+struct Wake<'a, S, C, R> {
+    inner: &'a Inner<S, C, R>,
+    ticket: Ticket,
+    sleep: Sleep,
+}
+
+impl<S, C, R> Future for Wake<'_, S, C, R> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        {
+            let mut queue = self.inner.queue.borrow_mut();
+            let ready = queue.is_head(self.ticket)
+                || queue
+                    .get(self.ticket)
+                    .is_some_and(|waiter| waiter.grant.is_some());
+            if ready {
+                return Poll::Ready(());
+            }
+            if let Some(waiter) = queue.get_mut(self.ticket) {
+                waiter.waker = Some(cx.waker().clone());
+            }
+        }
+        self.sleep.as_mut().poll(cx)
+    }
+}

@@ -1,0 +1,339 @@
+//! The lock record: what a lock keeps in its store, as versioned JSON.
+//!
+//! ```json
+//! {"keyturn":1,"state":"held","token":"9f0c…","fence":12,"at":1764452000000}
+//! ```
+//!
+//! - `keyturn`: the format's version, 1. A record without it, or with another, is not ours.
+//! - `state`: `"held"` while a holder has the lock, `"free"` once released. A released record
+//!   stays in the store (no store here has a conditional delete), so its fence is kept.
+//! - `token`: the holder's random token (32 hex digits, 128 bits); empty when free. Only the
+//!   holder of the token releases a held record.
+//! - `fence`: rises by one with every acquisition of the name — create, re-acquire, takeover,
+//!   hand-off — so a protected resource can refuse a write carrying an older fence.
+//! - `at`: when the record was written, in milliseconds of the writer's clock (`Date.now()` by
+//!   default): a held record older than `staleMs` is taken over.
+//!
+//! Unknown fields are ignored, so a later version can add some; anything that does not parse
+//! as this format is a record that is not ours and is never released by us.
+
+use core::fmt;
+
+/// The format version this crate writes and reads.
+pub const FORMAT: u32 = 1;
+
+/// The largest fence (2^53 - 1): fences must survive a round trip through a JS number.
+pub const MAX_FENCE: u64 = (1 << 53) - 1;
+
+/// One lock record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Whether a holder has the lock.
+    pub held: bool,
+    /// The holder's token; empty when free.
+    pub token: String,
+    /// The fence of the last acquisition.
+    pub fence: u64,
+    /// When the record was written, in epoch milliseconds of the writer's clock.
+    pub at: f64,
+}
+
+/// Why a stored text is not a record of ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotARecord(pub &'static str);
+
+impl fmt::Display for NotARecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a keyturn lock record: {}", self.0)
+    }
+}
+
+impl std::error::Error for NotARecord {}
+
+impl Record {
+    /// A held record.
+    pub fn held(token: &str, fence: u64, at: f64) -> Record {
+        Record {
+            held: true,
+            token: token.to_owned(),
+            fence,
+            at,
+        }
+    }
+
+    /// The record a release leaves: free, with the same fence.
+    pub fn released(&self, at: f64) -> Record {
+        Record {
+            held: false,
+            token: String::new(),
+            fence: self.fence,
+            at,
+        }
+    }
+
+    /// The record as stored.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(96);
+        out.push_str("{\"keyturn\":1,\"state\":\"");
+        out.push_str(if self.held { "held" } else { "free" });
+        out.push_str("\",\"token\":\"");
+        // Tokens are ours (hex); anything else is escaped so the JSON stays valid.
+        for c in self.token.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    out.push_str("\\u00");
+                    out.push(HEX[(c as usize) >> 4] as char);
+                    out.push(HEX[(c as usize) & 15] as char);
+                }
+                c => out.push(c),
+            }
+        }
+        out.push_str("\",\"fence\":");
+        out.push_str(&self.fence.to_string());
+        out.push_str(",\"at\":");
+        out.push_str(&(self.at.max(0.0).floor() as u64).to_string());
+        out.push('}');
+        out
+    }
+
+    /// Reads a stored text; an error for anything that is not a record of this format.
+    pub fn decode(text: &str) -> Result<Record, NotARecord> {
+        let fields = parse_flat_object(text)?;
+        let mut format = None;
+        let mut state = None;
+        let mut token = None;
+        let mut fence = None;
+        let mut at = None;
+        for (name, value) in fields {
+            match (name.as_str(), value) {
+                ("keyturn", Value::Number(n)) => format = Some(n),
+                ("state", Value::String(s)) => state = Some(s),
+                ("token", Value::String(s)) => token = Some(s),
+                ("fence", Value::Number(n)) => fence = Some(n),
+                ("at", Value::Number(n)) => at = Some(n),
+                ("keyturn" | "state" | "token" | "fence" | "at", _) => {
+                    return Err(NotARecord("a field has the wrong type"))
+                }
+                _ => {}
+            }
+        }
+        if format != Some(f64::from(FORMAT)) {
+            return Err(NotARecord("no \"keyturn\": 1"));
+        }
+        let held = match state.as_deref() {
+            Some("held") => true,
+            Some("free") => false,
+            _ => return Err(NotARecord("state is neither \"held\" nor \"free\"")),
+        };
+        let token = token.ok_or(NotARecord("no token"))?;
+        if held && token.is_empty() {
+            return Err(NotARecord("a held record without a token"));
+        }
+        let fence = fence.ok_or(NotARecord("no fence"))?;
+        if !(fence >= 1.0 && fence <= MAX_FENCE as f64 && fence.fract() == 0.0) {
+            return Err(NotARecord("fence is not a whole number from 1 to 2^53 - 1"));
+        }
+        let at = at
+            .filter(|at| at.is_finite())
+            .ok_or(NotARecord("no time"))?;
+        Ok(Record {
+            held,
+            token,
+            fence: fence as u64,
+            at,
+        })
+    }
+}
+
+enum Value {
+    String(String),
+    Number(f64),
+    Other,
+}
+
+/// A JSON object whose values are scalars — all a record is. Nested values are refused.
+fn parse_flat_object(text: &str) -> Result<Vec<(String, Value)>, NotARecord> {
+    const BAD: NotARecord = NotARecord("not a flat JSON object");
+    let mut chars = text.chars().peekable();
+    let mut fields = Vec::new();
+    let skip_ws = |chars: &mut core::iter::Peekable<core::str::Chars<'_>>| {
+        while chars
+            .peek()
+            .is_some_and(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
+        {
+            chars.next();
+        }
+    };
+    skip_ws(&mut chars);
+    if chars.next() != Some('{') {
+        return Err(BAD);
+    }
+    skip_ws(&mut chars);
+    if chars.peek() == Some(&'}') {
+        chars.next();
+    } else {
+        loop {
+            skip_ws(&mut chars);
+            if chars.next() != Some('"') {
+                return Err(BAD);
+            }
+            let name = parse_string(&mut chars)?;
+            skip_ws(&mut chars);
+            if chars.next() != Some(':') {
+                return Err(BAD);
+            }
+            skip_ws(&mut chars);
+            let value = match chars.peek() {
+                Some('"') => {
+                    chars.next();
+                    Value::String(parse_string(&mut chars)?)
+                }
+                Some(c) if *c == '-' || c.is_ascii_digit() => {
+                    let mut lexeme = String::new();
+                    while let Some(&c) = chars.peek() {
+                        if c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E') {
+                            lexeme.push(c);
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    }
+                    Value::Number(lexeme.parse().map_err(|_| BAD)?)
+                }
+                _ => {
+                    let word = ["true", "false", "null"]
+                        .into_iter()
+                        .find(|word| text_starts(&chars, word))
+                        .ok_or(BAD)?;
+                    word.chars().for_each(|_| {
+                        chars.next();
+                    });
+                    Value::Other
+                }
+            };
+            fields.push((name, value));
+            skip_ws(&mut chars);
+            match chars.next() {
+                Some(',') => continue,
+                Some('}') => break,
+                _ => return Err(BAD),
+            }
+        }
+    }
+    skip_ws(&mut chars);
+    if chars.next().is_some() {
+        return Err(BAD);
+    }
+    Ok(fields)
+}
+
+fn text_starts(chars: &core::iter::Peekable<core::str::Chars<'_>>, word: &str) -> bool {
+    chars.clone().take(word.len()).eq(word.chars())
+}
+
+/// The rest of a JSON string whose opening quote was read.
+fn parse_string(
+    chars: &mut core::iter::Peekable<core::str::Chars<'_>>,
+) -> Result<String, NotARecord> {
+    const BAD: NotARecord = NotARecord("a bad JSON string");
+    let mut out = String::new();
+    loop {
+        match chars.next().ok_or(BAD)? {
+            '"' => return Ok(out),
+            '\\' => match chars.next().ok_or(BAD)? {
+                '"' => out.push('"'),
+                '\\' => out.push('\\'),
+                '/' => out.push('/'),
+                'b' => out.push('\u{8}'),
+                'f' => out.push('\u{c}'),
+                'n' => out.push('\n'),
+                'r' => out.push('\r'),
+                't' => out.push('\t'),
+                'u' => {
+                    let unit = |chars: &mut core::iter::Peekable<core::str::Chars<'_>>| -> Result<u32, NotARecord> {
+                        let hex: String = (0..4).filter_map(|_| chars.next()).collect();
+                        if hex.len() != 4 {
+                            return Err(BAD);
+                        }
+                        u32::from_str_radix(&hex, 16).map_err(|_| BAD)
+                    };
+                    let first = unit(chars)?;
+                    let code = if (0xD800..0xDC00).contains(&first) {
+                        if chars.next() != Some('\\') || chars.next() != Some('u') {
+                            return Err(BAD);
+                        }
+                        let second = unit(chars)?;
+                        if !(0xDC00..0xE000).contains(&second) {
+                            return Err(BAD);
+                        }
+                        0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                    } else {
+                        first
+                    };
+                    out.push(char::from_u32(code).ok_or(BAD)?);
+                }
+                _ => return Err(BAD),
+            },
+            c if (c as u32) < 0x20 => return Err(BAD),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let held = Record::held("0123456789abcdef0123456789abcdef", 12, 1_764_452_000_000.0);
+        let text = held.encode();
+        assert_eq!(
+            text,
+            r#"{"keyturn":1,"state":"held","token":"0123456789abcdef0123456789abcdef","fence":12,"at":1764452000000}"#
+        );
+        assert_eq!(Record::decode(&text), Ok(held.clone()));
+        let free = held.released(1_764_452_000_500.0);
+        assert_eq!(Record::decode(&free.encode()), Ok(free));
+    }
+
+    #[test]
+    fn tolerates_whitespace_order_escapes_and_unknown_fields() {
+        let text = "{ \"fence\" : 3 , \"extra\": [1] }";
+        assert!(Record::decode(text).is_err(), "nested values are not ours");
+        let text = " {\"at\": 5, \"fence\": 3, \"future\": null, \"token\": \"a\\u0062\\\"\", \"state\": \"held\", \"keyturn\": 1}\n";
+        let record = Record::decode(text).unwrap();
+        assert_eq!(
+            (record.token.as_str(), record.fence, record.held),
+            ("ab\"", 3, true)
+        );
+        let odd = Record::held("a\"b\\c\u{1}", 1, 0.0);
+        assert_eq!(Record::decode(&odd.encode()), Ok(odd));
+    }
+
+    #[test]
+    fn refuses_what_is_not_ours() {
+        for text in [
+            "",
+            "locked",
+            "{}",
+            "[]",
+            r#"{"keyturn":2,"state":"held","token":"t","fence":1,"at":0}"#,
+            r#"{"keyturn":1,"state":"taken","token":"t","fence":1,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"","fence":1,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":0,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1.5,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":9007199254740992,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":"1","at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0} trailing"#,
+            r#"{"keyturn":1,"state":"held","token":"\ud800","fence":1,"at":0}"#,
+            r#"{"pid":123,"token":"from the seed's lock file"}"#,
+        ] {
+            assert!(Record::decode(text).is_err(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The storage trait a lock runs over, and the embedded [`MemoryStore`].
+//!
+//! Three methods are the whole trait because they are what every store with a real conditional
+//! put does atomically: R2 (`onlyIf` etag), Durable Object storage, Deno KV
+//! (`atomic().check()`), Redis (SET NX, compare-and-set by script), DynamoDB and SQL
+//! (`UPDATE … WHERE version = ?`). There is no delete: R2 has no conditional delete, and a
+//! released record keeps the lock's fence counter.
+
+use core::fmt;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// A record's value and the version the store gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    /// The stored text.
+    pub value: String,
+    /// Opaque to the lock: only ever handed back to [`LockStore::replace`].
+    pub version: String,
+}
+
+/// The store failed: a network error, a timeout, a refusal. Never "exists" or "changed",
+/// which are answers (`None`), not errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lock store failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A key-value store with a conditional put, single-threaded (one isolate).
+///
+/// Each method is one atomic store operation. Implementations must not retry a conditional
+/// write whose outcome they do not know as if it had failed: an unknown outcome is an error.
+#[allow(async_fn_in_trait)] // single-threaded by design: no `Send` bound wanted
+pub trait LockStore {
+    /// Writes `value` under `key` only if no record exists. The new version, or `None` if a
+    /// record exists.
+    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError>;
+    /// The record under `key`, if any.
+    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError>;
+    /// Writes `value` under `key` only if the record's version is still `version` (compare and
+    /// set). The new version, or `None` if the record changed or is gone.
+    async fn replace(
+        &self,
+        key: &str,
+        version: &str,
+        value: &str,
+    ) -> Result<Option<String>, StoreError>;
+}
+
+impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
+    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
+        (**self).create(key, value).await
+    }
+    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
+        (**self).read(key).await
+    }
+    async fn replace(
+        &self,
+        key: &str,
+        version: &str,
+        value: &str,
+    ) -> Result<Option<String>, StoreError> {
+        (**self).replace(key, version, value).await
+    }
+}
+
+/// The embedded store: records in this isolate's memory, with exact create-if-absent and
+/// compare-and-set semantics. Locks over it exclude only within one isolate — which is what
+/// the serializer does already; it is for tests, single-isolate runtimes and as the model every
+/// real store must match.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    records: RefCell<HashMap<String, (String, u64)>>,
+    versions: Cell<u64>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn next_version(&self) -> u64 {
+        let version = self.versions.get() + 1;
+        self.versions.set(version);
+        version
+    }
+
+    /// The record under `key`, without going through the async trait (for tests).
+    pub fn get(&self, key: &str) -> Option<Versioned> {
+        self.records
+            .borrow()
+            .get(key)
+            .map(|(value, version)| Versioned {
+                value: value.clone(),
+                version: version.to_string(),
+            })
+    }
+
+    /// Overwrites a record unconditionally (for tests: a corrupt record, another writer).
+    pub fn put(&self, key: &str, value: &str) -> String {
+        let version = self.next_version();
+        self.records
+            .borrow_mut()
+            .insert(key.to_owned(), (value.to_owned(), version));
+        version.to_string()
+    }
+}
+
+impl LockStore for MemoryStore {
+    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
+        if self.records.borrow().contains_key(key) {
+            return Ok(None);
+        }
+        Ok(Some(self.put(key, value)))
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
+        Ok(self.get(key))
+    }
+
+    async fn replace(
+        &self,
+        key: &str,
+        version: &str,
+        value: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let current = self.records.borrow().get(key).map(|(_, v)| v.to_string());
+        if current.as_deref() != Some(version) {
+            return Ok(None);
+        }
+        Ok(Some(self.put(key, value)))
+    }
+}
