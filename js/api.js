@@ -1,9 +1,9 @@
 // The package's JavaScript surface over the wasm core. Static JS, copied into pkg/ by the build;
 // every entry (node, workerd, browser) initialises the wasm module, then re-exports this file.
-import { KeyedSerializerCore } from './keyturn_wasm.js';
-import { SerializedWorkTimeout } from './errors.js';
+import { KeyedSerializerCore, KeyturnLock, LockManagerCore, MemoryStore } from './keyturn_wasm.js';
+import { LockStoreError, SerializedWorkTimeout } from './errors.js';
 
-export { SerializedWorkTimeout };
+export { LockStoreError, MemoryStore, SerializedWorkTimeout };
 
 /** 30 s, as the seed (checked against the Rust constant by the tests). */
 export const DEFAULT_TIMEOUT_MS = 30000;
@@ -123,4 +123,53 @@ export function createKeyedSerializer(options) {
   }
   serialize.pending = () => core.pending();
   return serialize;
+}
+
+/** How long one acquisition waits for a live holder before answering nothing, as the seed. */
+export const LOCK_WAIT_MS = 100;
+
+/** The age past which a held lock record is abandoned and taken over, as the seed. */
+export const LOCK_STALE_MS = 2000;
+
+const storeError = (message, cause) => new LockStoreError(message, cause === undefined ? undefined : { cause });
+
+// One manager per store object (and `now`) in this isolate, so that contenders for a name
+// queue locally and only the head talks to the store. Weak: a store that goes away takes its
+// managers with it.
+const managers = new WeakMap();
+
+function managerFor(store, options) {
+  const now = options !== null && typeof options === 'object' ? options.now : undefined;
+  if (store === null || (typeof store !== 'object' && typeof store !== 'function')) {
+    return new LockManagerCore(store, now, storeError); // throws the TypeError naming `store`
+  }
+  let byNow = managers.get(store);
+  if (byNow === undefined) {
+    byNow = new Map();
+    managers.set(store, byNow);
+  }
+  let manager = byNow.get(now);
+  if (manager === undefined) {
+    manager = new LockManagerCore(store, now, storeError);
+    byNow.set(now, manager);
+  }
+  return manager;
+}
+
+/**
+ * acquireLock(store, name, { waitMs, staleMs, now }) → Promise<Lock | undefined>
+ *
+ * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for
+ * the whole `waitMs`. Rejects with a `LockStoreError` when the store fails, a `TypeError` or
+ * `RangeError` for bad arguments.
+ */
+export async function acquireLock(store, name, options) {
+  return managerFor(store, options).acquire(name, options);
+}
+
+if (typeof Symbol.asyncDispose === 'symbol') {
+  // `await using lock = await acquireLock(…)` releases at the end of the block.
+  KeyturnLock.prototype[Symbol.asyncDispose] = function release() {
+    return this.release();
+  };
 }

@@ -13,3 +13,14 @@ export class SerializedWorkTimeout extends Error {
     this.timeoutMs = timeoutMs;
   }
 }
+
+/**
+ * A lock store failed (threw, rejected, or answered something that is not a store's answer).
+ * Never a busy lock: that is `undefined` from `acquireLock`. The store's own error is `cause`.
+ */
+export class LockStoreError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = 'LockStoreError';
+  }
+}

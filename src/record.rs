@@ -192,16 +192,32 @@ fn parse_flat_object(text: &str) -> Result<Vec<(String, Value)>, NotARecord> {
                     Value::String(parse_string(&mut chars)?)
                 }
                 Some(c) if *c == '-' || c.is_ascii_digit() => {
-                    let mut lexeme = String::new();
-                    while let Some(&c) = chars.peek() {
-                        if c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E') {
-                            lexeme.push(c);
-                            chars.next();
-                        } else {
-                            break;
-                        }
+                    // Every number of a record is a whole number; a fraction or an exponent
+                    // reads as a field of the wrong type. (No float parser: ~10 KB of wasm.)
+                    let negative = chars.next_if_eq(&'-').is_some();
+                    let mut whole: u64 = 0;
+                    let mut digits = 0;
+                    while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
+                        chars.next();
+                        digits += 1;
+                        whole = whole.saturating_mul(10).saturating_add(u64::from(digit));
                     }
-                    Value::Number(lexeme.parse().map_err(|_| BAD)?)
+                    if digits == 0 {
+                        return Err(BAD);
+                    }
+                    if chars.peek().is_some_and(|c| matches!(c, '.' | 'e' | 'E')) {
+                        while chars.peek().is_some_and(|c| {
+                            c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')
+                        }) {
+                            chars.next();
+                        }
+                        Value::Other
+                    } else if whole > MAX_FENCE {
+                        Value::Other
+                    } else {
+                        let number = whole as f64;
+                        Value::Number(if negative { -number } else { number })
+                    }
                 }
                 _ => {
                     let word = ["true", "false", "null"]

@@ -21,12 +21,41 @@ pub struct Versioned {
 
 /// The store failed: a network error, a timeout, a refusal. Never "exists" or "changed",
 /// which are answers (`None`), not errors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
+#[derive(Clone)]
+pub struct StoreError {
+    /// What went wrong, for people.
+    pub message: String,
+    /// The store's own error value (a JS error, for the binding), passed on as `cause`.
+    pub cause: Option<std::rc::Rc<dyn std::any::Any>>,
+}
+
+impl StoreError {
+    /// A failure described by `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            cause: None,
+        }
+    }
+}
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+    }
+}
+
+impl fmt::Debug for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreError")
+            .field("message", &self.message)
+            .finish()
+    }
+}
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "lock store failed: {}", self.0)
+        write!(f, "lock store failed: {}", self.message)
     }
 }
 

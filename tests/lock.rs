@@ -50,7 +50,7 @@ impl TestStore {
         }
         if self.random_unit() < self.fail_rate {
             self.failures.set(self.failures.get() + 1);
-            return Err(StoreError("injected failure".into()));
+            return Err(StoreError::new("injected failure"));
         }
         Ok(())
     }
@@ -405,7 +405,7 @@ fn store_failures_are_errors_never_a_busy_answer() {
     run(&executor, &clock);
     assert_eq!(
         outcome.borrow_mut().take().unwrap().unwrap_err(),
-        LockError::Store(StoreError("injected failure".into()))
+        LockError::Store(StoreError::new("injected failure"))
     );
 }
 

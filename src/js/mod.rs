@@ -8,5 +8,6 @@
 //!   abort listener can all call back in), so re-entrant calls always find the state free.
 
 pub mod errors;
+pub mod lock;
 pub mod serializer;
 pub(crate) mod sys;

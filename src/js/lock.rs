@@ -1,0 +1,440 @@
+//! `acquireLock` for JavaScript: [`LockManager`] over a store that is any JS object with the
+//! three async methods, the platform's crypto and timers, and `Date.now` (or `options.now`).
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use js_sys::{Function, Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+
+use super::errors::{
+    describe, field, key_from_js, optional_function, optional_number, options_object, range_error,
+    type_error,
+};
+use crate::clock::{Clock, PlatformClock, Sleep};
+use crate::lock::{Lock, LockError, LockManager, LockOptions, OptionError};
+use crate::random::PlatformRandom;
+use crate::store::{LockStore, StoreError, Versioned};
+
+/// A JS object with `create`, `read` and `replace`, each returning a value or a promise.
+#[derive(Debug)]
+pub struct JsStore {
+    object: JsValue,
+    create: Function,
+    read: Function,
+    replace: Function,
+}
+
+impl JsStore {
+    /// The store `value`, checked: an object with the three methods. A Workers KV namespace is
+    /// recognised and refused, saying why.
+    pub fn from_js(value: JsValue) -> Result<JsStore, JsValue> {
+        if !value.is_object() {
+            return Err(type_error(&[
+                "store must be an object with create, read and replace methods, got ",
+                &describe(&value),
+            ]));
+        }
+        let object: &Object = value.unchecked_ref();
+        let method = |name: &str| -> Result<Option<Function>, JsValue> {
+            Ok(field(object, name)?.dyn_into::<Function>().ok())
+        };
+        let (create, read, replace) = (method("create")?, method("read")?, method("replace")?);
+        if create.is_none()
+            && read.is_none()
+            && method("getWithMetadata")?.is_some()
+            && method("list")?.is_some()
+        {
+            return Err(type_error(&[
+                "store is a Workers KV namespace, which has no conditional put and is eventually consistent: a lock over it \
+                 would let two holders in at once. Use a store with a conditional put: a Durable Object, R2, Redis or Deno KV.",
+            ]));
+        }
+        match (create, read, replace) {
+            (Some(create), Some(read), Some(replace)) => Ok(JsStore {
+                object: value,
+                create,
+                read,
+                replace,
+            }),
+            (create, read, _) => {
+                let missing = if create.is_none() {
+                    "create"
+                } else if read.is_none() {
+                    "read"
+                } else {
+                    "replace"
+                };
+                Err(type_error(&[
+                    "store.",
+                    missing,
+                    " must be a function (a store has create, read and replace)",
+                ]))
+            }
+        }
+    }
+
+    async fn call(
+        &self,
+        method: &Function,
+        name: &str,
+        args: &[&JsValue],
+    ) -> Result<JsValue, StoreError> {
+        let called = match args {
+            [a] => method.call1(&self.object, a),
+            [a, b] => method.call2(&self.object, a, b),
+            [a, b, c] => method.call3(&self.object, a, b, c),
+            _ => Err(JsValue::UNDEFINED),
+        };
+        let value = called.map_err(|error| failure(name, error))?;
+        JsFuture::from(Promise::resolve(&value))
+            .await
+            .map_err(|error| failure(name, error))
+    }
+}
+
+fn failure(method: &str, error: JsValue) -> StoreError {
+    let detail = error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| String::from(error.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| describe(&error));
+    let mut message = String::from("store.");
+    message.push_str(method);
+    message.push_str(" failed: ");
+    message.push_str(&detail);
+    StoreError {
+        message,
+        cause: Some(Rc::new(error)),
+    }
+}
+
+fn wrong_answer(method: &str, expected: &str, value: &JsValue) -> StoreError {
+    let mut message = String::from("store.");
+    message.push_str(method);
+    message.push_str(" answered a ");
+    message.push_str(&describe(value));
+    message.push_str(", not ");
+    message.push_str(expected);
+    StoreError::new(message)
+}
+
+/// A version string, or `None` for `null`/`undefined`.
+fn version(method: &str, value: JsValue) -> Result<Option<String>, StoreError> {
+    if value.is_null() || value.is_undefined() {
+        Ok(None)
+    } else {
+        value
+            .as_string()
+            .map(Some)
+            .ok_or_else(|| wrong_answer(method, "a version string or null", &value))
+    }
+}
+
+impl LockStore for JsStore {
+    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
+        let answer = self
+            .call(&self.create, "create", &[&key.into(), &value.into()])
+            .await?;
+        version("create", answer)
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
+        let answer = self.call(&self.read, "read", &[&key.into()]).await?;
+        if answer.is_null() || answer.is_undefined() {
+            return Ok(None);
+        }
+        let expected = "{ value: string, version: string } or null";
+        if !answer.is_object() {
+            return Err(wrong_answer("read", expected, &answer));
+        }
+        let get = |name: &str| {
+            Reflect::get(&answer, &JsValue::from_str(name))
+                .ok()
+                .and_then(|v| v.as_string())
+        };
+        match (get("value"), get("version")) {
+            (Some(value), Some(version)) => Ok(Some(Versioned { value, version })),
+            _ => Err(wrong_answer("read", expected, &answer)),
+        }
+    }
+
+    async fn replace(
+        &self,
+        key: &str,
+        version_: &str,
+        value: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let answer = self
+            .call(
+                &self.replace,
+                "replace",
+                &[&key.into(), &version_.into(), &value.into()],
+            )
+            .await?;
+        version("replace", answer)
+    }
+}
+
+/// `options.now` (epoch milliseconds) or `Date.now`; sleeps are real timers. A `now` that
+/// answers something other than a finite number is read as its last good answer.
+#[derive(Debug)]
+pub struct JsClock {
+    now: Option<Function>,
+    last: Cell<f64>,
+}
+
+impl Clock for JsClock {
+    fn now_ms(&self) -> f64 {
+        let now = match &self.now {
+            Some(now) => now
+                .call0(&JsValue::UNDEFINED)
+                .ok()
+                .and_then(|v| v.as_f64())
+                .filter(|v| v.is_finite()),
+            None => Some(js_sys::Date::now()),
+        };
+        match now {
+            Some(now) => {
+                self.last.set(now);
+                now
+            }
+            None => self.last.get(),
+        }
+    }
+
+    fn sleep(&self, ms: f64) -> Sleep {
+        PlatformClock.sleep(ms)
+    }
+}
+
+type Manager = LockManager<JsStore, JsClock, PlatformRandom>;
+
+/// The locks of one store (and one `now`) in this isolate; `acquireLock` keeps one per store.
+#[wasm_bindgen]
+pub struct LockManagerCore {
+    manager: Manager,
+    /// `(message, cause) => new LockStoreError(message, { cause })`, from the package's JS (so
+    /// the class is the one the package exports).
+    store_error: Rc<Function>,
+}
+
+impl core::fmt::Debug for LockManagerCore {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.manager.fmt(f)
+    }
+}
+
+fn lock_error(store_error: &Function, error: LockError) -> JsValue {
+    match error {
+        LockError::Store(error) => {
+            let cause = error
+                .cause
+                .as_ref()
+                .and_then(|cause| cause.downcast_ref::<JsValue>())
+                .cloned()
+                .unwrap_or_default();
+            store_error
+                .call2(
+                    &JsValue::UNDEFINED,
+                    &JsValue::from_str(&error.message),
+                    &cause,
+                )
+                .unwrap_or_else(|e| e)
+        }
+        LockError::InvalidName(error) => super::errors::key_error("name", error),
+        LockError::InvalidOption(OptionError::WaitMs(_)) => {
+            range_error(&["options.waitMs must be a finite number, 0 or more"])
+        }
+        LockError::InvalidOption(OptionError::StaleMs(_)) => {
+            range_error(&["options.staleMs must be a finite number above 0"])
+        }
+    }
+}
+
+#[wasm_bindgen]
+impl LockManagerCore {
+    /// A manager over `store`, with `now` (a function or undefined) as its clock, making store
+    /// errors with `storeError(message, cause)`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        store: JsValue,
+        now: JsValue,
+        store_error: Function,
+    ) -> Result<LockManagerCore, JsValue> {
+        let store = JsStore::from_js(store)?;
+        let now = optional_function(now, "options.now")?;
+        let clock = JsClock {
+            now,
+            last: Cell::new(0.0),
+        };
+        Ok(LockManagerCore {
+            manager: LockManager::new(store, clock, PlatformRandom),
+            store_error: Rc::new(store_error),
+        })
+    }
+
+    /// Resolves to a [`JsLock`], or `undefined` when a live holder kept the name for the wait.
+    pub fn acquire(&self, name: JsValue, options: JsValue) -> Promise {
+        let checked = (|| -> Result<(String, LockOptions), JsValue> {
+            let name = key_from_js(&name, "name")?;
+            let mut lock_options = LockOptions::default();
+            if let Some(object) = options_object(&options, "options")? {
+                if let Some(wait) = optional_number(field(&object, "waitMs")?, "options.waitMs")? {
+                    lock_options.wait_ms = wait;
+                }
+                if let Some(stale) = optional_number(field(&object, "staleMs")?, "options.staleMs")?
+                {
+                    lock_options.stale_ms = stale;
+                }
+                optional_function(field(&object, "now")?, "options.now")?;
+            }
+            lock_options
+                .validate()
+                .map_err(|error| lock_error(&self.store_error, LockError::InvalidOption(error)))?;
+            Ok((name, lock_options))
+        })();
+        let (name, options) = match checked {
+            Ok(checked) => checked,
+            Err(error) => return Promise::reject(&error),
+        };
+        let (manager, store_error) = (self.manager.clone(), self.store_error.clone());
+        future_to_promise(async move {
+            match manager.acquire(&name, options).await {
+                Ok(Some(lock)) => Ok(JsLock {
+                    lock: Rc::new(lock),
+                    store_error,
+                }
+                .into()),
+                Ok(None) => Ok(JsValue::UNDEFINED),
+                Err(error) => Err(lock_error(&store_error, error)),
+            }
+        })
+    }
+
+    /// Store calls made so far, for the benchmark.
+    #[wasm_bindgen(js_name = storeCalls)]
+    pub fn store_calls(&self) -> f64 {
+        self.manager.store_calls() as f64
+    }
+}
+
+/// A held lock, as JavaScript sees it.
+#[wasm_bindgen(js_name = KeyturnLock)]
+pub struct JsLock {
+    lock: Rc<Lock<JsStore, JsClock, PlatformRandom>>,
+    store_error: Rc<Function>,
+}
+
+impl core::fmt::Debug for JsLock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.lock.fmt(f)
+    }
+}
+
+#[wasm_bindgen(js_class = KeyturnLock)]
+impl JsLock {
+    /// The lock's name.
+    #[wasm_bindgen(getter)]
+    pub fn name(&self) -> String {
+        self.lock.name().to_owned()
+    }
+
+    /// This acquisition's random token.
+    #[wasm_bindgen(getter)]
+    pub fn token(&self) -> String {
+        self.lock.token().to_owned()
+    }
+
+    /// Rises with every acquisition of the name.
+    #[wasm_bindgen(getter)]
+    pub fn fence(&self) -> f64 {
+        self.lock.fence() as f64
+    }
+
+    /// Gives the lock back if the record still carries this token; twice is harmless.
+    pub fn release(&self) -> Promise {
+        let (lock, store_error) = (self.lock.clone(), self.store_error.clone());
+        future_to_promise(async move {
+            lock.release()
+                .await
+                .map_err(|error| lock_error(&store_error, error))?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}
+
+/// `MemoryStore` for JavaScript: the embedded store, with exact create-if-absent and CAS.
+#[wasm_bindgen(js_name = MemoryStore)]
+#[derive(Debug, Default)]
+pub struct JsMemoryStore {
+    store: crate::store::MemoryStore,
+}
+
+fn text(value: &JsValue, what: &str) -> Result<String, JsValue> {
+    value
+        .as_string()
+        .ok_or_else(|| type_error(&[what, " must be a string, got ", &describe(value)]))
+}
+
+fn settled(result: Result<JsValue, JsValue>) -> Promise {
+    match result {
+        Ok(value) => Promise::resolve(&value),
+        Err(error) => Promise::reject(&error),
+    }
+}
+
+fn optional_version(version: Option<String>) -> JsValue {
+    version.map_or(JsValue::NULL, JsValue::from)
+}
+
+#[wasm_bindgen(js_class = MemoryStore)]
+impl JsMemoryStore {
+    /// An empty store.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> JsMemoryStore {
+        JsMemoryStore::default()
+    }
+
+    /// Resolves to the new version, or `null` if a record exists.
+    pub fn create(&self, key: JsValue, value: JsValue) -> Promise {
+        settled((|| {
+            let (key, value) = (key_from_js(&key, "key")?, text(&value, "value")?);
+            if self.store.get(&key).is_some() {
+                return Ok(JsValue::NULL);
+            }
+            Ok(self.store.put(&key, &value).into())
+        })())
+    }
+
+    /// Resolves to `{ value, version }`, or `null` if there is no record.
+    pub fn read(&self, key: JsValue) -> Promise {
+        settled((|| {
+            let key = key_from_js(&key, "key")?;
+            let Some(found) = self.store.get(&key) else {
+                return Ok(JsValue::NULL);
+            };
+            let record = Object::new();
+            Reflect::set(&record, &"value".into(), &found.value.into())?;
+            Reflect::set(&record, &"version".into(), &found.version.into())?;
+            Ok(record.into())
+        })())
+    }
+
+    /// Resolves to the new version if the record's version is still `version`, else `null`.
+    pub fn replace(&self, key: JsValue, version: JsValue, value: JsValue) -> Promise {
+        settled((|| {
+            let (key, version, value) = (
+                key_from_js(&key, "key")?,
+                text(&version, "version")?,
+                text(&value, "value")?,
+            );
+            let current = self.store.get(&key).map(|found| found.version);
+            if current.as_deref() != Some(version.as_str()) {
+                return Ok(JsValue::NULL);
+            }
+            Ok(optional_version(Some(self.store.put(&key, &value))))
+        })())
+    }
+}
