@@ -57,3 +57,65 @@ export interface KeyedSerializerOptions {
  * `RangeError` when `timeoutMs` is out of range.
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;
+
+/** How long one acquisition waits for a live holder before answering nothing: 100 ms, as the seed. */
+export const LOCK_WAIT_MS: number;
+
+/** The age past which a held lock record is abandoned and taken over: 2000 ms, as the seed. */
+export const LOCK_STALE_MS: number;
+
+/**
+ * The pluggable storage a lock runs over: any object with these three methods, each one atomic
+ * store operation. An error thrown or rejected by one is a store failure, never a busy lock.
+ */
+export interface LockStore {
+  /** Writes `value` under `key` only if no record exists: the new version, or null if one exists. */
+  create(key: string, value: string): Promise<string | null>;
+  /** The record under `key`, or null. */
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  /** Writes `value` only if the record's version is still `version` (CAS): the new version, or null. */
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}
+
+/** The embedded store: records in this isolate's memory, with exact create-if-absent and CAS. */
+export class MemoryStore implements LockStore {
+  constructor();
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}
+
+/** A lock store failed; the store's own error is `cause`. */
+export class LockStoreError extends Error {
+  readonly name: 'LockStoreError';
+}
+
+export interface LockOptions {
+  /** How long to wait for a live holder, in ms (≥ 0; 0 tries once). Default 100. */
+  waitMs?: number;
+  /** The age past which a held record is abandoned and taken over, in ms (> 0). Default 2000. */
+  staleMs?: number;
+  /** The clock, in epoch milliseconds (record times are compared across isolates). Default `Date.now`. */
+  now?: () => number;
+}
+
+/** A held lock. */
+export interface Lock {
+  readonly name: string;
+  /** This acquisition's random token (128 bits, hex). */
+  readonly token: string;
+  /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers. */
+  readonly fence: number;
+  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. */
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
+ * whole `waitMs`. Contenders in one isolate queue first come, first served, and a release hands
+ * the lock to the next of them directly. Rejects with a `LockStoreError` when the store fails and
+ * a `TypeError`/`RangeError` for a bad store, name or option; a Workers KV namespace is refused
+ * (it has no conditional put).
+ */
+export function acquireLock(store: LockStore, name: string, options?: LockOptions): Promise<Lock | undefined>;

@@ -30,3 +30,26 @@ serialize('key', 5);
 createKeyedSerializer({ timeoutMs: '5' });
 // @ts-expect-error onLateSettle is a function
 serialize('key', () => 1, { onLateSettle: true });
+
+import { acquireLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, MemoryStore, type Lock, type LockStore } from 'keyturn';
+
+async function locks(): Promise<void> {
+  const store: LockStore = new MemoryStore();
+  const lock: Lock | undefined = await acquireLock(store, 'board:1', { waitMs: LOCK_WAIT_MS, staleMs: LOCK_STALE_MS, now: Date.now });
+  if (lock) {
+    const fence: number = lock.fence;
+    const token: string = lock.token;
+    void [fence, token, lock.name];
+    await lock.release();
+  }
+  try {
+    await acquireLock({ create: async () => null, read: async () => null, replace: async () => null }, 'x');
+  } catch (error) {
+    if (error instanceof LockStoreError) void error.cause;
+  }
+  // @ts-expect-error a store has three methods
+  await acquireLock({ create: async () => null }, 'x');
+  // @ts-expect-error waitMs is a number
+  await acquireLock(store, 'x', { waitMs: '5' });
+}
+void locks;

@@ -1,0 +1,298 @@
+// acquireLock against the built package, with stores written in JS — as users write them.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { acquireLock, MemoryStore, LockStoreError, LOCK_WAIT_MS, LOCK_STALE_MS } from 'keyturn';
+
+const keepAlive = setInterval(() => {}, 1000);
+after(() => clearInterval(keepAlive));
+const unhandled = [];
+process.on('unhandledRejection', (reason) => unhandled.push(reason));
+
+/**
+ * A store over a Map, with exact CAS, that can lag and fail. Several of these over one `records`
+ * map behave like several isolates sharing one store: each store object gets its own manager.
+ */
+class MapStore {
+  constructor({ records = new Map(), lagMs = 0, failRate = 0, random = Math.random } = {}) {
+    Object.assign(this, { records, lagMs, failRate, random });
+    this.calls = 0;
+    this.failures = 0;
+  }
+  async weather() {
+    this.calls += 1;
+    if (this.lagMs) await sleep(Math.floor(this.random() * this.lagMs));
+    if (this.random() < this.failRate) {
+      this.failures += 1;
+      throw new Error('injected failure');
+    }
+  }
+  next() {
+    this.records.version = (this.records.version ?? 0) + 1;
+    return String(this.records.version);
+  }
+  async create(key, value) {
+    await this.weather();
+    if (this.records.has(key)) return null;
+    const version = this.next();
+    this.records.set(key, { value, version });
+    return version;
+  }
+  async read(key) {
+    await this.weather();
+    const record = this.records.get(key);
+    return record ? { ...record } : null;
+  }
+  async replace(key, version, value) {
+    await this.weather();
+    if (this.records.get(key)?.version !== version) return null;
+    const next = this.next();
+    this.records.set(key, { value, version: next });
+    return next;
+  }
+}
+
+const record = (store, key) => JSON.parse(store.records.get(key).value);
+
+test('the seed constants', () => {
+  assert.equal(LOCK_WAIT_MS, 100);
+  assert.equal(LOCK_STALE_MS, 2000);
+});
+
+test('a free name is taken, released and taken again: two store calls per acquire+release', async () => {
+  const store = new MapStore();
+  const first = await acquireLock(store, 'board:1');
+  assert.equal(first.name, 'board:1');
+  assert.match(first.token, /^[0-9a-f]{32}$/);
+  assert.equal(first.fence, 1);
+  await first.release();
+  assert.equal(store.calls, 2);
+  for (let i = 2; i <= 5; i++) {
+    const before = store.calls;
+    const lock = await acquireLock(store, 'board:1');
+    assert.equal(lock.fence, i);
+    await lock.release();
+    await lock.release(); // twice is harmless and asks nothing
+    assert.equal(store.calls - before, 2);
+  }
+  assert.deepEqual(record(store, 'board:1'), { keyturn: 1, state: 'free', token: '', fence: 5, at: record(store, 'board:1').at });
+});
+
+test('a live holder is waited out for waitMs, then the answer is undefined', async () => {
+  const records = new Map();
+  const a = new MapStore({ records });
+  const b = new MapStore({ records }); // another isolate
+  const held = await acquireLock(a, 'k');
+  const started = performance.now();
+  assert.equal(await acquireLock(b, 'k', { waitMs: 60 }), undefined);
+  const waited = performance.now() - started;
+  assert.ok(waited >= 59 && waited < 400, `${waited} ms`);
+  assert.ok(b.calls <= 14, `polls back off (${b.calls} calls)`);
+  await held.release();
+});
+
+test('a release within the wait is seen promptly by another isolate', async () => {
+  const records = new Map();
+  const a = new MapStore({ records });
+  const b = new MapStore({ records });
+  const held = await acquireLock(a, 'k');
+  const waiting = acquireLock(b, 'k', { waitMs: 2000 });
+  await sleep(120);
+  const releasedAt = performance.now();
+  await held.release();
+  const lock = await waiting;
+  assert.equal(lock.fence, 2);
+  assert.ok(performance.now() - releasedAt < 80, 'within a poll or so');
+  await lock.release();
+});
+
+test('a stale record is taken over by CAS, and the late release changes nothing', async () => {
+  const records = new Map();
+  const dead = await acquireLock(new MapStore({ records }), 'k', { staleMs: 40 });
+  const other = new MapStore({ records });
+  assert.equal(await acquireLock(other, 'k', { waitMs: 0, staleMs: 40 }), undefined, 'fresh: kept');
+  await sleep(60);
+  const taker = await acquireLock(other, 'k', { staleMs: 40 });
+  assert.equal(taker.fence, 2);
+  await dead.release(); // late
+  const stored = JSON.parse(records.get('k').value);
+  assert.equal(stored.state, 'held');
+  assert.equal(stored.token, taker.token);
+  await taker.release();
+});
+
+test('options.now drives staleness', async () => {
+  const records = new Map();
+  let clock = 1_000_000;
+  const now = () => clock;
+  await acquireLock(new MapStore({ records }), 'k', { now });
+  clock += 2001;
+  const taker = await acquireLock(new MapStore({ records }), 'k', { now });
+  assert.equal(taker.fence, 2, 'taken over without waiting 2 s of real time');
+});
+
+test('a record that is not ours is never released, and taken over only when unchanged for staleMs', async () => {
+  const store = new MapStore();
+  store.records.set('k', { value: '{"pid":1,"token":"the seed"}', version: 'v0' });
+  assert.equal(await acquireLock(store, 'k', { waitMs: 30, staleMs: 50 }), undefined);
+  const lock = await acquireLock(store, 'k', { waitMs: 200, staleMs: 50 });
+  assert.ok(lock.fence > 1_000_000, 'a lost fence restarts above epoch milliseconds');
+  store.records.set('k', { value: 'overwritten by something else', version: 'v9' });
+  await lock.release();
+  assert.equal(store.records.get('k').value, 'overwritten by something else');
+});
+
+test('store failures reject with LockStoreError carrying the cause; never a busy answer', async () => {
+  const cause = new Error('connection reset');
+  const cases = [
+    [{ create: async () => { throw cause; }, read: async () => null, replace: async () => null }, /store\.create failed: connection reset/],
+    [{ create() { throw cause; }, read: async () => null, replace: async () => null }, /store\.create failed/],
+    [{ create: async () => null, read: async () => { throw cause; }, replace: async () => null }, /store\.read failed/],
+    [{ create: async () => 42, read: async () => null, replace: async () => null }, /store\.create answered a number/],
+    [{ create: async () => null, read: async () => ({ value: 1 }), replace: async () => null }, /store\.read answered/],
+  ];
+  for (const [store, message] of cases) {
+    const error = await acquireLock(store, 'k').catch((e) => e);
+    assert.ok(error instanceof LockStoreError, String(error));
+    assert.equal(error.name, 'LockStoreError');
+    assert.match(error.message, message);
+  }
+  const error = await acquireLock(cases[0][0], 'k').catch((e) => e);
+  assert.equal(error.cause, cause);
+  // A failing release is reported too.
+  const store = new MapStore();
+  const lock = await acquireLock(store, 'k');
+  store.failRate = 1;
+  await assert.rejects(lock.release(), LockStoreError);
+});
+
+test('bad input: TypeError or RangeError naming the argument, and nothing asked of the store', async () => {
+  const store = new MapStore();
+  const cases = [
+    [null, 'k', undefined, TypeError, /store/],
+    [{}, 'k', undefined, TypeError, /store\.create/],
+    [{ create() {}, read() {} }, 'k', undefined, TypeError, /store\.replace/],
+    [store, '', undefined, TypeError, /name/],
+    [store, 7, undefined, TypeError, /name/],
+    [store, 'x'.repeat(513), undefined, RangeError, /name/],
+    [store, 'k', null, TypeError, /options/],
+    [store, 'k', { waitMs: '1' }, TypeError, /waitMs/],
+    [store, 'k', { waitMs: -1 }, RangeError, /waitMs/],
+    [store, 'k', { staleMs: 0 }, RangeError, /staleMs/],
+    [store, 'k', { staleMs: Infinity }, RangeError, /staleMs/],
+    [store, 'k', { now: 'later' }, TypeError, /now/],
+  ];
+  for (const [s, name, options, type, pattern] of cases) {
+    await assert.rejects(acquireLock(s, name, options), (e) => e instanceof type && pattern.test(e.message), `${pattern}`);
+  }
+  assert.equal(store.calls, 0);
+});
+
+test('a Workers KV namespace is refused, saying why and what to use', async () => {
+  const kv = { get() {}, getWithMetadata() {}, put() {}, list() {}, delete() {} };
+  await assert.rejects(acquireLock(kv, 'k'), (e) => e instanceof TypeError && /Workers KV/.test(e.message) && /conditional put/.test(e.message) && /Durable Object/.test(e.message));
+});
+
+test('MemoryStore: create only if absent, read, replace only on the current version', async () => {
+  const store = new MemoryStore();
+  const v1 = await store.create('k', 'one');
+  assert.equal(typeof v1, 'string');
+  assert.equal(await store.create('k', 'again'), null);
+  assert.deepEqual(await store.read('k'), { value: 'one', version: v1 });
+  assert.equal(await store.read('missing'), null);
+  const v2 = await store.replace('k', v1, 'two');
+  assert.notEqual(v2, v1);
+  assert.equal(await store.replace('k', v1, 'stale'), null);
+  assert.equal(await store.replace('missing', v1, 'x'), null);
+  assert.deepEqual(await store.read('k'), { value: 'two', version: v2 });
+  await assert.rejects(store.create(5, 'x'), TypeError);
+  await assert.rejects(store.replace('k', 5, 'x'), TypeError);
+  const lock = await acquireLock(store, 'lock');
+  assert.equal(lock.fence, 1);
+  await lock.release();
+});
+
+test('await using: Symbol.asyncDispose releases', async () => {
+  const store = new MapStore();
+  const lock = await acquireLock(store, 'k');
+  assert.equal(typeof lock[Symbol.asyncDispose], 'function');
+  await lock[Symbol.asyncDispose]();
+  assert.equal(record(store, 'k').state, 'free');
+});
+
+test('tokens are 128 random bits, never repeated', async () => {
+  const store = new MemoryStore();
+  const tokens = new Set();
+  for (let i = 0; i < 500; i++) {
+    const lock = await acquireLock(store, 'k');
+    tokens.add(lock.token);
+    await lock.release();
+  }
+  assert.equal(tokens.size, 500);
+});
+
+test('16 local contenders queue FIFO and cost at most 1.5 store calls per acquisition', async () => {
+  const store = new MapStore();
+  const order = [];
+  await Promise.all(
+    Array.from({ length: 16 }, async (_, i) => {
+      const lock = await acquireLock(store, 'board', { waitMs: 10000 });
+      order.push([i, lock.fence]);
+      await sleep(1);
+      await lock.release();
+    }),
+  );
+  assert.deepEqual(order.map(([i]) => i), [...Array(16).keys()]);
+  assert.ok(order.every(([, fence], i) => i === 0 || fence > order[i - 1][1]));
+  assert.ok(store.calls / 16 <= 1.5, `${store.calls / 16} calls per acquisition`);
+});
+
+test('randomized contention: 16 contenders in 4 isolates over a laggy store failing 10% of calls', async () => {
+  let seed = 4242;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+  const records = new Map();
+  const isolates = Array.from({ length: 4 }, () => new MapStore({ records, lagMs: 3, failRate: 0.1, random }));
+  let counter = 0;
+  let holders = 0;
+  let overlaps = 0;
+  const fences = [];
+  let errors = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async (_, contender) => {
+      const store = isolates[contender % 4];
+      for (let round = 0; round < 25; round++) {
+        let lock;
+        try {
+          lock = await acquireLock(store, 'counter', { waitMs: 400, staleMs: 150 });
+        } catch (error) {
+          assert.ok(error instanceof LockStoreError, String(error));
+          errors += 1;
+          continue;
+        }
+        if (!lock) continue;
+        holders += 1;
+        if (holders > 1) overlaps += 1;
+        fences.push(lock.fence);
+        const seen = counter;
+        await sleep(Math.floor(random() * 3)); // an await inside the hold
+        counter = seen + 1;
+        holders -= 1;
+        await lock.release().catch((error) => {
+          assert.ok(error instanceof LockStoreError);
+          errors += 1;
+        });
+      }
+    }),
+  );
+  assert.equal(overlaps, 0, 'no two holders at once');
+  assert.equal(counter, fences.length, 'no lost update');
+  assert.ok(fences.every((fence, i) => i === 0 || fence > fences[i - 1]), 'fences rise in hold order');
+  const injected = isolates.reduce((n, store) => n + store.failures, 0);
+  assert.equal(errors, injected, 'every failure surfaced as an error');
+  assert.ok(fences.length > 100, `${fences.length} holds`);
+  assert.deepEqual(unhandled, []);
+});
