@@ -9,8 +9,10 @@
 //!
 //! Within one isolate, contenders for a name queue in FIFO order and only the head talks to the
 //! store; a release hands the lease to the next local waiter with one CAS that bumps the fence,
-//! instead of everyone polling. After [`MAX_LOCAL_HANDOFFS`] hand-offs in a row the record is
-//! freed instead and the next local waiter pauses one poll first, so other isolates get a turn.
+//! instead of everyone polling. Once the lock has passed from hand to hand locally for
+//! [`MAX_LOCAL_STREAK_MS`], the record is freed instead and the next local waiter pauses one
+//! full poll ([`MAX_POLL_MS`]) first — long enough that every waiting isolate polls once, so
+//! other isolates get their turn.
 //!
 //! What it does not do: renew a lease. A holder that keeps the lock past `staleMs` can be taken
 //! over while it still works; its writes must carry [`Lock::fence`] so the resource refuses the
@@ -41,8 +43,10 @@ pub const LOCK_STALE_MS: u32 = 2_000;
 /// How many abandoned records one acquisition takes over before it stops trying, as the seed.
 pub const TAKEOVERS: u32 = 2;
 
-/// Consecutive local hand-offs of one name before the record is freed for other isolates.
-pub const MAX_LOCAL_HANDOFFS: u32 = 8;
+/// How long a name may pass from hand to hand within one isolate before its record is freed for
+/// other isolates: the seed's whole wait, so a remote contender that arrived at the start of a
+/// streak still finds the record free before its default wait is over.
+pub const MAX_LOCAL_STREAK_MS: f64 = LOCK_WAIT_MS as f64;
 
 /// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
 const FIRST_POLL_MS: f64 = 2.0;
@@ -150,8 +154,8 @@ struct Waiter {
 
 #[derive(Default)]
 struct NameState {
-    /// Hand-offs in a row within this isolate.
-    handoffs: u32,
+    /// When the current run of local hand-offs began.
+    streak_since: Option<f64>,
     /// The next head pauses one poll before its first attempt (after a capped hand-off).
     yield_first: bool,
 }
@@ -497,13 +501,14 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             let queue = inner.queue.borrow();
             queue.next_in_line(self.ticket)
         };
-        let handoffs = {
+        let streak_since = {
             let mut queue = inner.queue.borrow_mut();
             let line = queue.line_id(&self.name);
             line.and_then(|line| queue.line_data_mut(line))
-                .map_or(0, |state| state.handoffs)
+                .and_then(|state| state.streak_since)
         };
-        let outcome = if let (Some(next), true) = (next, handoffs < MAX_LOCAL_HANDOFFS) {
+        let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
+        let outcome = if let (Some(next), true) = (next, in_streak) {
             let token = inner.random.token();
             let fence = self.fence + 1;
             let value = Record::held(&token, fence, now).encode();
@@ -521,7 +526,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 }
                 let line = queue.line_id(&self.name);
                 if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                    state.handoffs += 1;
+                    state.streak_since.get_or_insert(now);
                 }
             }
             replaced.map(|_| ())
@@ -539,8 +544,9 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 let mut queue = inner.queue.borrow_mut();
                 let line = queue.line_id(&self.name);
                 if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                    state.yield_first = state.handoffs >= MAX_LOCAL_HANDOFFS;
-                    state.handoffs = 0;
+                    // A streak that ended at its bound with waiters left: they let others in.
+                    state.yield_first = next.is_some() && streak_since.is_some();
+                    state.streak_since = None;
                 }
             }
             replaced.map(|_| ())

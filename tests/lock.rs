@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use common::Executor;
-use keyturn::lock::{OptionError, MAX_LOCAL_HANDOFFS};
+use keyturn::lock::{OptionError, MAX_LOCAL_STREAK_MS};
 use keyturn::record::Record;
 use keyturn::{
     Clock, KeyError, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore,
@@ -476,7 +476,7 @@ fn local_contenders_queue_in_order_and_hand_off_with_one_call_each() {
                 .unwrap()
                 .expect("queued, not refused");
             o.borrow_mut().push((i, lock.fence()));
-            c.sleep(3.0).await;
+            c.sleep(10.0).await;
             lock.release().await.unwrap();
         });
     }
@@ -496,7 +496,7 @@ fn local_contenders_queue_in_order_and_hand_off_with_one_call_each() {
         "{per_acquisition} store calls per acquisition"
     );
     assert_eq!(locks.local_line("board"), 0);
-    // Hand-offs in a row stop at MAX_LOCAL_HANDOFFS: then the record is freed, so another
+    // Hand-offs in a row stop once the streak lasted MAX_LOCAL_STREAK_MS: the record is freed, so another
     // isolate could get in, before local waiters take it again.
     let states: Vec<bool> = writes
         .borrow()
@@ -507,7 +507,9 @@ fn local_contenders_queue_in_order_and_hand_off_with_one_call_each() {
         .iter()
         .position(|held| !held)
         .expect("freed at least once before the end");
-    assert_eq!(first_free, 1 + MAX_LOCAL_HANDOFFS as usize, "{states:?}");
+    // The create, then hand-offs every 10 ms (holds last 10 ms) for as long as the streak lasts.
+    let streak = (MAX_LOCAL_STREAK_MS / 10.0) as usize;
+    assert_eq!(first_free, 1 + streak, "{states:?}");
 }
 
 /// xorshift for the test's own choices.
