@@ -1,8 +1,11 @@
 // Cloudflare Workers (workerd): wrangler and Miniflare hand a `.wasm` import over as a compiled
-// WebAssembly.Module, which instantiates synchronously.
+// WebAssembly.Module, which instantiates synchronously; the lock's on first use.
 import wasm from './keyturn_wasm_bg.wasm';
+import lockWasm from './keyturn_lock_bg.wasm';
 import { initSync } from './keyturn_wasm.js';
+import { setLockLoader } from './lock.js';
 
 initSync({ module: wasm });
+setLockLoader((lock) => lock.initSync({ module: lockWasm }));
 
 export * from './api.js';

@@ -4,17 +4,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --quiet --lib --release --target wasm32-unknown-unknown
 rm -rf pkg
 mkdir pkg
-wasm-bindgen --target web --out-dir pkg --out-name keyturn_wasm \
-  target/wasm32-unknown-unknown/release/keyturn.wasm
-# The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
-node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
-  --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \
-  --enable-sign-ext --enable-reference-types --enable-multivalue \
-  pkg/keyturn_wasm_bg.wasm -o pkg/keyturn_wasm_bg.wasm
-cp js/api.js js/errors.js js/browser.js js/workerd.js js/node.mjs js/index.d.ts js/package.json pkg/
+# One wasm module per JS binding: the serializer's, and the lock's (loaded on first use).
+for module in wasm:js-serializer lock:js-lock; do
+  name=${module%%:*}
+  feature=${module#*:}
+  cargo build --quiet --lib --release --target wasm32-unknown-unknown \
+    --no-default-features --features "$feature" --target-dir "target/$name"
+  wasm-bindgen --target web --out-dir pkg --out-name "keyturn_$name" \
+    "target/$name/wasm32-unknown-unknown/release/keyturn.wasm"
+  # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
+  node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
+    --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-reference-types --enable-multivalue \
+    "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
+done
+cp js/api.js js/serializer.js js/lock.js js/errors.js js/browser.js js/workerd.js js/node.mjs \
+  js/index.d.ts js/package.json pkg/
 # `require` on Node < 22 cannot load ES modules, so the CommonJS entry is one bundle of the same
 # sources (the glue's import.meta is only used by the async init path, which it never takes).
 cp js/node.cjs.src.mjs pkg/.node.cjs.src.mjs

@@ -15,8 +15,8 @@ use std::rc::Rc;
 /// The key index's hash: Fx (rustc's), a word at a time. Keys are short, and std's SipHash
 /// costs ~1.5 KB of wasm and most of a lookup; it would buy no HashDoS resistance here anyway,
 /// since wasm32-unknown-unknown has no randomness to key it with.
-#[derive(Default, Clone, Copy)]
-struct KeyHasher(u64);
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -44,7 +44,10 @@ impl KeyHasher {
     }
 }
 
-type KeyIndex = HashMap<Rc<str>, u32, BuildHasherDefault<KeyHasher>>;
+/// The hasher of every key-indexed map in the crate (see [`KeyHasher`]'s reasons).
+pub type KeyHash = BuildHasherDefault<KeyHasher>;
+
+type KeyIndex = HashMap<Rc<str>, u32, KeyHash>;
 
 const NONE: u32 = u32::MAX;
 

@@ -105,7 +105,7 @@ impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
 /// real store must match.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    records: RefCell<HashMap<String, (String, u64)>>,
+    records: RefCell<HashMap<String, (String, u64), crate::queue::KeyHash>>,
     versions: Cell<u64>,
 }
 

@@ -8,6 +8,8 @@
 //!   abort listener can all call back in), so re-entrant calls always find the state free.
 
 pub mod errors;
+#[cfg(feature = "js-lock")]
 pub mod lock;
+#[cfg(feature = "js-serializer")]
 pub mod serializer;
 pub(crate) mod sys;

@@ -14,9 +14,6 @@ extern "C" {
     #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
     pub(crate) fn get_random_values(bytes: &mut [u8]);
 
-    /// `queueMicrotask(callback)`.
-    #[wasm_bindgen(js_name = queueMicrotask)]
-    pub(crate) fn queue_microtask(callback: &js_sys::Function);
 }
 
 /// A delay for `setTimeout` that is never 0 (a timer fires in a later task, never early) and
@@ -32,6 +29,7 @@ pub(crate) fn timer_delay(ms: f64) -> u32 {
     }
 }
 
+#[cfg(feature = "js-serializer")]
 /// Starts a one-shot timer (gloo-timers) that does not keep a Node process alive: a deadline
 /// that is still pending must not hold a process open, as the seed's unref'd timer does not.
 pub(crate) fn arm_timer(ms: f64, callback: impl FnOnce() + 'static) {

@@ -15,7 +15,13 @@ const chromium = ['chromium', 'chromium-browser', 'google-chrome'].find((name) =
 const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</pre><script type="module">
   const out = document.getElementById('out');
   try {
-    const { createKeyedSerializer, SerializedWorkTimeout, DEFAULT_TIMEOUT_MS } = await import('/pkg/browser.js');
+    const { createKeyedSerializer, SerializedWorkTimeout, DEFAULT_TIMEOUT_MS, acquireLock, MemoryStore } = await import('/pkg/browser.js');
+    const store = new MemoryStore();
+    const first = await acquireLock(store, 'board');
+    const busy = await acquireLock(store, 'board', { waitMs: 10 });
+    await first.release();
+    const second = await acquireLock(store, 'board');
+    const lockOk = first.fence === 1 && busy === undefined && second.fence === 2 && /^[0-9a-f]{32}$/.test(second.token);
     const serialize = createKeyedSerializer({ timeoutMs: 30 });
     const log = [];
     const a = serialize('k', async (signal) => { log.push('a'); await new Promise((r) => setTimeout(r, 5)); return signal instanceof AbortSignal; });
@@ -25,7 +31,7 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
     const timeout = await slow;
     const ok = results[0] === true && results[1] === 'b' && log.join() === 'a,b'
       && timeout instanceof SerializedWorkTimeout && timeout.key === 'k' && DEFAULT_TIMEOUT_MS === 30000
-      && serialize.pending() === 0;
+      && serialize.pending() === 0 && lockOk;
     out.textContent = ok ? 'PASS' : 'FAIL ' + JSON.stringify({ results, log, timeout: String(timeout) });
   } catch (error) {
     out.textContent = 'FAIL ' + error;
@@ -34,7 +40,7 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
 
 const types = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
 
-test('the browser entry loads and serializes in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
+test('the browser entry loads, serializes and locks in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
   const server = createServer(async (request, response) => {
     const url = new URL(request.url, 'http://127.0.0.1');
     if (url.pathname === '/') {

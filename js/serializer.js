@@ -1,0 +1,126 @@
+// createKeyedSerializer over the serializer's wasm module (keyturn_wasm). Static JS, copied into
+// pkg/ by the build; the entries initialise the module before anything here runs.
+import { KeyedSerializerCore } from './keyturn_wasm.js';
+import { SerializedWorkTimeout } from './errors.js';
+
+export { SerializedWorkTimeout };
+
+/** 30 s, as the seed (checked against the Rust constant by the tests). */
+export const DEFAULT_TIMEOUT_MS = 30000;
+
+const ignore = () => {};
+
+/**
+ * createKeyedSerializer({ timeoutMs }) → serialize(key, work, { onLateSettle })
+ *
+ * `serialize(key, work)` runs `work(signal)` once every work previously queued for `key` has
+ * settled, and resolves or rejects as `work` does — or rejects with a `SerializedWorkTimeout`
+ * (and aborts `signal`) when `work` has not settled within `timeoutMs`; `onLateSettle(value)` is
+ * then called if and when that abandoned work settles, with its resolved value (undefined when it
+ * rejected). `serialize.pending()` is the number of keys with queued or running work.
+ */
+export function createKeyedSerializer(options) {
+  const core = new KeyedSerializerCore(options, {
+    // Called by the core when a work's turn comes — inside a microtask or timer, never inside
+    // the `serialize` call that queued it. A synchronous throw becomes a rejection.
+    start(work, resolve, reject, onLateSettle) {
+      let controller;
+      let value;
+      try {
+        controller = new AbortController();
+        value = work(controller.signal);
+      } catch (error) {
+        reject(error);
+        return undefined;
+      }
+      if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+        // Not a thenable: the work has settled already, and nothing is left to abort.
+        resolve(value);
+        return undefined;
+      }
+      // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout
+      // must still be able to reject it.
+      const run = Promise.resolve(value);
+      run.then(resolve, reject);
+      if (onLateSettle !== undefined) {
+        // Only an abandoned (aborted) work reports; a re-decision that cannot even be queued
+        // changes nothing, so what the callback throws is dropped.
+        const late = (settled) => {
+          if (!controller.signal.aborted) return;
+          try {
+            onLateSettle(settled);
+          } catch {
+            // the next notification decides
+          }
+        };
+        run.then(late, () => late(undefined));
+      }
+      return controller;
+    },
+    schedule() {
+      queueMicrotask(drain);
+    },
+    timeout(key, timeoutMs) {
+      return new SerializedWorkTimeout(key, timeoutMs);
+    },
+  });
+  const drain = () => core.drain(performance.now());
+
+  // Busy keys → their line in the core: its id, and the one function that moves the key on.
+  // The core is the truth; this only spares a busy key's works passing the key string again.
+  const lines = new Map();
+
+  // One executor for every call, not a closure per work: `new Promise` runs it synchronously,
+  // so it takes this call's arguments from here and leaves the key's advance function here.
+  // Re-entrant calls (an options getter may call `serialize`) finish inside `enter` before it
+  // reads or writes these again, and `finally` leaves `advance` right even when `enter` throws.
+  let callKey;
+  let callWork;
+  let callOptions;
+  let callAdvance = ignore;
+  function enter(resolve, reject) {
+    const key = callKey;
+    const work = callWork;
+    const options = callOptions;
+    let advance = ignore;
+    try {
+      const line = lines.get(key);
+      if (
+        line !== undefined &&
+        (options === undefined
+          ? core.enqueueOn(line.id, work, resolve, reject)
+          : core.enqueueOnWith(line.id, work, options, resolve, reject))
+      ) {
+        advance = line.advance;
+      } else {
+        const id = core.enqueue(key, work, options, resolve, reject);
+        const fresh = {
+          id,
+          advance() {
+            if (core.advance(id, performance.now())) lines.delete(key);
+          },
+        };
+        lines.set(key, fresh);
+        advance = fresh.advance;
+      }
+    } finally {
+      callAdvance = advance;
+    }
+  }
+
+  function serialize(key, work, options) {
+    callKey = key;
+    callWork = work;
+    callOptions = options;
+    const result = new Promise(enter);
+    const advance = callAdvance;
+    callKey = callWork = callOptions = undefined;
+    // The key moves on once this promise settles, whatever the work did. This handler also
+    // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
+    // tail handles every result; callers that await it still see it.
+    result.then(advance, advance);
+    return result;
+  }
+  serialize.pending = () => core.pending();
+  return serialize;
+}
