@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 rm -rf pkg
 mkdir pkg
 # One wasm module per JS binding: the serializer's, and the lock's (loaded on first use).
-for module in wasm:js-serializer lock:js-lock; do
-  name=${module%%:*}
-  feature=${module#*:}
-  cargo build --quiet --lib --release --target wasm32-unknown-unknown \
-    --no-default-features --features "$feature" --target-dir "target/$name"
+# The serializer is built for speed (opt-level 3: its hot path is per work); the lock for size
+# (opt-level z: its time is the store's round trips).
+for module in wasm:js-serializer:3 lock:js-lock:z; do
+  IFS=: read -r name feature level <<<"$module"
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
+    --target wasm32-unknown-unknown --no-default-features --features "$feature" \
+    --target-dir "target/$name"
   wasm-bindgen --target web --out-dir pkg --out-name "keyturn_$name" \
     "target/$name/wasm32-unknown-unknown/release/keyturn.wasm"
   # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.

@@ -48,6 +48,23 @@ impl Clock for PlatformClock {
     }
 }
 
+/// Wall-clock time on wasm32: `Date.now()` (epoch milliseconds) and gloo-timers sleeps. The
+/// clock a [`LockManager`](crate::LockManager) needs: lock records carry times that other
+/// isolates compare with their own clocks, which `performance.now()` (per-isolate origin) is not.
+#[cfg(target_arch = "wasm32")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WallClock;
+
+#[cfg(target_arch = "wasm32")]
+impl Clock for WallClock {
+    fn now_ms(&self) -> f64 {
+        js_sys::Date::now()
+    }
+    fn sleep(&self, ms: f64) -> Sleep {
+        PlatformClock.sleep(ms)
+    }
+}
+
 /// A clock that moves only when told to; sleeps complete when [`ManualClock::advance`] passes
 /// their end. For deterministic tests of anything that takes a [`Clock`].
 #[derive(Debug, Clone, Default)]

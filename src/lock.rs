@@ -222,8 +222,10 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
 }
 
 impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
-    /// A manager over `store`, timing with `clock` (epoch milliseconds: record times are
-    /// compared across isolates) and drawing tokens and jitter from `random`.
+    /// A manager over `store`, timing with `clock` — epoch milliseconds, as
+    /// [`WallClock`](crate::clock::WallClock) on wasm: record times are compared across
+    /// isolates — and drawing tokens and jitter from `random` (the platform's crypto in
+    /// production, never a predictable generator).
     pub fn new(store: S, clock: C, random: R) -> Self {
         LockManager {
             inner: Rc::new(Inner {
@@ -313,9 +315,10 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             line.and_then(|line| queue.line_data_mut(line))
                 .is_some_and(|state| std::mem::take(&mut state.yield_first))
         };
-        // Boxed: the contention's state machine stands on its own instead of being inlined
-        // into every caller's (a third of the lock's wasm).
-        let contention = Box::pin(self.contend(name, deadline, options.stale_ms, yield_first));
+        // Boxed behind `dyn`: the contention's state machine stands on its own instead of being
+        // inlined into the caller's (smaller wasm; one allocation per acquisition).
+        let contention: Pin<Box<dyn Future<Output = Result<Option<Grant>, LockError>> + '_>> =
+            Box::pin(self.contend(name, deadline, options.stale_ms, yield_first));
         match contention.await? {
             Some(grant) => {
                 place.kept = true;
@@ -465,6 +468,27 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         let call: Pin<Box<dyn Future<Output = Result<T, StoreError>> + 'a>> = Box::pin(call);
         call.await
     }
+}
+
+/// Takes the lock `name` in `store` once, on the platform's wall clock and crypto, with no local
+/// queue (each call is its own contender). For many acquisitions over one store, keep one
+/// [`LockManager`] instead: its contenders queue locally and hand the lock on.
+///
+/// # Errors
+/// As [`LockManager::acquire`].
+#[cfg(target_arch = "wasm32")]
+pub async fn acquire_lock<S: LockStore>(
+    store: S,
+    name: &str,
+    options: LockOptions,
+) -> Result<Option<Lock<S, crate::clock::WallClock, crate::random::PlatformRandom>>, LockError> {
+    LockManager::new(
+        store,
+        crate::clock::WallClock,
+        crate::random::PlatformRandom,
+    )
+    .acquire(name, options)
+    .await
 }
 
 impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {

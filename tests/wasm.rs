@@ -121,3 +121,41 @@ fn the_binding_refuses_bad_options_with_the_right_error_class() {
     assert!(KeyedSerializerCore::new(options(r#"{"timeoutMs": 1.5}"#), host.into()).is_ok());
     assert!(KeyedSerializerCore::new(JsValue::UNDEFINED, JsValue::UNDEFINED).is_err());
 }
+
+#[test]
+async fn rust_lock_api_on_real_timers_and_crypto() {
+    use keyturn::clock::WallClock;
+    use keyturn::random::PlatformRandom;
+    use keyturn::{acquire_lock, LockManager, LockOptions, MemoryStore};
+
+    let store = Rc::new(MemoryStore::new());
+    let first = acquire_lock(store.clone(), "board", LockOptions::default())
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(first.token().len(), 32);
+    let busy = LockOptions {
+        wait_ms: 30.0,
+        ..LockOptions::default()
+    };
+    let started = js_sys::Date::now();
+    assert!(acquire_lock(store.clone(), "board", busy)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        js_sys::Date::now() - started >= 29.0,
+        "waited on real timers"
+    );
+    first.release().await.unwrap();
+
+    let manager = LockManager::new(store.clone(), WallClock, PlatformRandom);
+    let second = manager
+        .acquire("board", LockOptions::default())
+        .await
+        .unwrap()
+        .expect("released");
+    assert_eq!(second.fence(), 2);
+    assert_ne!(second.token(), first.token());
+    second.release().await.unwrap();
+}
