@@ -59,9 +59,11 @@ for (const keys of [1, 1000]) {
 }
 
 const pkg = join(here, '..', 'pkg');
-const wasm = readFileSync(join(pkg, 'keyturn_wasm_bg.wasm'));
-const glue = ['keyturn_wasm.js', 'api.js', 'errors.js'].map((file) => readFileSync(join(pkg, file)));
 const gz = (buffer) => gzipSync(buffer, { level: 9 }).length;
+const wasm = readFileSync(join(pkg, 'keyturn_wasm_bg.wasm'));
+const glue = ['keyturn_wasm.js', 'serializer.js', 'errors.js'].map((file) => readFileSync(join(pkg, file)));
+const lockWasm = readFileSync(join(pkg, 'keyturn_lock_bg.wasm'));
 console.log('');
-console.log(`wasm: ${wasm.length} B raw, ${gz(wasm)} B gzip -9   (targets: ≤ 40960 raw, ≤ 16384 gzip)`);
-console.log(`JS glue (keyturn_wasm.js + api.js + errors.js): ${glue.reduce((n, b) => n + b.length, 0)} B raw, ${gz(Buffer.concat(glue))} B gzip -9`);
+console.log(`serializer wasm: ${wasm.length} B raw, ${gz(wasm)} B gzip -9   (targets: ≤ 40960 raw, ≤ 16384 gzip)`);
+console.log(`serializer JS glue (keyturn_wasm.js + serializer.js + errors.js): ${glue.reduce((n, b) => n + b.length, 0)} B raw, ${gz(Buffer.concat(glue))} B gzip -9`);
+console.log(`lock wasm (loaded on first acquireLock / new MemoryStore): ${lockWasm.length} B raw, ${gz(lockWasm)} B gzip -9`);
