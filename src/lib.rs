@@ -7,6 +7,10 @@
 //! - [`KeyedSerializer`] (JS: `createKeyedSerializer`) orders work **within one isolate**: works
 //!   for one key never overlap and start in the order they were entered; different keys run
 //!   concurrently. It decides nothing across isolates, processes or machines.
+//! - [`LockManager`] (JS: `acquireLock`) excludes **across isolates** through a store with a
+//!   conditional put ([`LockStore`]): a lease with takeover of dead holders and a fence that
+//!   rises with every acquisition. It costs store round trips; within one isolate its
+//!   contenders queue locally and hand the lease on.
 //!
 //! ## What it guarantees, and what it does not
 //! - Per-key FIFO in the order calls were made, not the order the events behind them happened:
@@ -15,12 +19,16 @@
 //!   aborted and the key moves on. In JavaScript the abandoned promise cannot be stopped, so a
 //!   write already sent can land late; `onLateSettle` reports when it settles. In Rust the work
 //!   future is dropped, which stops it at its next `.await`.
+//! - A lock is a lease without renewal: a holder past `staleMs` can be taken over while it
+//!   still works, so protected writes carry [`Lock::fence`] and the resource refuses older ones.
+//!   Staleness compares record times across isolates' clocks.
 //! - Single-threaded: one wasm instance per isolate, nothing here is `Send`.
 //!
 //! ## When not to use it
-//! - To order work across isolates: a Cloudflare Worker runs many isolates, so a serializer in
-//!   one does not see requests handled by another.
-//! - For CPU-bound work: a turn is only as fair as the awaits inside it.
+//! - The serializer to order work across isolates: a Cloudflare Worker runs many isolates, so
+//!   a serializer in one does not see requests handled by another. Use the lock.
+//! - The lock over a store without a conditional put (Workers KV): it would not exclude anyone.
+//! - Either for CPU-bound work: a turn is only as fair as the awaits inside it.
 
 #![deny(missing_docs, missing_debug_implementations)]
 

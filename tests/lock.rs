@@ -97,6 +97,15 @@ fn manager(store: TestStore, clock: &ManualClock, seed: u64) -> Manager {
     LockManager::new(store, clock.clone(), SeededRandom::new(seed))
 }
 
+/// A fresh clock, shared store and executor.
+fn world() -> (ManualClock, Rc<MemoryStore>, Rc<Executor>) {
+    (
+        ManualClock::new(),
+        Rc::new(MemoryStore::new()),
+        Executor::new(),
+    )
+}
+
 fn options(wait_ms: f64, stale_ms: f64) -> LockOptions {
     LockOptions { wait_ms, stale_ms }
 }
@@ -119,11 +128,7 @@ fn stored(memory: &MemoryStore, name: &str) -> Record {
 
 #[test]
 fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let locks = manager(TestStore::plain(&memory, &clock), &clock, 7);
     let l = locks.clone();
     let fences = executor.spawn_with_output(async move {
@@ -152,11 +157,7 @@ fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
 
 #[test]
 fn a_live_holder_is_waited_out_and_the_answer_is_none() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let a = manager(TestStore::plain(&memory, &clock), &clock, 1);
     let b = manager(TestStore::plain(&memory, &clock), &clock, 2);
     let (a2, b2, c) = (a.clone(), b.clone(), clock.clone());
@@ -189,11 +190,7 @@ fn a_live_holder_is_waited_out_and_the_answer_is_none() {
 
 #[test]
 fn a_release_within_the_wait_is_seen_promptly() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let a = manager(TestStore::plain(&memory, &clock), &clock, 1);
     let b = manager(TestStore::plain(&memory, &clock), &clock, 2);
     let held = Rc::new(RefCell::new(None));
@@ -231,11 +228,7 @@ fn a_release_within_the_wait_is_seen_promptly() {
 
 #[test]
 fn a_stale_record_is_taken_over_by_cas_and_the_late_release_changes_nothing() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let a = manager(TestStore::plain(&memory, &clock), &clock, 1);
     let b = manager(TestStore::plain(&memory, &clock), &clock, 2);
     let (a2, b2, c, m) = (a.clone(), b.clone(), clock.clone(), memory.clone());
@@ -274,11 +267,7 @@ fn a_stale_record_is_taken_over_by_cas_and_the_late_release_changes_nothing() {
 
 #[test]
 fn takeovers_stop_after_two_per_acquisition() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     memory.put("k", &Record::held("someone", 5, 0.0).encode());
     clock.advance(10_000.0);
     let mut store = TestStore::plain(&memory, &clock);
@@ -300,11 +289,7 @@ fn takeovers_stop_after_two_per_acquisition() {
 
 #[test]
 fn fences_rise_across_releases_takeovers_and_handoffs() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let isolates: Vec<Manager> = (0..3)
         .map(|i| manager(TestStore::plain(&memory, &clock), &clock, i + 10))
         .collect();
@@ -334,11 +319,7 @@ fn fences_rise_across_releases_takeovers_and_handoffs() {
 
 #[test]
 fn a_record_that_is_not_ours_is_never_released_and_taken_over_only_when_unchanged_for_stale_ms() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     memory.put("k", "{\"pid\":123,\"token\":\"from the seed\"}");
     clock.advance(1_000_000.0);
     let locks = manager(TestStore::plain(&memory, &clock), &clock, 4);
@@ -391,11 +372,7 @@ fn a_record_that_is_not_ours_is_never_released_and_taken_over_only_when_unchange
 
 #[test]
 fn store_failures_are_errors_never_a_busy_answer() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let mut store = TestStore::plain(&memory, &clock);
     store.fail_rate = 1.0;
     let locks = manager(store, &clock, 5);
@@ -411,11 +388,7 @@ fn store_failures_are_errors_never_a_busy_answer() {
 
 #[test]
 fn bad_names_and_options_ask_nothing_of_the_store() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let locks = manager(TestStore::plain(&memory, &clock), &clock, 6);
     let l = locks.clone();
     let errors = executor.spawn_with_output(async move {
@@ -458,11 +431,7 @@ fn bad_names_and_options_ask_nothing_of_the_store() {
 
 #[test]
 fn local_contenders_queue_in_order_and_hand_off_with_one_call_each() {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let store = TestStore::plain(&memory, &clock);
     let writes = store.writes.clone();
     let locks = manager(store, &clock, 8);
@@ -536,11 +505,7 @@ fn randomized_contention_16_isolates_of_1_contender() {
 /// 0–6 ms and fails 10% of calls; a shared counter is incremented under the lock with an await
 /// inside the hold.
 fn contend_randomly(isolates: u64) {
-    let (clock, memory, executor) = (
-        ManualClock::new(),
-        Rc::new(MemoryStore::new()),
-        Executor::new(),
-    );
+    let (clock, memory, executor) = world();
     let injected = Rc::new(Cell::new(0u64));
     let count = isolates as usize;
     let isolates: Vec<Manager> = (0..isolates)
