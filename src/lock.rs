@@ -223,7 +223,7 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
 
 impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// A manager over `store`, timing with `clock` — epoch milliseconds, as
-    /// [`WallClock`](crate::clock::WallClock) on wasm: record times are compared across
+    /// `clock::WallClock` on wasm: record times are compared across
     /// isolates — and drawing tokens and jitter from `random` (the platform's crypto in
     /// production, never a predictable generator).
     pub fn new(store: S, clock: C, random: R) -> Self {
