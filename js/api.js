@@ -2,3 +2,5 @@
 // workerd, browser) initialises the wasm, then re-exports this file.
 export { createKeyedSerializer, DEFAULT_TIMEOUT_MS, SerializedWorkTimeout } from './serializer.js';
 export { acquireLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, MemoryStore } from './lock.js';
+export { R2Store } from './stores/r2.js';
+export { RedisStore } from './stores/redis.js';

@@ -119,3 +119,25 @@ export interface Lock {
  * (it has no conditional put).
  */
 export function acquireLock(store: LockStore, name: string, options?: LockOptions): Promise<Lock | undefined>;
+
+/**
+ * An R2 bucket as a lock store: create by `onlyIf: { etagDoesNotMatch: '*' }`, CAS by
+ * `onlyIf: { etagMatches }`. Records live under `prefix` (default `keyturn-lock/`).
+ */
+export class R2Store implements LockStore {
+  constructor(bucket: { get(key: string): Promise<unknown>; put(key: string, value: string, options?: unknown): Promise<unknown> }, options?: { prefix?: string });
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}
+
+/**
+ * Redis as a lock store over any client: `evalFn(script, keys, args)` runs a Lua script and
+ * resolves to its reply (nil → null). Records are hashes under `prefix` (default `keyturn-lock:`).
+ */
+export class RedisStore implements LockStore {
+  constructor(evalFn: (script: string, keys: string[], args: string[]) => Promise<unknown>, options?: { prefix?: string });
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}

@@ -24,6 +24,7 @@ for module in wasm:js-serializer:3 lock:js-lock:z; do
 done
 cp js/api.js js/serializer.js js/lock.js js/errors.js js/browser.js js/workerd.js js/node.mjs \
   js/index.d.ts js/package.json pkg/
+cp -r js/stores pkg/stores
 # `require` on Node < 22 cannot load ES modules, so the CommonJS entry is one bundle of the same
 # sources (the glue's import.meta is only used by the async init path, which it never takes).
 cp js/node.cjs.src.mjs pkg/.node.cjs.src.mjs

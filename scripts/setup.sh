@@ -21,11 +21,13 @@ if [ "$have" != "$want" ]; then
   cargo install wasm-bindgen-cli --version "$want" --locked || cargo install wasm-bindgen-cli --version "$want"
 fi
 
-# Browsers and their drivers for the wasm tests. Debian's packages; geckodriver from crates.io.
+# Browsers and their drivers for the wasm tests, Redis for the store tests: Debian's packages;
+# geckodriver from crates.io.
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 command -v firefox >/dev/null || missing+=(firefox-esr)
+command -v redis-server >/dev/null || missing+=(redis-server) # the Redis store's tests
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -37,7 +39,8 @@ if ! command -v geckodriver >/dev/null; then
   cargo install geckodriver --locked
 fi
 
-# Node dev dependencies (wasm-opt from npm's binaryen, esbuild, typescript), as the lock says.
+# Node dev dependencies (wasm-opt from npm's binaryen, esbuild, typescript, miniflare and
+# wrangler for workerd, the redis client), as the lock says.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing node dev dependencies"
   npm ci --no-audit --no-fund --loglevel=error
