@@ -4,3 +4,4 @@ export { createKeyedSerializer, DEFAULT_TIMEOUT_MS, SerializedWorkTimeout } from
 export { acquireLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, MemoryStore } from './lock.js';
 export { R2Store } from './stores/r2.js';
 export { RedisStore } from './stores/redis.js';
+export { DurableObjectStore } from './stores/durable-object-store.js';

@@ -141,3 +141,26 @@ export class RedisStore implements LockStore {
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
 }
+
+/**
+ * Durable Objects as a lock store: each lock name is routed to its own `LockDurableObject`
+ * (`idFromName(prefix + name)`) over RPC. `prefix` defaults to `keyturn-lock:`.
+ */
+export class DurableObjectStore implements LockStore {
+  constructor(namespace: { idFromName(name: string): unknown; get(id: unknown): unknown }, options?: { prefix?: string });
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}
+
+/**
+ * The Durable Object class that holds lock records in SQLite storage (workerd entry only).
+ * Bind it in wrangler.toml (`new_sqlite_classes = ["LockDurableObject"]`) and export it from
+ * the worker: `export { LockDurableObject } from 'keyturn'`.
+ */
+export class LockDurableObject {
+  constructor(ctx: unknown, env: unknown);
+  create(key: string, value: string): string | null;
+  read(key: string): { value: string; version: string } | null;
+  replace(key: string, version: string, value: string): string | null;
+}

@@ -9,3 +9,4 @@ initSync({ module: wasm });
 setLockLoader((lock) => lock.initSync({ module: lockWasm }));
 
 export * from './api.js';
+export { LockDurableObject } from './stores/durable-object.js';
