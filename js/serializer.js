@@ -10,6 +10,17 @@ export const DEFAULT_TIMEOUT_MS = 30000;
 
 const ignore = () => {};
 
+// Cloudflare Workers run each request in its own I/O context: a work started from another
+// request's context has its I/O cancelled when that request ends. The workerd entry turns this
+// on, and then every work starts from a promise reaction its own caller registered (see
+// `serializeInContext`) and gets a deadline timer of its own.
+let contextual = false;
+
+/** Called once by the workerd entry. */
+export function startWorksInTheirCallersContext() {
+  contextual = true;
+}
+
 /**
  * createKeyedSerializer({ timeoutMs }) → serialize(key, work, { onLateSettle })
  *
@@ -63,6 +74,7 @@ export function createKeyedSerializer(options) {
     timeout(key, timeoutMs) {
       return new SerializedWorkTimeout(key, timeoutMs);
     },
+    contextual,
   });
   const drain = () => core.drain(performance.now());
 
@@ -121,6 +133,69 @@ export function createKeyedSerializer(options) {
     result.then(advance, advance);
     return result;
   }
-  serialize.pending = () => core.pending();
-  return serialize;
+  // The same, for Workers: the work starts from a reaction registered here, in its caller's
+  // context — on the previous work's promise (when it settles or times out, this one's turn
+  // has come) or, for an idle key, a microtask queued here. Each work's own promise then
+  // finishes it if nobody queued behind it; otherwise the one behind does, in its context.
+  let callLine;
+  let callPrevious;
+  function enterInContext(resolve, reject) {
+    const key = callKey;
+    const work = callWork;
+    const options = callOptions;
+    let queued;
+    let previous;
+    try {
+      const line = lines.get(key);
+      if (
+        line !== undefined &&
+        (options === undefined
+          ? core.enqueueOn(line.id, work, resolve, reject)
+          : core.enqueueOnWith(line.id, work, options, resolve, reject))
+      ) {
+        queued = line;
+        previous = line.tail;
+      } else {
+        const id = core.enqueue(key, work, options, resolve, reject);
+        queued = {
+          id,
+          tail: undefined,
+          start: () => core.startHead(id, performance.now()),
+          advance: () => {
+            if (core.advance(id, performance.now())) lines.delete(key);
+          },
+          finishIfLast: () => {
+            if (core.finishIfLast(id)) lines.delete(key);
+          },
+        };
+        lines.set(key, queued);
+      }
+    } finally {
+      callLine = queued;
+      callPrevious = previous;
+    }
+  }
+
+  function serializeInContext(key, work, options) {
+    callKey = key;
+    callWork = work;
+    callOptions = options;
+    const result = new Promise(enterInContext);
+    const line = callLine;
+    const previous = callPrevious;
+    callKey = callWork = callOptions = callLine = callPrevious = undefined;
+    if (line === undefined) {
+      result.then(undefined, ignore); // refused: queued nothing
+      return result;
+    }
+    if (previous === undefined) queueMicrotask(line.start);
+    else previous.then(line.advance, line.advance);
+    result.then(line.finishIfLast, line.finishIfLast);
+    line.tail = result;
+    return result;
+  }
+
+  const entry = contextual ? serializeInContext : serialize;
+  entry.pending = () => core.pending();
+  return entry;
 }

@@ -26,8 +26,11 @@ step "wasm tests in headless Firefox"
 WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)" \
   cargo test --target wasm32-unknown-unknown --tests
 
-step "JS tests against pkg/ (node's test runner)"
+step "JS tests against pkg/ (node's test runner), and workerd through Miniflare"
 node --expose-gc --test tests/js/
+
+step "the serializer's JS tests again in the mode the workerd entry uses"
+KEYTURN_CONTEXTUAL=1 node --expose-gc --test tests/js/serializer.test.mjs tests/js/randomized.test.mjs
 
 step "TypeScript types of pkg/"
 node_modules/.bin/tsc -p tests/types

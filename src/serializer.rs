@@ -205,6 +205,16 @@ impl<P> SerializerCore<P> {
         self.finish(head)
     }
 
+    /// The head of a busy key's line.
+    pub fn head(&self, line: LineId) -> Option<Ticket> {
+        self.queue.head(line)
+    }
+
+    /// The work queued right behind `ticket`, if any.
+    pub fn next_in_line(&self, ticket: Ticket) -> Option<Ticket> {
+        self.queue.next_in_line(ticket)
+    }
+
     /// Like [`finish_head`](Self::finish_head) for any work by ticket; a work that never started
     /// just leaves the line. `None` for a stale ticket.
     pub fn finish(&mut self, ticket: Ticket) -> Option<Released<P>> {
@@ -236,6 +246,14 @@ impl<P> SerializerCore<P> {
             expired.push(oldest);
         }
         expired
+    }
+
+    /// The deadline of a running work.
+    pub fn deadline(&self, ticket: Ticket) -> Option<f64> {
+        match self.queue.get(ticket)?.state {
+            State::Running(run) => Some(run.deadline),
+            _ => None,
+        }
     }
 
     /// Whether a work has passed its deadline (and has not been finished yet).

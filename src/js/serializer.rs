@@ -76,6 +76,8 @@ struct Host {
     schedule: Function,
     /// `timeout(key, timeoutMs)`: a `SerializedWorkTimeout`.
     timeout: Callable,
+    /// `contextual`: true on Cloudflare Workers (see [`Shared::contextual`]).
+    contextual: bool,
 }
 
 struct Shared {
@@ -85,6 +87,18 @@ struct Shared {
     ready: RefCell<Vec<Ticket>>,
     drain_queued: Cell<bool>,
     timer_armed: Cell<bool>,
+}
+
+impl Shared {
+    /// On Cloudflare Workers each request runs in its own I/O context: I/O a work starts in
+    /// another request's context is cancelled when that request ends, and so are its timers.
+    /// So there every work is started by a promise reaction its own caller registered (the JS
+    /// side: on the previous work's promise, or a microtask for an idle key) and gets its own
+    /// deadline timer, armed in its own context — the seed's shape, which workerd runs
+    /// correctly. Elsewhere one shared timer and direct starts are cheaper.
+    fn contextual(&self) -> bool {
+        self.host.contextual
+    }
 }
 
 /// The engine behind one `createKeyedSerializer()`; the package does not export it.
@@ -128,6 +142,7 @@ impl KeyedSerializerCore {
             start: host_function(&host, "start")?.unchecked_into(),
             schedule: host_function(&host, "schedule")?,
             timeout: host_function(&host, "timeout")?.unchecked_into(),
+            contextual: field(&host, "contextual")?.is_truthy(),
         };
         Ok(KeyedSerializerCore {
             shared: Rc::new(Shared {
@@ -157,9 +172,11 @@ impl KeyedSerializerCore {
         let shared = &self.shared;
         let opened = shared.core.borrow_mut().open(&key, job);
         let pushed = opened.map_err(|error| key_error("key", error))?;
-        shared.ready.borrow_mut().push(pushed.ticket);
-        if !shared.drain_queued.replace(true) {
-            let _ = shared.host.schedule.call0(&JsValue::UNDEFINED);
+        if !shared.contextual() {
+            shared.ready.borrow_mut().push(pushed.ticket);
+            if !shared.drain_queued.replace(true) {
+                let _ = shared.host.schedule.call0(&JsValue::UNDEFINED);
+            }
         }
         Ok(pushed.line.0)
     }
@@ -220,6 +237,31 @@ impl KeyedSerializerCore {
         released.idle
     }
 
+    /// Starts the head of a line if it has not started: on Workers, an idle key's first work,
+    /// from a microtask its caller queued.
+    #[wasm_bindgen(js_name = startHead)]
+    pub fn start_head(&self, line: u32, now: f64) {
+        let head = self.shared.core.borrow().head(LineId(line));
+        if let Some(head) = head {
+            start(&self.shared, head, now);
+        }
+    }
+
+    /// On Workers, from the reaction a work registered on its own promise: if nobody waits
+    /// behind the head, it is finished and the key goes idle (returns true). If somebody
+    /// waits, their reaction (in their own context) finishes it and starts them.
+    #[wasm_bindgen(js_name = finishIfLast)]
+    pub fn finish_if_last(&self, line: u32) -> bool {
+        let mut core = self.shared.core.borrow_mut();
+        let Some(head) = core.head(LineId(line)) else {
+            return false;
+        };
+        if core.next_in_line(head).is_some() {
+            return false;
+        }
+        core.finish(head).is_some_and(|released| released.idle)
+    }
+
     /// Keys with queued or running work.
     pub fn pending(&self) -> u32 {
         self.shared.core.borrow().pending() as u32
@@ -269,7 +311,10 @@ fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
             take(&mut job.on_late_settle),
         )
     };
-    if !shared.timer_armed.replace(true) {
+    if shared.contextual() {
+        // Its own timer, in its own request's context (which lives while its caller waits).
+        schedule_work_expiry(shared, ticket, shared.core.borrow().timeout_ms());
+    } else if !shared.timer_armed.replace(true) {
         // Nothing else runs (the timer is armed while anything does): this deadline is first.
         schedule_expiry(shared, shared.core.borrow().timeout_ms());
     }
@@ -293,6 +338,21 @@ fn schedule_expiry(shared: &Rc<Shared>, delay_ms: f64) {
         if let Some(shared) = weak.upgrade() {
             shared.timer_armed.set(false);
             expire(&shared);
+        }
+    });
+}
+
+/// A work's own deadline timer (on Workers). A timer can fire a little before the clock reads
+/// the deadline; then it is armed again for what is left, still in the work's context.
+fn schedule_work_expiry(shared: &Rc<Shared>, ticket: Ticket, delay_ms: f64) {
+    let weak: Weak<Shared> = Rc::downgrade(shared);
+    arm_timer(delay_ms, move || {
+        if let Some(shared) = weak.upgrade() {
+            expire(&shared);
+            let left = shared.core.borrow().deadline(ticket);
+            if let Some(deadline) = left {
+                schedule_work_expiry(&shared, ticket, deadline - performance_now());
+            }
         }
     });
 }
@@ -331,7 +391,7 @@ fn expire(shared: &Rc<Shared>) {
             .call1(&JsValue::UNDEFINED, &error);
     }
     let next = shared.core.borrow().next_deadline();
-    if let Some(deadline) = next {
+    if let (Some(deadline), false) = (next, shared.contextual()) {
         if !shared.timer_armed.replace(true) {
             schedule_expiry(shared, deadline - performance_now());
         }

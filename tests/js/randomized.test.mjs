@@ -8,6 +8,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { createKeyedSerializer, SerializedWorkTimeout } from 'keyturn';
 
+// KEYTURN_CONTEXTUAL=1 runs the same tests in the mode the workerd entry turns on (each work
+// started from its own caller's promise reaction, a deadline timer per work).
+if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
+
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));
 

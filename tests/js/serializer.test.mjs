@@ -8,6 +8,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { createKeyedSerializer, SerializedWorkTimeout, DEFAULT_TIMEOUT_MS } from 'keyturn';
 
+// KEYTURN_CONTEXTUAL=1 runs the same tests in the mode the workerd entry turns on (each work
+// started from its own caller's promise reaction, a deadline timer per work).
+if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
+
 const require = createRequire(import.meta.url);
 
 // The package's deadline timer is unref'd (as the seed's): awaiting a timeout alone would let

@@ -1,0 +1,145 @@
+// The example worker end to end in workerd: bundled by wrangler as for deployment, run by
+// Miniflare as two workers (two isolates) sharing the Durable Object namespace and the bucket.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { Miniflare } from 'miniflare';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const out = mkdtempSync(join(tmpdir(), 'keyturn-worker-'));
+let mf;
+
+before(() => {
+  execFileSync(join(root, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--outdir', out], {
+    cwd: root,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_SEND_ERROR_REPORTS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+    stdio: 'pipe',
+  });
+  const worker = (name, locks) => ({
+    name,
+    modules: true,
+    modulesRoot: out,
+    scriptPath: join(out, 'index.js'),
+    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
+    compatibilityDate: '2025-09-01',
+    bindings: { CLAIM_WAIT_MS: '20000', LOCK_STALE_MS: '2000', TEST_HOOKS: '1' },
+    r2Buckets: { BUCKET: 'keyturn-example' },
+    durableObjects: { LOCKS: locks },
+  });
+  mf = new Miniflare({
+    cf: false,
+    workers: [
+      worker('a', { className: 'LockDurableObject', useSQLite: true }),
+      worker('b', { className: 'LockDurableObject', scriptName: 'a', useSQLite: true }),
+    ],
+  });
+});
+
+after(async () => {
+  await mf?.dispose();
+  rmSync(out, { recursive: true, force: true });
+});
+
+// Miniflare's getWorker gives each of the two workers its own fetch.
+async function fetchFrom(name, path, init) {
+  const worker = await mf.getWorker(name);
+  return worker.fetch(`http://worker${path}`, init);
+}
+
+const claimFrom = (name, board, card) =>
+  fetchFrom(name, `/boards/${board}/claims`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card }) });
+
+async function countStatuses(responses) {
+  const counts = {};
+  for (const response of responses) {
+    counts[response.status] = (counts[response.status] ?? 0) + 1;
+    await response.arrayBuffer();
+  }
+  return counts;
+}
+
+test('50 concurrent claims on one lane: exactly 3 × 201 and 47 × 409, and the board holds those 3', async () => {
+  const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => claimFrom('a', 'one', `card-${i}`)));
+  const admitted = [];
+  for (const response of responses) if (response.status === 201) admitted.push((await response.clone().json()).card);
+  assert.deepEqual(await countStatuses(responses), { 201: 3, 409: 47 });
+  const board = await (await fetchFrom('a', '/boards/one')).json();
+  assert.deepEqual([...board.inProgress].sort(), admitted.sort());
+});
+
+test('the same across two worker isolates sharing the Durable Object namespace', async () => {
+  const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => claimFrom(i % 2 ? 'b' : 'a', 'two', `card-${i}`)));
+  assert.deepEqual(await countStatuses(responses), { 201: 3, 409: 47 });
+  const board = await (await fetchFrom('b', '/boards/two')).json();
+  assert.equal(board.inProgress.length, 3);
+});
+
+test('concurrent notifications on one object lose no update', async () => {
+  const responses = await Promise.all(
+    Array.from({ length: 40 }, (_, i) =>
+      fetchFrom(i % 2 ? 'b' : 'a', '/objects/order-1/notifications', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ delta: i + 1 }),
+      }),
+    ),
+  );
+  assert.deepEqual(await countStatuses(responses.map((r) => r.clone())), { 200: 40 });
+  const states = await Promise.all(responses.map((r) => r.json()));
+  const last = states.reduce((a, b) => (a.notifications > b.notifications ? a : b));
+  assert.equal(last.notifications, 40);
+  assert.equal(last.total, (40 * 41) / 2);
+});
+
+test('a holder that died mid-claim is taken over after staleMs, and its late write is refused by fence', async () => {
+  // The dead holder: a held record with fence 1, written 10 s ago, that nobody will release.
+  const locks = await mf.getDurableObjectNamespace('LOCKS', 'a');
+  const name = 'board:three';
+  const stub = locks.get(locks.idFromName(`keyturn-lock:${name}`));
+  const dead = JSON.stringify({ keyturn: 1, state: 'held', token: 'dead', fence: 1, at: Date.now() - 10000 });
+  assert.equal(typeof (await stub.create(name, dead)), 'string');
+  const response = await claimFrom('a', 'three', 'card-1');
+  assert.equal(response.status, 201);
+  assert.equal((await response.json()).fence, 2, 'taken over: the fence rose past the dead holder');
+  // The dead holder wakes up and writes with its fence 1: refused.
+  const late = await fetchFrom('a', '/test/boards/three/late-write', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ fence: 1, card: 'late-card' }),
+  });
+  assert.equal(late.status, 409);
+  const board = await (await fetchFrom('a', '/boards/three')).json();
+  assert.deepEqual(board.inProgress, ['card-1']);
+  assert.equal(board.fence, 2);
+});
+
+test('bad input gets a 4xx with a JSON error, and nothing is written', async () => {
+  const cases = [
+    ['/nowhere', { method: 'GET' }, 404],
+    ['/boards/four', { method: 'DELETE' }, 405],
+    ['/boards/four/claims', { method: 'GET' }, 405],
+    ['/boards/four/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' }, 400],
+    ['/boards/four/claims', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' }, 415],
+    ['/boards/four/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card: 'x'.repeat(5000) }) }, 413],
+    ['/boards/four/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' }, 400],
+    ['/boards/four/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card: 7 }) }, 400],
+    ['/boards/four/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card: 'bad id!' }) }, 400],
+    ['/boards/bad%20board/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card: 'c' }) }, 400],
+    ['/boards/%E0%A4%A/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card: 'c' }) }, 400],
+    ['/objects/o-1/notifications', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ delta: 1.5 }) }, 400],
+    ['/objects/o-1/notifications', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({}) }, 400],
+  ];
+  for (const [path, init, status] of cases) {
+    const response = await fetchFrom('a', path, init);
+    assert.equal(response.status, status, `${init.method} ${path}`);
+    assert.equal(typeof (await response.json()).error, 'string');
+  }
+  const bucket = await mf.getR2Bucket('BUCKET', 'a');
+  assert.equal(await bucket.head('boards/four.json'), null, 'no board written');
+  assert.equal(await bucket.head('objects/o-1.json'), null, 'no object written');
+});

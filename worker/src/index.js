@@ -1,0 +1,74 @@
+// The example worker: a board whose lane allows 3 cards in progress, and webhooks about objects.
+//
+//   POST /boards/:board/claims        {"card": "<id>"} → 201 {card, fence} | 409 | 503 + Retry-After
+//   GET  /boards/:board               → the board
+//   POST /objects/:id/notifications   {"delta": <integer>} → the object's state after it
+//
+// Bad input gets a 4xx with a JSON error, and nothing is written.
+import { LockDurableObject, SerializedWorkTimeout, LockStoreError } from 'keyturn';
+
+import { claim, readBoard, writeBoard } from './board.js';
+import { checkId, HttpError, json, readJson } from './http.js';
+import { notify } from './objects.js';
+
+export { LockDurableObject };
+
+const routes = [
+  [/^\/boards\/([^/]+)\/claims$/, { POST: claimRoute }],
+  [/^\/boards\/([^/]+)$/, { GET: boardRoute }],
+  [/^\/objects\/([^/]+)\/notifications$/, { POST: notificationRoute }],
+];
+
+async function claimRoute(request, env, [board]) {
+  checkId(board, 'board');
+  const body = await readJson(request);
+  if (typeof body.card !== 'string') throw new HttpError(400, 'card must be a string');
+  const card = checkId(body.card, 'card');
+  const { status, body: reply } = await claim(env, board, card);
+  return json(status, reply);
+}
+
+async function boardRoute(request, env, [board]) {
+  checkId(board, 'board');
+  const { board: state } = await readBoard(env, board);
+  return json(200, state);
+}
+
+async function notificationRoute(request, env, [id]) {
+  checkId(id, 'object id');
+  const body = await readJson(request);
+  if (!Number.isSafeInteger(body.delta)) throw new HttpError(400, 'delta must be an integer');
+  return json(200, await notify(env, id, body.delta));
+}
+
+// Off unless the TEST_HOOKS var is "1" (the tests set it): a holder's late write, as a holder
+// that was taken over would make it, to show the board refusing it by fence.
+async function lateWriteRoute(request, env, [board]) {
+  const { fence, card } = await readJson(request);
+  const { board: state, etag } = await readBoard(env, board);
+  const written = await writeBoard(env, { ...state, inProgress: [...state.inProgress, card] }, fence, etag, state.fence);
+  return json(written ? 200 : 409, { written });
+}
+
+export default {
+  async fetch(request, env) {
+    const { pathname } = new URL(request.url);
+    try {
+      const hooks = env.TEST_HOOKS === '1' ? [[/^\/test\/boards\/([^/]+)\/late-write$/, { POST: lateWriteRoute }]] : [];
+      for (const [pattern, methods] of [...routes, ...hooks]) {
+        const match = pattern.exec(pathname);
+        if (!match) continue;
+        const handler = methods[request.method];
+        if (!handler) throw new HttpError(405, `${request.method} is not allowed here`, { allow: Object.keys(methods).join(', ') });
+        return await handler(request, env, match.slice(1).map(decodeURIComponent));
+      }
+      throw new HttpError(404, 'no such route');
+    } catch (error) {
+      if (error instanceof HttpError) return json(error.status, { error: error.message }, error.headers);
+      if (error instanceof SerializedWorkTimeout) return json(503, { error: error.message }, { 'retry-after': '1' });
+      if (error instanceof LockStoreError) return json(503, { error: 'the lock store failed' }, { 'retry-after': '1' });
+      if (error instanceof URIError) return json(400, { error: 'the path is not valid' });
+      throw error;
+    }
+  },
+};
