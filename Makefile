@@ -11,10 +11,11 @@ setup:
 test: build
 	bash scripts/test.sh
 
-# Until the example worker lands (issue 4), `make dev` builds the package into pkg/, ready to
-# import as 'keyturn'.
+# The example worker (worker/, wrangler.toml) on 127.0.0.1:8787, offline: Durable Objects and
+# R2 simulated locally by wrangler's workerd. See the README for curl commands.
 dev: build
-	@echo "pkg/ is built: import 'keyturn' from it (see README)."
+	WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
+	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port 8787
 
 bench: build
 	node bench/serializer.mjs

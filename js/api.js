@@ -5,3 +5,4 @@ export { acquireLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, MemoryStore }
 export { R2Store } from './stores/r2.js';
 export { RedisStore } from './stores/redis.js';
 export { DurableObjectStore } from './stores/durable-object-store.js';
+export { DenoKvStore } from './stores/deno-kv.js';

@@ -164,3 +164,14 @@ export class LockDurableObject {
   read(key: string): { value: string; version: string } | null;
   replace(key: string, version: string, value: string): string | null;
 }
+
+/**
+ * Deno KV as a lock store: `atomic().check({ key, versionstamp })` for create and CAS. Records
+ * live under the key prefix (default `['keyturn-lock']`).
+ */
+export class DenoKvStore implements LockStore {
+  constructor(kv: { get(key: unknown[]): Promise<{ value: unknown; versionstamp: string | null }>; atomic(): unknown }, options?: { prefix?: unknown[] });
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}

@@ -2,65 +2,14 @@
 // real LockDurableObjects, and a lock contention run — with the package's workerd entry, as a
 // Worker uses it. GET /contract answers a JSON report.
 import { acquireLock, DurableObjectStore, R2Store, LockDurableObject } from '../../pkg/workerd.js';
+import { contract } from '../runtimes/contract.mjs';
 
 export { LockDurableObject };
-
-async function contract(makeStore) {
-  const failures = [];
-  const check = (ok, what) => ok || failures.push(what);
-  const store = makeStore();
-  const key = `contract-${crypto.randomUUID()}`;
-  check((await store.read(key)) === null, 'read of a missing record is null');
-  const v1 = await store.create(key, 'one');
-  check(typeof v1 === 'string', 'create answers a version');
-  check((await store.create(key, 'again')) === null, 'create of an existing record is null');
-  const read = await store.read(key);
-  check(read && read.value === 'one' && read.version === v1, 'read answers value and version');
-  const v2 = await store.replace(key, v1, 'two');
-  check(typeof v2 === 'string' && v2 !== v1, 'replace on the current version answers a new one');
-  check((await store.replace(key, v1, 'stale')) === null, 'replace on an old version is null');
-  check((await store.replace(`${key}-missing`, v2, 'x')) === null, 'replace of a missing record is null');
-  // Races: 20 creates, then 20 replaces on one version, from 4 store objects.
-  const stores = Array.from({ length: 4 }, makeStore);
-  const race = `race-${crypto.randomUUID()}`;
-  const created = await Promise.all(Array.from({ length: 20 }, (_, i) => stores[i % 4].create(race, `c${i}`)));
-  check(created.filter((v) => v !== null).length === 1, 'exactly one racing create wins');
-  const { version } = await stores[0].read(race);
-  const replaced = await Promise.all(Array.from({ length: 20 }, (_, i) => stores[i % 4].replace(race, version, `r${i}`)));
-  check(replaced.filter((v) => v !== null).length === 1, 'exactly one racing replace wins');
-  // Lock contention: 16 contenders over 4 store objects (4 local queues).
-  const name = `lock-${crypto.randomUUID()}`;
-  let counter = 0;
-  let holders = 0;
-  let overlaps = 0;
-  const fences = [];
-  await Promise.all(
-    Array.from({ length: 16 }, async (_, contender) => {
-      for (let round = 0; round < 6; round++) {
-        const lock = await acquireLock(stores[contender % 4], name, { waitMs: 5000 });
-        if (!lock) continue;
-        holders += 1;
-        if (holders > 1) overlaps += 1;
-        fences.push(lock.fence);
-        const seen = counter;
-        await scheduler.wait(1);
-        counter = seen + 1;
-        holders -= 1;
-        await lock.release();
-      }
-    }),
-  );
-  check(overlaps === 0, 'no two holders at once');
-  check(counter === fences.length, 'no lost update');
-  check(fences.every((f, i) => i === 0 || f > fences[i - 1]), 'fences rise in hold order');
-  check(fences.length === 96, `every round held the lock (${fences.length} of 96)`);
-  return failures;
-}
 
 export default {
   async fetch(request, env) {
     const which = new URL(request.url).searchParams.get('store');
     const make = which === 'r2' ? () => new R2Store(env.BUCKET) : () => new DurableObjectStore(env.LOCKS);
-    return Response.json({ failures: await contract(make) });
+    return Response.json({ failures: await contract(make, acquireLock) });
   },
 };

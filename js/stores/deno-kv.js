@@ -1,0 +1,36 @@
+// Deno KV as a LockStore: `atomic().check({ key, versionstamp })` makes create (versionstamp
+// null: absent) and compare-and-set; a failed check commits nothing and answers `ok: false`.
+// Versions are Deno KV's versionstamps.
+
+/** A lock store over a Deno KV handle; records live under the key prefix (default ['keyturn-lock']). */
+export class DenoKvStore {
+  #kv;
+  #prefix;
+  constructor(kv, { prefix = ['keyturn-lock'] } = {}) {
+    if (kv === null || typeof kv !== 'object' || typeof kv.atomic !== 'function' || typeof kv.get !== 'function') {
+      throw new TypeError('keyturn: kv must be a Deno KV handle (from Deno.openKv())');
+    }
+    if (!Array.isArray(prefix)) throw new TypeError('keyturn: options.prefix must be an array of key parts');
+    this.#kv = kv;
+    this.#prefix = prefix;
+  }
+
+  async #write(key, versionstamp, value) {
+    const path = [...this.#prefix, key];
+    const result = await this.#kv.atomic().check({ key: path, versionstamp }).set(path, value).commit();
+    return result.ok ? result.versionstamp : null;
+  }
+
+  create(key, value) {
+    return this.#write(key, null, value);
+  }
+
+  async read(key) {
+    const entry = await this.#kv.get([...this.#prefix, key]);
+    return entry.versionstamp === null ? null : { value: entry.value, version: entry.versionstamp };
+  }
+
+  replace(key, version, value) {
+    return this.#write(key, version, value);
+  }
+}
