@@ -1,0 +1,135 @@
+// Per store, in its local engine: store calls and median time per uncontended acquire+release,
+// and 16 contenders on one name. Then Redis beside the standard pattern (SET NX PX, a
+// compare-and-delete script, retries every 2–10 ms with jitter), in one run.
+//
+//   node bench/stores.mjs
+//
+// Not a test: it asserts nothing about speed.
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Miniflare } from 'miniflare';
+import { createClient } from 'redis';
+import { acquireLock, MemoryStore, RedisStore } from 'keyturn';
+
+import { benchStore } from './runtimes/store-bench.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const rows = [];
+const row = (label, r) =>
+  rows.push([label, r.uncontendedMedianUs, r.uncontendedCalls, r.contendedUsPerHold, r.contendedCallsPerAcquisition]);
+
+row('MemoryStore (Node)', await benchStore(() => new MemoryStore(), acquireLock, { cycles: 2000 }));
+
+// Durable Objects and R2, inside workerd.
+const mf = new Miniflare({
+  modules: true,
+  modulesRoot: root,
+  scriptPath: join(root, 'bench/runtimes/bench-worker.mjs'),
+  modulesRules: [
+    { type: 'ESModule', include: ['**/*.js', '**/*.mjs'] },
+    { type: 'CompiledWasm', include: ['**/*.wasm'] },
+  ],
+  compatibilityDate: '2025-09-01',
+  cf: false,
+  r2Buckets: ['BUCKET'],
+  durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
+});
+for (const [store, label] of [['do', 'DurableObjectStore (workerd)'], ['r2', 'R2Store (workerd)']]) {
+  row(label, await (await mf.dispatchFetch(`http://bench/?store=${store}`)).json());
+}
+await mf.dispose();
+
+// Deno KV, in Deno.
+const denoDir = mkdtempSync(join(tmpdir(), 'keyturn-deno-bench-'));
+try {
+  const out = execFileSync(join(root, 'node_modules/.bin/deno'), ['run', '--quiet', '--no-prompt', '--unstable-kv', `--allow-read=${root},${denoDir}`, `--allow-write=${denoDir}`, join(root, 'bench/runtimes/deno-bench.mjs'), join(denoDir, 'kv.sqlite3')], {
+    env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(denoDir, 'deno-dir') },
+    encoding: 'utf8',
+  });
+  row('DenoKvStore (Deno KV, local)', JSON.parse(out.trim().split('\n').pop()));
+} finally {
+  rmSync(denoDir, { recursive: true, force: true });
+}
+
+// Redis: a server of our own on a loopback port, stopped by PID at the end.
+const port = await new Promise((resolve) => {
+  const probe = createServer().listen(0, '127.0.0.1', () => {
+    const { port: free } = probe.address();
+    probe.close(() => resolve(free));
+  });
+});
+const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+const redisRows = [];
+try {
+  for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
+  const client = createClient({ url: `redis://127.0.0.1:${port}` });
+  await client.connect();
+  const keyturn = await benchStore(() => new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args })), acquireLock, { cycles: 2000, holds: 50 });
+  row('RedisStore (redis-server)', keyturn);
+
+  // The standard pattern: SET NX PX to take, a script to delete only our own token.
+  const UNLOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+  let patternCalls = 0;
+  const take = async (key, token) => {
+    patternCalls += 1;
+    return (await client.set(key, token, { NX: true, PX: 2000 })) === 'OK';
+  };
+  const give = async (key, token) => {
+    patternCalls += 1;
+    await client.eval(UNLOCK, { keys: [key], arguments: [token] });
+  };
+  const times = [];
+  for (let i = 0; i < 2000; i++) {
+    const token = crypto.randomUUID();
+    const started = performance.now();
+    if (!(await take('pattern-a', token))) throw new Error('uncontended SET NX failed');
+    await give('pattern-a', token);
+    times.push(performance.now() - started);
+  }
+  const uncontended = [...times].sort((a, b) => a - b)[times.length >> 1] * 1000;
+  const uncontendedCalls = patternCalls / 2000;
+  patternCalls = 0;
+  let holds = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      for (let i = 0; i < 50; ) {
+        const token = crypto.randomUUID();
+        if (await take('pattern-b', token)) {
+          holds += 1;
+          i += 1;
+          await give('pattern-b', token);
+        } else {
+          await sleep(2 + Math.random() * 8);
+        }
+      }
+    }),
+  );
+  const pattern = {
+    uncontendedMedianUs: uncontended,
+    uncontendedCalls,
+    contendedUsPerHold: ((performance.now() - started) / holds) * 1000,
+    contendedCallsPerAcquisition: patternCalls / holds,
+  };
+  row('SET NX PX + compare-and-delete (redis-server)', pattern);
+  redisRows.push(keyturn, pattern);
+  await client.quit();
+} finally {
+  server.kill('SIGTERM');
+}
+
+console.log(`store benchmark, node ${process.version}: uncontended acquire+release, and 16 contenders on one name in one isolate`);
+console.log('');
+console.log('store                                           uncontended µs  calls   contended µs/hold  calls/acquisition');
+for (const [label, us, calls, perHold, perAcq] of rows) {
+  console.log(`${label.padEnd(47)} ${us.toFixed(1).padStart(14)}  ${calls.toFixed(2).padStart(5)}   ${perHold.toFixed(1).padStart(17)}  ${perAcq.toFixed(2).padStart(17)}`);
+}
+const [k, p] = redisRows;
+console.log('');
+console.log(`Redis, keyturn ÷ pattern: uncontended time ${(k.uncontendedMedianUs / p.uncontendedMedianUs).toFixed(2)}× (target ≤ 1.1), contended time per hold ${(k.contendedUsPerHold / p.contendedUsPerHold).toFixed(2)}× (target ≤ 0.5), calls per acquisition ${k.contendedCallsPerAcquisition.toFixed(2)} (target ≤ 1.5)`);
