@@ -78,68 +78,39 @@ export function createKeyedSerializer(options) {
   });
   const drain = () => core.drain(performance.now());
 
-  // Busy keys → their line in the core: its id, and the one function that moves the key on.
-  // The core is the truth; this only spares a busy key's works passing the key string again.
+  // Busy keys → their line in the core: its id, the last caller promise queued on it, and the
+  // functions (one set per busy key, not per work) that move the key on. The core is the
+  // truth; this only spares a busy key's works passing the key string again.
   const lines = new Map();
+  function openLine(key, id) {
+    const line = {
+      id,
+      tail: undefined,
+      advance() {
+        if (core.advance(id, performance.now())) lines.delete(key);
+      },
+    };
+    if (contextual) {
+      line.start = () => core.startHead(id, performance.now());
+      line.finishIfLast = () => {
+        if (core.finishIfLast(id)) lines.delete(key);
+      };
+    }
+    lines.set(key, line);
+    return line;
+  }
 
   // One executor for every call, not a closure per work: `new Promise` runs it synchronously,
-  // so it takes this call's arguments from here and leaves the key's advance function here.
-  // Re-entrant calls (an options getter may call `serialize`) finish inside `enter` before it
-  // reads or writes these again, and `finally` leaves `advance` right even when `enter` throws.
+  // so it takes this call's arguments from here and leaves here the line it queued the work on
+  // (and, if the key was busy, the promise queued before it). Re-entrant calls (an options
+  // getter may call `serialize`) finish inside `enter` before it reads or writes these again,
+  // and `finally` leaves them right even when `enter` throws.
   let callKey;
   let callWork;
   let callOptions;
-  let callAdvance = ignore;
-  function enter(resolve, reject) {
-    const key = callKey;
-    const work = callWork;
-    const options = callOptions;
-    let advance = ignore;
-    try {
-      const line = lines.get(key);
-      if (
-        line !== undefined &&
-        (options === undefined
-          ? core.enqueueOn(line.id, work, resolve, reject)
-          : core.enqueueOnWith(line.id, work, options, resolve, reject))
-      ) {
-        advance = line.advance;
-      } else {
-        const id = core.enqueue(key, work, options, resolve, reject);
-        const fresh = {
-          id,
-          advance() {
-            if (core.advance(id, performance.now())) lines.delete(key);
-          },
-        };
-        lines.set(key, fresh);
-        advance = fresh.advance;
-      }
-    } finally {
-      callAdvance = advance;
-    }
-  }
-
-  function serialize(key, work, options) {
-    callKey = key;
-    callWork = work;
-    callOptions = options;
-    const result = new Promise(enter);
-    const advance = callAdvance;
-    callKey = callWork = callOptions = undefined;
-    // The key moves on once this promise settles, whatever the work did. This handler also
-    // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
-    // tail handles every result; callers that await it still see it.
-    result.then(advance, advance);
-    return result;
-  }
-  // The same, for Workers: the work starts from a reaction registered here, in its caller's
-  // context — on the previous work's promise (when it settles or times out, this one's turn
-  // has come) or, for an idle key, a microtask queued here. Each work's own promise then
-  // finishes it if nobody queued behind it; otherwise the one behind does, in its context.
   let callLine;
   let callPrevious;
-  function enterInContext(resolve, reject) {
+  function enter(resolve, reject) {
     const key = callKey;
     const work = callWork;
     const options = callOptions;
@@ -156,19 +127,7 @@ export function createKeyedSerializer(options) {
         queued = line;
         previous = line.tail;
       } else {
-        const id = core.enqueue(key, work, options, resolve, reject);
-        queued = {
-          id,
-          tail: undefined,
-          start: () => core.startHead(id, performance.now()),
-          advance: () => {
-            if (core.advance(id, performance.now())) lines.delete(key);
-          },
-          finishIfLast: () => {
-            if (core.finishIfLast(id)) lines.delete(key);
-          },
-        };
-        lines.set(key, queued);
+        queued = openLine(key, core.enqueue(key, work, options, resolve, reject));
       }
     } finally {
       callLine = queued;
@@ -176,14 +135,40 @@ export function createKeyedSerializer(options) {
     }
   }
 
-  function serializeInContext(key, work, options) {
+  /**
+   * Queues the work and answers the caller's promise; leaves in `callLine` the line it went on
+   * (undefined if refused) and in `callPrevious` the promise queued before it, for the caller
+   * to read at once. (Not returned in an object: that would be an allocation per work.)
+   */
+  function queue(key, work, options) {
     callKey = key;
     callWork = work;
     callOptions = options;
-    const result = new Promise(enterInContext);
+    const result = new Promise(enter);
+    callKey = callWork = callOptions = undefined;
+    return result;
+  }
+
+  function serialize(key, work, options) {
+    const result = queue(key, work, options);
+    // The key moves on once this promise settles, whatever the work did. This handler also
+    // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
+    // tail handles every result; callers that await it still see it.
+    const advance = callLine === undefined ? ignore : callLine.advance;
+    callLine = callPrevious = undefined;
+    result.then(advance, advance);
+    return result;
+  }
+
+  // The same, for Workers: the work starts from a reaction registered here, in its caller's
+  // context — on the previous work's promise (when it settles or times out, this one's turn
+  // has come) or, for an idle key, a microtask queued here. Each work's own promise then
+  // finishes it if nobody queued behind it; otherwise the one behind does, in its context.
+  function serializeInContext(key, work, options) {
+    const result = queue(key, work, options);
     const line = callLine;
     const previous = callPrevious;
-    callKey = callWork = callOptions = callLine = callPrevious = undefined;
+    callLine = callPrevious = undefined;
     if (line === undefined) {
       result.then(undefined, ignore); // refused: queued nothing
       return result;
