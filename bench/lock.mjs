@@ -14,30 +14,12 @@ import { execFileSync } from 'node:child_process';
 
 import { acquireLock, MemoryStore } from 'keyturn';
 
+import { Counting as CountingStore } from './runtimes/store-bench.mjs';
+
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
 const at = args.indexOf('--rounds');
 const rounds = at === -1 ? 5000 : Number(args[at + 1]);
-
-/** A store over a Map that counts its calls. */
-class CountingStore {
-  constructor(inner) {
-    this.inner = inner;
-    this.calls = 0;
-  }
-  create(key, value) {
-    this.calls += 1;
-    return this.inner.create(key, value);
-  }
-  read(key) {
-    this.calls += 1;
-    return this.inner.read(key);
-  }
-  replace(key, version, value) {
-    this.calls += 1;
-    return this.inner.replace(key, version, value);
-  }
-}
 
 class MapStore {
   constructor() {

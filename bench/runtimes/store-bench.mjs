@@ -3,7 +3,8 @@
 // isolate's local queue). Counts store calls by wrapping the store.
 const now = () => performance.now();
 
-class Counting {
+/** A store that counts the calls made to it. */
+export class Counting {
   constructor(inner) {
     this.inner = inner;
     this.calls = 0;

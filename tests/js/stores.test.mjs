@@ -1,15 +1,26 @@
-// Each store adapter passes the same contract on its real engine: R2 inside workerd (Miniflare),
-// Redis on a real redis-server this test starts on a loopback port and stops by PID.
-import { after, before, describe } from 'node:test';
+// Each store adapter passes the same contract (tests/runtimes/contract.mjs) on its real engine:
+// R2 through Miniflare's binding into workerd, Redis on a real redis-server this test starts on
+// a loopback port and stops by PID. (tests/js/workerd.test.mjs runs it inside workerd too.)
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Miniflare } from 'miniflare';
 import { createClient } from 'redis';
-import { MemoryStore, R2Store, RedisStore } from 'keyturn';
+import { acquireLock, MemoryStore, R2Store, RedisStore } from 'keyturn';
 
-import { storeContract } from './support/store-contract.mjs';
+import { contract } from '../runtimes/contract.mjs';
+
+/** The contract over `stores` (store objects over one backend), taken in turn. */
+function storeContract(label, makeStores) {
+  test(`${label} passes the store contract`, async () => {
+    const stores = await makeStores(4);
+    let next = 0;
+    assert.deepEqual(await contract(() => stores[next++ % stores.length], acquireLock), []);
+  });
+}
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));

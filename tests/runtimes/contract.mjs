@@ -1,6 +1,8 @@
-// The store contract as it runs inside a runtime (workerd, Deno): plain checks that answer a
-// list of failures, so any runtime can run it and report JSON. The same checks as
-// tests/js/support/store-contract.mjs, which runs them in Node.
+// The contract every LockStore passes on its real engine: create/read/replace semantics, racing
+// creates and CASes, and lock contention over it. Plain checks that answer a list of failures,
+// so any runtime runs it — Node (tests/js/stores.test.mjs), workerd, Deno — and reports JSON.
+// `makeStore()` is called for each store object wanted: several objects over one backend stand
+// for several isolates, each with its own lock manager.
 const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function contract(makeStore, acquireLock) {
@@ -18,6 +20,10 @@ export async function contract(makeStore, acquireLock) {
   check(typeof v2 === 'string' && v2 !== v1, 'replace on the current version answers a new one');
   check((await store.replace(key, v1, 'stale')) === null, 'replace on an old version is null');
   check((await store.replace(`${key}-missing`, v2, 'x')) === null, 'replace of a missing record is null');
+  const unicode = '{"token":"é ✓ \\u0000"}';
+  const v3 = await store.replace(key, v2, unicode);
+  const reread = await store.read(key);
+  check(reread && reread.value === unicode && reread.version === v3, 'values round-trip unchanged');
   // Races: 20 creates, then 20 replaces on one version, from 4 store objects.
   const stores = Array.from({ length: 4 }, makeStore);
   const race = `race-${crypto.randomUUID()}`;
