@@ -313,10 +313,10 @@ fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
     };
     if shared.contextual() {
         // Its own timer, in its own request's context (which lives while its caller waits).
-        schedule_work_expiry(shared, ticket, shared.core.borrow().timeout_ms());
+        schedule_expiry(shared, Some(ticket), shared.core.borrow().timeout_ms());
     } else if !shared.timer_armed.replace(true) {
         // Nothing else runs (the timer is armed while anything does): this deadline is first.
-        schedule_expiry(shared, shared.core.borrow().timeout_ms());
+        schedule_expiry(shared, None, shared.core.borrow().timeout_ms());
     }
     let controller = shared.host.start.call_start(
         &JsValue::UNDEFINED,
@@ -332,27 +332,21 @@ fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
     }
 }
 
-fn schedule_expiry(shared: &Rc<Shared>, delay_ms: f64) {
+/// Arms a deadline timer: the shared one (`work` is `None`), or on Workers one work's own, armed
+/// in its own context. One closure type for both, so the wasm carries one copy of the timer
+/// machinery. A timer can fire a little before the clock reads the deadline: the shared one
+/// re-arms in `expire`; a work's own is armed again here for what is left.
+fn schedule_expiry(shared: &Rc<Shared>, work: Option<Ticket>, delay_ms: f64) {
     let weak: Weak<Shared> = Rc::downgrade(shared);
     arm_timer(delay_ms, move || {
-        if let Some(shared) = weak.upgrade() {
+        let Some(shared) = weak.upgrade() else { return };
+        if work.is_none() {
             shared.timer_armed.set(false);
-            expire(&shared);
         }
-    });
-}
-
-/// A work's own deadline timer (on Workers). A timer can fire a little before the clock reads
-/// the deadline; then it is armed again for what is left, still in the work's context.
-fn schedule_work_expiry(shared: &Rc<Shared>, ticket: Ticket, delay_ms: f64) {
-    let weak: Weak<Shared> = Rc::downgrade(shared);
-    arm_timer(delay_ms, move || {
-        if let Some(shared) = weak.upgrade() {
-            expire(&shared);
-            let left = shared.core.borrow().deadline(ticket);
-            if let Some(deadline) = left {
-                schedule_work_expiry(&shared, ticket, deadline - performance_now());
-            }
+        expire(&shared);
+        let left = work.and_then(|ticket| shared.core.borrow().deadline(ticket));
+        if let Some(deadline) = left {
+            schedule_expiry(&shared, work, deadline - performance_now());
         }
     });
 }
@@ -393,7 +387,7 @@ fn expire(shared: &Rc<Shared>) {
     let next = shared.core.borrow().next_deadline();
     if let (Some(deadline), false) = (next, shared.contextual()) {
         if !shared.timer_armed.replace(true) {
-            schedule_expiry(shared, deadline - performance_now());
+            schedule_expiry(shared, None, deadline - performance_now());
         }
     }
 }
