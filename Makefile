@@ -20,6 +20,7 @@ dev: build
 bench: build
 	node bench/serializer.mjs
 	node bench/lock.mjs
+	node bench/stores.mjs
 
 clean:
 	rm -rf pkg target node_modules
