@@ -31,3 +31,22 @@ for (const store of ['do', 'r2']) {
     assert.deepEqual((await response.json()).failures, []);
   });
 }
+
+test('the serializer across concurrent requests in workerd: each work runs in its own request, a hung one times out', async () => {
+  const started = Date.now();
+  const responses = await Promise.all([
+    mf.dispatchFetch('http://worker/serialize?n=1'),
+    mf.dispatchFetch('http://worker/serialize?n=2&hang=1'),
+    mf.dispatchFetch('http://worker/serialize?n=3'),
+    mf.dispatchFetch('http://worker/serialize?n=4'),
+  ]);
+  const bodies = await Promise.all(responses.map((response) => response.json()));
+  assert.deepEqual(responses.map((response) => response.status), [200, 503, 200, 200]);
+  assert.deepEqual(bodies, [
+    { text: '1', aborted: false },
+    { timedOut: 'k' },
+    { text: '3', aborted: false },
+    { text: '4', aborted: false },
+  ]);
+  assert.ok(Date.now() - started >= 100, 'the hung work held the key until its deadline');
+});

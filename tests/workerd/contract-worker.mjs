@@ -1,14 +1,37 @@
 // Runs inside workerd (Miniflare): the store contract for the Durable Object store, over RPC to
 // real LockDurableObjects, and a lock contention run — with the package's workerd entry, as a
 // Worker uses it. GET /contract answers a JSON report.
-import { acquireLock, DurableObjectStore, R2Store, LockDurableObject } from '../../pkg/workerd.js';
+import { acquireLock, createKeyedSerializer, DurableObjectStore, R2Store, LockDurableObject, SerializedWorkTimeout } from '../../pkg/workerd.js';
 import { contract } from '../runtimes/contract.mjs';
 
 export { LockDurableObject };
 
+// One serializer for the isolate, shared by every request, as a worker holds it.
+const serialize = createKeyedSerializer({ timeoutMs: 100 });
+
+/** GET /serialize?n=N&hang=1: a work for key "k" that does R2 I/O, or never settles. */
+async function serializeRoute(url, env) {
+  const n = url.searchParams.get('n');
+  const hang = url.searchParams.get('hang') === '1';
+  try {
+    const value = await serialize('k', async (signal) => {
+      if (hang) return new Promise(() => {});
+      await env.BUCKET.put(`serialized/${n}`, n);
+      const object = await env.BUCKET.get(`serialized/${n}`);
+      return { text: await object.text(), aborted: signal.aborted };
+    });
+    return Response.json(value);
+  } catch (error) {
+    if (error instanceof SerializedWorkTimeout) return Response.json({ timedOut: error.key }, { status: 503 });
+    throw error;
+  }
+}
+
 export default {
   async fetch(request, env) {
-    const which = new URL(request.url).searchParams.get('store');
+    const url = new URL(request.url);
+    if (url.pathname === '/serialize') return serializeRoute(url, env);
+    const which = url.searchParams.get('store');
     const make = which === 'r2' ? () => new R2Store(env.BUCKET) : () => new DurableObjectStore(env.LOCKS);
     return Response.json({ failures: await contract(make, acquireLock) });
   },
