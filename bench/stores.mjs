@@ -71,7 +71,6 @@ try {
   const client = createClient({ url: `redis://127.0.0.1:${port}` });
   await client.connect();
   const keyturn = await benchStore(() => new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args })), acquireLock, { cycles: 2000, holds: 50 });
-  row('RedisStore (redis-server)', keyturn);
 
   // The standard pattern: SET NX PX to take, a script to delete only our own token.
   const UNLOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
@@ -84,16 +83,25 @@ try {
     patternCalls += 1;
     await client.eval(UNLOCK, { keys: [key], arguments: [token] });
   };
+  // Uncontended, interleaved with keyturn cycle for cycle, so that both see the same machine:
+  // round-trip times here drift between runs by more than the difference being measured.
+  const redisStore = new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }));
   const times = [];
-  for (let i = 0; i < 2000; i++) {
+  const keyturnTimes = [];
+  for (let i = 0; i < 4000; i++) {
     const token = crypto.randomUUID();
-    const started = performance.now();
+    let started = performance.now();
     if (!(await take('pattern-a', token))) throw new Error('uncontended SET NX failed');
     await give('pattern-a', token);
     times.push(performance.now() - started);
+    started = performance.now();
+    const lock = await acquireLock(redisStore, 'interleaved');
+    await lock.release();
+    keyturnTimes.push(performance.now() - started);
   }
+  keyturn.uncontendedMedianUs = [...keyturnTimes].sort((a, b) => a - b)[keyturnTimes.length >> 1] * 1000;
   const uncontended = [...times].sort((a, b) => a - b)[times.length >> 1] * 1000;
-  const uncontendedCalls = patternCalls / 2000;
+  const uncontendedCalls = patternCalls / 4000;
   patternCalls = 0;
   let holds = 0;
   const started = performance.now();
@@ -117,6 +125,7 @@ try {
     contendedUsPerHold: ((performance.now() - started) / holds) * 1000,
     contendedCallsPerAcquisition: patternCalls / holds,
   };
+  row('RedisStore (redis-server)', keyturn);
   row('SET NX PX + compare-and-delete (redis-server)', pattern);
   redisRows.push(keyturn, pattern);
   await client.quit();
