@@ -13,11 +13,11 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { Miniflare } from 'miniflare';
 import { createClient } from 'redis';
 import { acquireLock, MemoryStore, RedisStore } from 'keyturn';
 
 import { benchStore } from './runtimes/store-bench.mjs';
+import { workerdWith } from '../tests/runtimes/workerd.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const rows = [];
@@ -27,19 +27,7 @@ const row = (label, r) =>
 row('MemoryStore (Node)', await benchStore(() => new MemoryStore(), acquireLock, { cycles: 2000 }));
 
 // Durable Objects and R2, inside workerd.
-const mf = new Miniflare({
-  modules: true,
-  modulesRoot: root,
-  scriptPath: join(root, 'bench/runtimes/bench-worker.mjs'),
-  modulesRules: [
-    { type: 'ESModule', include: ['**/*.js', '**/*.mjs'] },
-    { type: 'CompiledWasm', include: ['**/*.wasm'] },
-  ],
-  compatibilityDate: '2025-09-01',
-  cf: false,
-  r2Buckets: ['BUCKET'],
-  durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
-});
+const mf = workerdWith('bench/runtimes/bench-worker.mjs');
 for (const [store, label] of [['do', 'DurableObjectStore (workerd)'], ['r2', 'R2Store (workerd)']]) {
   row(label, await (await mf.dispatchFetch(`http://bench/?store=${store}`)).json());
 }

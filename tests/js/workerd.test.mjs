@@ -2,25 +2,12 @@
 // modules, and the Durable Object and R2 stores pass the contract over their real bindings.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
 
-import { Miniflare } from 'miniflare';
+import { workerdWith } from '../runtimes/workerd.mjs';
 
 let mf;
 before(async () => {
-  mf = new Miniflare({
-    modules: true,
-    modulesRoot: fileURLToPath(new URL('../..', import.meta.url)),
-    scriptPath: fileURLToPath(new URL('../workerd/contract-worker.mjs', import.meta.url)),
-    modulesRules: [
-      { type: 'ESModule', include: ['**/*.js', '**/*.mjs'] },
-      { type: 'CompiledWasm', include: ['**/*.wasm'] },
-    ],
-    compatibilityDate: '2025-09-01',
-    cf: false,
-    r2Buckets: ['BUCKET'],
-    durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
-  });
+  mf = workerdWith('tests/workerd/contract-worker.mjs');
 });
 after(() => mf?.dispose());
 
