@@ -2,7 +2,8 @@
 // and 16 contenders on one name. Then Redis beside the standard pattern (SET NX PX, a
 // compare-and-delete script, retries every 2–10 ms with jitter), in one run.
 //
-//   node bench/stores.mjs
+//   node bench/stores.mjs           every store
+//   node bench/stores.mjs redis     Redis and the pattern only
 //
 // Not a test: it asserts nothing about speed.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
@@ -24,25 +25,28 @@ const rows = [];
 const row = (label, r) =>
   rows.push([label, r.uncontendedMedianUs, r.uncontendedCalls, r.contendedUsPerHold, r.contendedCallsPerAcquisition]);
 
-row('MemoryStore (Node)', await benchStore(() => new MemoryStore(), acquireLock, { cycles: 2000 }));
+const only = process.argv[2];
+if (only === undefined) {
+  row('MemoryStore (Node)', await benchStore(() => new MemoryStore(), acquireLock, { cycles: 2000 }));
 
-// Durable Objects and R2, inside workerd.
-const mf = workerdWith('bench/runtimes/bench-worker.mjs');
-for (const [store, label] of [['do', 'DurableObjectStore (workerd)'], ['r2', 'R2Store (workerd)']]) {
-  row(label, await (await mf.dispatchFetch(`http://bench/?store=${store}`)).json());
-}
-await mf.dispose();
+  // Durable Objects and R2, inside workerd.
+  const mf = workerdWith('bench/runtimes/bench-worker.mjs');
+  for (const [store, label] of [['do', 'DurableObjectStore (workerd)'], ['r2', 'R2Store (workerd)']]) {
+    row(label, await (await mf.dispatchFetch(`http://bench/?store=${store}`)).json());
+  }
+  await mf.dispose();
 
-// Deno KV, in Deno.
-const denoDir = mkdtempSync(join(tmpdir(), 'keyturn-deno-bench-'));
-try {
-  const out = execFileSync(join(root, 'node_modules/.bin/deno'), ['run', '--quiet', '--no-prompt', '--unstable-kv', `--allow-read=${root},${denoDir}`, `--allow-write=${denoDir}`, join(root, 'bench/runtimes/deno-bench.mjs'), join(denoDir, 'kv.sqlite3')], {
-    env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(denoDir, 'deno-dir') },
-    encoding: 'utf8',
-  });
-  row('DenoKvStore (Deno KV, local)', JSON.parse(out.trim().split('\n').pop()));
-} finally {
-  rmSync(denoDir, { recursive: true, force: true });
+  // Deno KV, in Deno.
+  const denoDir = mkdtempSync(join(tmpdir(), 'keyturn-deno-bench-'));
+  try {
+    const out = execFileSync(join(root, 'node_modules/.bin/deno'), ['run', '--quiet', '--no-prompt', '--unstable-kv', `--allow-read=${root},${denoDir}`, `--allow-write=${denoDir}`, join(root, 'bench/runtimes/deno-bench.mjs'), join(denoDir, 'kv.sqlite3')], {
+      env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(denoDir, 'deno-dir') },
+      encoding: 'utf8',
+    });
+    row('DenoKvStore (Deno KV, local)', JSON.parse(out.trim().split('\n').pop()));
+  } finally {
+    rmSync(denoDir, { recursive: true, force: true });
+  }
 }
 
 // Redis: a server of our own on a loopback port, stopped by PID at the end.

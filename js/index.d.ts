@@ -102,7 +102,7 @@ export interface LockOptions {
 /** A held lock. */
 export interface Lock {
   readonly name: string;
-  /** This acquisition's random token (128 bits, hex). */
+  /** The token in the lock record while this lock is held: 128 random bits, hex. Acquisitions handed on within one local batch share it; `fence` is unique to each. */
   readonly token: string;
   /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers. */
   readonly fence: number;
@@ -114,7 +114,7 @@ export interface Lock {
 /**
  * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
  * whole `waitMs`. Contenders in one isolate queue first come, first served, and a release hands
- * the lock to the next of them directly. Rejects with a `LockStoreError` when the store fails and
+ * the lock to the next of them directly (one store call per batch of hand-offs). Rejects with a `LockStoreError` when the store fails and
  * a `TypeError`/`RangeError` for a bad store, name or option; a Workers KV namespace is refused
  * (it has no conditional put).
  */

@@ -62,8 +62,16 @@ function managerFor(store, options) {
  * the whole `waitMs`. Rejects with a `LockStoreError` when the store fails, a `TypeError` or
  * `RangeError` for bad arguments.
  */
-export async function acquireLock(store, name, options) {
-  return managerFor(store, options).acquire(name, options);
+export function acquireLock(store, name, options) {
+  // Not `async`: that would add promise hops to every acquisition. A bad argument still
+  // rejects rather than throws.
+  let manager;
+  try {
+    manager = managerFor(store, options);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return manager.acquire(name, options);
 }
 
 if (typeof Symbol.asyncDispose === 'symbol') {

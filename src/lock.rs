@@ -9,7 +9,13 @@
 //!
 //! Within one isolate, contenders for a name queue in FIFO order and only the head talks to the
 //! store; a release hands the lease to the next local waiter with one CAS that bumps the fence,
-//! instead of everyone polling. Once the lock has passed from hand to hand locally for
+//! instead of everyone polling. That CAS reserves a fence for each waiter then in line (up to
+//! [`MAX_BATCH`]), so the hand-offs after it, within the same batch, need no store call: each
+//! gets the next reserved fence, and the record — which carries the batch's token and its
+//! highest fence — stays held throughout. A batch is used only while it is younger than
+//! [`MAX_LOCAL_STREAK_MS`] and a quarter of `staleMs`, so a holder it admits still has at least
+//! three quarters of `staleMs`, and never less than `staleMs` − 100 ms, before others may take
+//! the record over. Once the lock has passed from hand to hand locally for
 //! [`MAX_LOCAL_STREAK_MS`], the record is freed instead and the next local waiter pauses one
 //! full poll ([`MAX_POLL_MS`]) first — long enough that every waiting isolate polls once, so
 //! other isolates get their turn.
@@ -47,6 +53,9 @@ pub const TAKEOVERS: u32 = 2;
 /// other isolates: the seed's whole wait, so a remote contender that arrived at the start of a
 /// streak still finds the record free before its default wait is over.
 pub const MAX_LOCAL_STREAK_MS: f64 = LOCK_WAIT_MS as f64;
+
+/// Most fences one hand-off CAS reserves for the local waiters in line behind it.
+pub const MAX_BATCH: usize = 64;
 
 /// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
 const FIRST_POLL_MS: f64 = 2.0;
@@ -144,6 +153,17 @@ struct Grant {
     token: String,
     fence: u64,
     version: String,
+    /// The fence the record carries at `version`: `fence`, or the highest of a batch.
+    record_fence: u64,
+}
+
+/// Fences one hand-off CAS reserved: the record at `version` carries `token` and `last_fence`,
+/// and was written at `at`.
+struct Batch {
+    version: String,
+    token: String,
+    last_fence: u64,
+    at: f64,
 }
 
 #[derive(Default)]
@@ -158,6 +178,8 @@ struct NameState {
     streak_since: Option<f64>,
     /// The next head pauses one poll before its first attempt (after a capped hand-off).
     yield_first: bool,
+    /// The batch of the last hand-off CAS, whose unused fences later hand-offs may take.
+    batch: Option<Batch>,
 }
 
 struct Inner<S, C, R> {
@@ -205,6 +227,9 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     name: String,
     token: String,
     fence: u64,
+    /// The fence in the record at `version` (above `fence` when a batch reserved more).
+    record_fence: u64,
+    stale_ms: f64,
     version: RefCell<String>,
     released: Cell<bool>,
     ticket: Ticket,
@@ -293,7 +318,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             match granted {
                 Some(Some(grant)) => {
                     place.kept = true;
-                    return Ok(Some(self.lock(name, grant, ticket)));
+                    return Ok(Some(self.lock(name, grant, ticket, options.stale_ms)));
                 }
                 Some(None) => break,
                 None => {}
@@ -322,17 +347,19 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         match contention.await? {
             Some(grant) => {
                 place.kept = true;
-                Ok(Some(self.lock(name, grant, ticket)))
+                Ok(Some(self.lock(name, grant, ticket, options.stale_ms)))
             }
             None => Ok(None),
         }
     }
 
-    fn lock(&self, name: &str, grant: Grant, ticket: Ticket) -> Lock<S, C, R> {
+    fn lock(&self, name: &str, grant: Grant, ticket: Ticket, stale_ms: f64) -> Lock<S, C, R> {
         Lock {
             name: name.to_owned(),
             token: grant.token,
             fence: grant.fence,
+            record_fence: grant.record_fence,
+            stale_ms,
             version: RefCell::new(grant.version),
             released: Cell::new(false),
             ticket,
@@ -377,6 +404,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                 token,
                                 fence: 1,
                                 version,
+                                record_fence: 1,
                             }));
                         }
                         exists = true;
@@ -408,6 +436,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                                 token,
                                                 fence,
                                                 version,
+                                                record_fence: fence,
                                             }));
                                         }
                                         continue;
@@ -441,6 +470,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                 token,
                                 fence,
                                 version,
+                                record_fence: fence,
                             }))
                         }
                         // Somebody wrote in between: read again at once, it is progress.
@@ -497,7 +527,8 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         &self.name
     }
 
-    /// This acquisition's token (128 random bits, hex).
+    /// The token in the record while this lock is held (128 random bits, hex). Acquisitions
+    /// handed on within one batch share it; the fence is unique to each.
     pub fn token(&self) -> &str {
         &self.token
     }
@@ -509,8 +540,9 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     }
 
     /// Gives the lock back, if the record still carries this holder's token: to the next local
-    /// waiter with one CAS that raises the fence, or frees the record. Releasing twice, or after
-    /// a takeover, changes nothing.
+    /// waiter — from this lock's batch with no store call, or with one CAS that raises the fence
+    /// and reserves fences for the waiters behind — or, with none waiting (or the streak over),
+    /// by freeing the record. Releasing twice, or after a takeover, changes nothing.
     ///
     /// # Errors
     /// The store failed; the record may still be held by this token and goes stale.
@@ -519,67 +551,130 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             return Ok(());
         }
         let inner = &self.inner;
-        let manager = LockManager {
-            inner: inner.clone(),
-        };
         let version = self.version.borrow().clone();
         let now = inner.clock.now_ms();
-        let next = {
-            let queue = inner.queue.borrow();
-            queue.next_in_line(self.ticket)
-        };
-        let streak_since = {
+        let (next, waiting, behind, streak_since, from_batch) = {
             let mut queue = inner.queue.borrow_mut();
+            let next = queue.next_in_line(self.ticket);
+            let behind = next.map_or(0, |next| queue.behind(next, MAX_BATCH - 1));
             let line = queue.line_id(&self.name);
-            line.and_then(|line| queue.line_data_mut(line))
-                .and_then(|state| state.streak_since)
+            let state = line.and_then(|line| queue.line_data_mut(line));
+            let streak_since = state.as_ref().and_then(|state| state.streak_since);
+            let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
+            let young = MAX_LOCAL_STREAK_MS.min(self.stale_ms / 4.0);
+            let from_batch = state
+                .and_then(|state| state.batch.as_ref())
+                .filter(|batch| {
+                    batch.version == version
+                        && self.fence < batch.last_fence
+                        && now - batch.at < young
+                })
+                .map(|batch| batch.token.clone());
+            let waiting = next.is_some();
+            (
+                next.filter(|_| in_streak),
+                waiting,
+                behind,
+                streak_since,
+                from_batch,
+            )
         };
-        let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
-        let outcome = if let (Some(next), true) = (next, in_streak) {
-            let token = inner.random.token();
-            let fence = self.fence + 1;
-            let value = Record::held(&token, fence, now).encode();
-            let replaced = manager
-                .call(inner.store.replace(&self.name, &version, &value))
-                .await;
-            if let Ok(Some(version)) = &replaced {
+        let outcome = match (next, from_batch) {
+            (Some(next), Some(token)) => {
+                // The record already carries this batch's token and a fence above the next one.
                 let mut queue = inner.queue.borrow_mut();
                 if let Some(waiter) = queue.get_mut(next) {
                     waiter.grant = Some(Grant {
                         token,
-                        fence,
-                        version: version.clone(),
+                        fence: self.fence + 1,
+                        version,
+                        record_fence: self.record_fence,
                     });
                 }
-                let line = queue.line_id(&self.name);
-                if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                    state.streak_since.get_or_insert(now);
-                }
+                Ok(())
             }
-            replaced.map(|_| ())
-        } else {
-            let free = Record::held(&self.token, self.fence, now).released(now);
-            let replaced = manager
-                .call(inner.store.replace(&self.name, &version, &free.encode()))
-                .await;
-            if let Ok(Some(version)) = &replaced {
-                let mut known = inner.known.borrow_mut();
-                if known.len() >= KNOWN_NAMES {
-                    known.clear();
-                }
-                known.insert(self.name.clone(), (version.clone(), free));
-                let mut queue = inner.queue.borrow_mut();
-                let line = queue.line_id(&self.name);
-                if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                    // A streak that ended at its bound with waiters left: they let others in.
-                    state.yield_first = next.is_some() && streak_since.is_some();
-                    state.streak_since = None;
-                }
+            (Some(next), None) => self.hand_off(next, behind, &version, now).await,
+            // Waiters left when a streak ended at its bound: they let others in first.
+            (None, _) => {
+                self.free(&version, waiting && streak_since.is_some(), now)
+                    .await
             }
-            replaced.map(|_| ())
         };
         leave(inner, self.ticket);
         outcome.map_err(LockError::Store)
+    }
+
+    /// One CAS that hands the record to the waiter `next` and reserves a fence for each of the
+    /// `behind` after it.
+    async fn hand_off(
+        &self,
+        next: Ticket,
+        behind: usize,
+        version: &str,
+        now: f64,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let manager = LockManager {
+            inner: inner.clone(),
+        };
+        let token = inner.random.token();
+        // Above every fence this record has carried, so the record's fence never falls.
+        let fence = self.record_fence + 1;
+        let last_fence = fence + behind as u64;
+        let value = Record::held(&token, last_fence, now).encode();
+        let replaced = manager
+            .call(inner.store.replace(&self.name, version, &value))
+            .await?;
+        if let Some(version) = replaced {
+            let mut queue = inner.queue.borrow_mut();
+            if let Some(waiter) = queue.get_mut(next) {
+                waiter.grant = Some(Grant {
+                    token: token.clone(),
+                    fence,
+                    version: version.clone(),
+                    record_fence: last_fence,
+                });
+            }
+            let line = queue.line_id(&self.name);
+            if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                state.streak_since.get_or_insert(now);
+                state.batch = Some(Batch {
+                    version,
+                    token,
+                    last_fence,
+                    at: now,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One CAS that frees the record, remembering it for this isolate's next acquisition.
+    /// `capped`: a streak ended at its bound with waiters left, who then let others in first.
+    async fn free(&self, version: &str, capped: bool, now: f64) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let manager = LockManager {
+            inner: inner.clone(),
+        };
+        let free = Record::held(&self.token, self.record_fence, now).released(now);
+        let replaced = manager
+            .call(inner.store.replace(&self.name, version, &free.encode()))
+            .await?;
+        if let Some(version) = replaced {
+            let mut known = inner.known.borrow_mut();
+            if known.len() >= KNOWN_NAMES {
+                known.clear();
+            }
+            known.insert(self.name.clone(), (version, free));
+            let mut queue = inner.queue.borrow_mut();
+            let line = queue.line_id(&self.name);
+            if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                state.yield_first = capped;
+                state.streak_since = None;
+                state.batch = None;
+            }
+        }
+        Ok(())
     }
 }
 

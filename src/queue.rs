@@ -290,6 +290,21 @@ impl<P, L: Default> Lines<P, L> {
         (next != NONE).then(|| self.ticket_at(next))
     }
 
+    /// How many entries wait behind a live one in its line, counting at most `max` (so the
+    /// walk is bounded however long the line is).
+    pub fn behind(&self, ticket: Ticket, max: usize) -> usize {
+        let mut count = 0;
+        let mut at = self.live(ticket).map_or(NONE, |entry| entry.next);
+        while at != NONE && count < max {
+            count += 1;
+            at = self.slots[at as usize]
+                .entry
+                .as_ref()
+                .map_or(NONE, |entry| entry.next);
+        }
+        count
+    }
+
     /// Whether a live entry is the head of its key's line.
     pub fn is_head(&self, ticket: Ticket) -> bool {
         self.live(ticket).is_some_and(|entry| entry.prev == NONE)

@@ -45,7 +45,66 @@ pub struct PlatformRandom;
 #[cfg(target_arch = "wasm32")]
 impl Random for PlatformRandom {
     fn fill(&self, bytes: &mut [u8]) {
-        crate::js::sys::get_random_values(bytes);
+        thread_local! {
+            static POOL: std::cell::RefCell<Pool> = std::cell::RefCell::new(Pool::new());
+        }
+        POOL.with(|pool| {
+            pool.borrow_mut()
+                .take(bytes, crate::js::sys::get_random_values)
+        });
+    }
+}
+
+/// Random bytes drawn from the source in blocks and served once each, in order.
+///
+/// Why: a crossing into `crypto.getRandomValues` costs a few microseconds in Node (more than
+/// the rest of an uncontended acquisition's own work), and an acquisition needs only 16 bytes.
+/// The bytes are the platform's CSPRNG output all the same; none is ever served twice.
+#[derive(Debug)]
+pub struct Pool {
+    block: [u8; POOL_BYTES],
+    /// Bytes of `block` already served; `POOL_BYTES` when empty.
+    used: usize,
+}
+
+/// Bytes drawn from the source at a time.
+pub const POOL_BYTES: usize = 256;
+
+impl Pool {
+    /// An empty pool: the first take draws a block.
+    pub fn new() -> Self {
+        Pool {
+            block: [0; POOL_BYTES],
+            used: POOL_BYTES,
+        }
+    }
+
+    /// Fills `bytes` with unserved bytes, drawing blocks from `source` as needed. A request
+    /// bigger than a block goes to `source` directly.
+    pub fn take(&mut self, bytes: &mut [u8], source: impl Fn(&mut [u8])) {
+        if bytes.len() > POOL_BYTES {
+            source(bytes);
+            return;
+        }
+        let mut filled = 0;
+        while filled < bytes.len() {
+            if self.used == POOL_BYTES {
+                source(&mut self.block);
+                self.used = 0;
+            }
+            let n = (bytes.len() - filled).min(POOL_BYTES - self.used);
+            bytes[filled..filled + n].copy_from_slice(&self.block[self.used..self.used + n]);
+            // Served bytes are wiped, so the pool holds only what nobody has seen.
+            self.block[self.used..self.used + n].fill(0);
+            self.used += n;
+            filled += n;
+        }
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::new()
     }
 }
 

@@ -429,8 +429,9 @@ fn bad_names_and_options_ask_nothing_of_the_store() {
     assert!(memory.get("k").is_none());
 }
 
-#[test]
-fn local_contenders_queue_in_order_and_hand_off_with_one_call_each() {
+/// 16 local contenders, each holding `hold_ms`, over a plain store: the order they got the lock
+/// in with their fences, the records written, and the store calls made.
+fn sixteen_local_contenders(hold_ms: f64, stale_ms: f64) -> (Vec<(usize, u64)>, Vec<Record>, u64) {
     let (clock, memory, executor) = world();
     let store = TestStore::plain(&memory, &clock);
     let writes = store.writes.clone();
@@ -440,45 +441,88 @@ fn local_contenders_queue_in_order_and_hand_off_with_one_call_each() {
         let (l, o, c) = (locks.clone(), order.clone(), clock.clone());
         executor.spawn(async move {
             let lock = l
-                .acquire("board", options(10_000.0, 2000.0))
+                .acquire("board", options(10_000.0, stale_ms))
                 .await
                 .unwrap()
                 .expect("queued, not refused");
             o.borrow_mut().push((i, lock.fence()));
-            c.sleep(10.0).await;
+            c.sleep(hold_ms).await;
             lock.release().await.unwrap();
         });
     }
     executor.run_until_stalled();
     assert_eq!(locks.local_line("board"), 16);
     run(&executor, &clock);
-    let order = order.borrow();
+    assert_eq!(locks.local_line("board"), 0);
+    let order = order.borrow().clone();
     assert_eq!(
         order.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
         (0..16).collect::<Vec<_>>(),
         "FIFO"
     );
     assert!(order.windows(2).all(|w| w[0].1 < w[1].1), "fences rise");
-    let per_acquisition = locks.store_calls() as f64 / 16.0;
-    assert!(
-        per_acquisition <= 1.5,
-        "{per_acquisition} store calls per acquisition"
-    );
-    assert_eq!(locks.local_line("board"), 0);
-    // Hand-offs in a row stop once the streak lasted MAX_LOCAL_STREAK_MS: the record is freed, so another
-    // isolate could get in, before local waiters take it again.
-    let states: Vec<bool> = writes
+    let records: Vec<Record> = writes
         .borrow()
         .iter()
-        .map(|w| Record::decode(w).unwrap().held)
+        .map(|w| Record::decode(w).unwrap())
         .collect();
-    let first_free = states
-        .iter()
-        .position(|held| !held)
-        .expect("freed at least once before the end");
-    // The create, then hand-offs every 10 ms (holds last 10 ms) for as long as the streak lasts.
+    // The record's fence never falls, and ends at or above every fence granted.
+    assert!(
+        records.windows(2).all(|w| w[0].fence <= w[1].fence),
+        "{records:?}"
+    );
+    let last = records.last().expect("written");
+    assert!(order.iter().all(|(_, fence)| *fence <= last.fence));
+    (order, records, locks.store_calls())
+}
+
+#[test]
+fn local_contenders_queue_in_order_and_one_cas_hands_off_to_a_batch() {
+    let (order, records, calls) = sixteen_local_contenders(10.0, 2000.0);
+    let held: Vec<bool> = records.iter().map(|r| r.held).collect();
+    // The create; then one CAS reserving fences 2..=16 for the 15 waiters; hand-offs every
+    // 10 ms use them without a store call, until the streak has lasted MAX_LOCAL_STREAK_MS and
+    // the record is freed, so another isolate could get in, before local waiters take it again.
+    assert_eq!(&held[..3], &[true, true, false], "{records:?}");
+    assert_eq!(records[1].fence, 16);
     let streak = (MAX_LOCAL_STREAK_MS / 10.0) as usize;
-    assert_eq!(first_free, 1 + streak, "{states:?}");
+    // Fences 1..=streak+1 went to holders in turn, one apart, before the record was freed.
+    assert_eq!(
+        order
+            .iter()
+            .take(streak + 1)
+            .map(|(_, f)| *f)
+            .collect::<Vec<_>>(),
+        (1..=streak as u64 + 1).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        records[2].fence, 16,
+        "the freed record keeps the batch's highest fence"
+    );
+    assert!(
+        order[streak + 1].1 > 16,
+        "the next acquisition is above the reservation"
+    );
+    let per_acquisition = calls as f64 / 16.0;
+    assert!(
+        per_acquisition <= 0.5,
+        "{per_acquisition} store calls per acquisition"
+    );
+}
+
+#[test]
+fn a_batch_older_than_a_quarter_of_stale_ms_is_not_used() {
+    // staleMs 40: a batch serves hand-offs for under 10 ms, and every hold lasts 10 ms, so each
+    // hand-off is its own CAS — a holder always has ¾ of staleMs before a takeover.
+    let (order, records, calls) = sixteen_local_contenders(10.0, 40.0);
+    let held: Vec<bool> = records.iter().map(|r| r.held).collect();
+    let streak = (MAX_LOCAL_STREAK_MS / 10.0) as usize;
+    let first_free = held.iter().position(|held| !held).expect("freed");
+    assert_eq!(first_free, 1 + streak, "{records:?}");
+    assert!(calls >= 16, "{calls}");
+    // Each hand-off CAS reserved for everyone then waiting, and the next took the next fence
+    // above that record's.
+    assert!(order.windows(2).all(|w| w[0].1 < w[1].1));
 }
 
 /// xorshift for the test's own choices.

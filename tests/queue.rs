@@ -57,6 +57,24 @@ fn removing_from_the_middle_keeps_the_order_and_the_head() {
 }
 
 #[test]
+fn behind_counts_the_entries_after_one_up_to_a_bound() {
+    let mut queue: KeyedQueue<u32> = KeyedQueue::new();
+    let tickets: Vec<Ticket> = (0..5).map(|i| queue.push("k", i).ticket).collect();
+    queue.push("other", 9);
+    assert_eq!(queue.behind(tickets[0], 100), 4);
+    assert_eq!(queue.behind(tickets[0], 2), 2);
+    assert_eq!(queue.behind(tickets[3], 100), 1);
+    assert_eq!(queue.behind(tickets[4], 100), 0);
+    queue.remove(tickets[2]);
+    assert_eq!(queue.behind(tickets[0], 100), 3);
+    assert_eq!(
+        queue.behind(tickets[2], 100),
+        0,
+        "a stale ticket has nobody behind it"
+    );
+}
+
+#[test]
 fn a_removed_entry_is_stale_even_when_its_slot_is_reused() {
     let mut queue: KeyedQueue<u32> = KeyedQueue::new();
     let old = queue.push("k", 1).ticket;

@@ -21,10 +21,11 @@ return ARGV[3]`;
 
 const VERSION_LENGTH = 32;
 
-const newVersion = () => {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
-};
+// A version is this store object's random id (64 bits, drawn on its first write: workerd
+// refuses randomness at global scope, where a store may be constructed) and its count of writes,
+// 16 hex digits each. No two writers share an id, and no writer repeats a count, so no version
+// repeats — without a crypto call per write, which costs more than the rest of the call's own work.
+const hex16 = (n) => n.toString(16).padStart(16, '0');
 
 const text = (reply, what) => {
   if (reply === null || reply === undefined) return null;
@@ -37,6 +38,8 @@ const text = (reply, what) => {
 export class RedisStore {
   #eval;
   #prefix;
+  #id = '';
+  #writes = 0;
   constructor(evalFn, { prefix = 'keyturn-lock:' } = {}) {
     if (typeof evalFn !== 'function') throw new TypeError('keyturn: evalFn must be a function (script, keys, args) => reply');
     if (typeof prefix !== 'string') throw new TypeError('keyturn: options.prefix must be a string');
@@ -44,8 +47,17 @@ export class RedisStore {
     this.#prefix = prefix;
   }
 
+  #newVersion() {
+    if (this.#id === '') {
+      const words = crypto.getRandomValues(new Uint32Array(2));
+      this.#id = words[0].toString(16).padStart(8, '0') + words[1].toString(16).padStart(8, '0');
+    }
+    this.#writes += 1;
+    return this.#id + hex16(this.#writes);
+  }
+
   async create(key, value) {
-    return text(await this.#eval(CREATE, [this.#prefix + key], [value, newVersion()]), 'create');
+    return text(await this.#eval(CREATE, [this.#prefix + key], [value, this.#newVersion()]), 'create');
   }
 
   async read(key) {
@@ -56,6 +68,6 @@ export class RedisStore {
   }
 
   async replace(key, version, value) {
-    return text(await this.#eval(REPLACE, [this.#prefix + key], [version, value, newVersion()]), 'replace');
+    return text(await this.#eval(REPLACE, [this.#prefix + key], [version, value, this.#newVersion()]), 'replace');
   }
 }

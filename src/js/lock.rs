@@ -341,7 +341,7 @@ impl JsLock {
         self.lock.name().to_owned()
     }
 
-    /// This acquisition's random token.
+    /// The token in the record while this lock is held; shared within one hand-off batch.
     #[wasm_bindgen(getter)]
     pub fn token(&self) -> String {
         self.lock.token().to_owned()
