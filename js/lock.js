@@ -66,13 +66,44 @@ export function acquireLock(store, name, options) {
   // Not `async`: that would add promise hops to every acquisition. A bad argument still
   // rejects rather than throws.
   let manager;
+  let attempt;
   try {
     manager = managerFor(store, options);
+    // Nobody here in line for `name`: the one store call that may take it is made already.
+    attempt = manager.tryFirst(name, options);
   } catch (error) {
     return Promise.reject(error);
   }
-  return manager.acquire(name, options);
+  return attempt === undefined ? manager.acquire(name, options) : finishFirst(manager, attempt);
 }
+
+async function finishFirst(manager, attempt) {
+  let answer;
+  let failed = false;
+  try {
+    answer = await attempt.answer;
+  } catch (error) {
+    answer = error;
+    failed = true;
+  }
+  // The lock, or the promise of the rest of the acquisition (somebody else's record is there).
+  return manager.finishFirst(attempt, answer, failed);
+}
+
+// A release is one store call at most; the lock module decides what it writes.
+glue.KeyturnLock.prototype.release = async function release() {
+  const pending = this.beginRelease();
+  if (pending === undefined) return;
+  let answer;
+  let failed = false;
+  try {
+    answer = await pending;
+  } catch (error) {
+    answer = error;
+    failed = true;
+  }
+  this.finishRelease(answer, failed);
+};
 
 if (typeof Symbol.asyncDispose === 'symbol') {
   // `await using lock = await acquireLock(…)` releases at the end of the block.

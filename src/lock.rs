@@ -157,6 +157,73 @@ struct Grant {
     record_fence: u64,
 }
 
+/// The first store call of an uncontended acquisition, from [`LockManager::first_call`]: a
+/// create when [`FirstCall::version`] is `None`, else a CAS on that version; both write
+/// [`FirstCall::value`] under the lock's name.
+pub struct FirstCall<S: LockStore, C: Clock, R: Random> {
+    version: Option<String>,
+    value: String,
+    token: String,
+    fence: u64,
+    resume: Resume<S, C, R>,
+}
+
+impl<S: LockStore, C: Clock, R: Random> FirstCall<S, C, R> {
+    /// The version to CAS on, or `None` to create.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The record to write.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for FirstCall<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FirstCall")
+            .field("name", &self.resume.name)
+            .field("fence", &self.fence)
+            .finish()
+    }
+}
+
+/// What a first call's answer led to.
+pub enum FirstOutcome<S: LockStore, C: Clock, R: Random> {
+    /// The lock is held.
+    Held(Lock<S, C, R>),
+    /// Somebody else's record is there: run [`LockManager::resume`].
+    Contend(Resume<S, C, R>),
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for FirstOutcome<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FirstOutcome::Held(lock) => f.debug_tuple("Held").field(lock).finish(),
+            FirstOutcome::Contend(resume) => f.debug_tuple("Contend").field(resume).finish(),
+        }
+    }
+}
+
+/// An acquisition at the head of its local line that has yet to take the record; dropping it
+/// leaves the line.
+pub struct Resume<S: LockStore, C: Clock, R: Random> {
+    name: String,
+    place: Place<S, C, R>,
+    deadline: f64,
+    stale_ms: f64,
+    yield_first: bool,
+    /// A record is known to be there: start by reading it.
+    exists: bool,
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Resume<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resume").field("name", &self.name).finish()
+    }
+}
+
 /// Fences one hand-off CAS reserved: the record at `version` carries `token` and `last_fence`,
 /// and was written at `at`.
 struct Batch {
@@ -232,6 +299,8 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     stale_ms: f64,
     version: RefCell<String>,
     released: Cell<bool>,
+    /// Whether this lock has left the local line (so it leaves once: at release, or on drop).
+    left: Cell<bool>,
     ticket: Ticket,
     inner: Rc<Inner<S, C, R>>,
 }
@@ -291,8 +360,18 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         name: &str,
         options: LockOptions,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
-        validate_key(name).map_err(LockError::InvalidName)?;
-        let options = options.validate().map_err(LockError::InvalidOption)?;
+        if let Some(first) = self.first_call(name, options)? {
+            let answer = match first.version() {
+                None => boxed(self.inner.store.create(name, first.value())).await,
+                Some(version) => {
+                    boxed(self.inner.store.replace(name, version, first.value())).await
+                }
+            };
+            return match self.finish_first(first, answer)? {
+                FirstOutcome::Held(lock) => Ok(Some(lock)),
+                FirstOutcome::Contend(resume) => self.resume(resume).await,
+            };
+        }
         let inner = &self.inner;
         let deadline = inner.clock.now_ms() + options.wait_ms;
         let ticket = inner
@@ -301,7 +380,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             .push(name, Waiter::default())
             .ticket;
         let mut place = Place {
-            inner,
+            inner: inner.clone(),
             ticket,
             kept: false,
         };
@@ -318,7 +397,12 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             match granted {
                 Some(Some(grant)) => {
                     place.kept = true;
-                    return Ok(Some(self.lock(name, grant, ticket, options.stale_ms)));
+                    return Ok(Some(self.lock(
+                        name.to_owned(),
+                        grant,
+                        ticket,
+                        options.stale_ms,
+                    )));
                 }
                 Some(None) => break,
                 None => {}
@@ -340,28 +424,157 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             line.and_then(|line| queue.line_data_mut(line))
                 .is_some_and(|state| std::mem::take(&mut state.yield_first))
         };
+        self.resume(Resume {
+            name: name.to_owned(),
+            place,
+            deadline,
+            stale_ms: options.stale_ms,
+            yield_first,
+            exists: false,
+        })
+        .await
+    }
+
+    /// The synchronous start of an acquisition, for a binding that makes its store calls
+    /// itself: when nobody in this isolate waits for or holds `name`, joins its line and answers
+    /// the one store call that takes the lock if nobody else has it — a create, or, when this
+    /// isolate freed the record last, a CAS on that record. Make the call, then pass its answer
+    /// to [`LockManager::finish_first`]. `Ok(None)`: others here are in line; use
+    /// [`LockManager::acquire`].
+    ///
+    /// Dropping the [`FirstCall`] unfinished leaves the line.
+    ///
+    /// # Errors
+    /// A bad name or option; nothing was asked of the store.
+    pub fn first_call(
+        &self,
+        name: &str,
+        options: LockOptions,
+    ) -> Result<Option<FirstCall<S, C, R>>, LockError> {
+        validate_key(name).map_err(LockError::InvalidName)?;
+        let options = options.validate().map_err(LockError::InvalidOption)?;
+        let inner = &self.inner;
+        if inner.queue.borrow().line_id(name).is_some() {
+            return Ok(None);
+        }
+        let now = inner.clock.now_ms();
+        let ticket = inner
+            .queue
+            .borrow_mut()
+            .push(name, Waiter::default())
+            .ticket;
+        let token = inner.random.token();
+        let (version, fence) = match inner.known.borrow_mut().remove(name) {
+            Some((version, free)) => (Some(version), free.fence + 1),
+            None => (None, 1),
+        };
+        Ok(Some(FirstCall {
+            value: Record::held(&token, fence, now).encode(),
+            version,
+            token,
+            fence,
+            resume: Resume {
+                name: name.to_owned(),
+                place: Place {
+                    inner: inner.clone(),
+                    ticket,
+                    kept: false,
+                },
+                deadline: now + options.wait_ms,
+                stale_ms: options.stale_ms,
+                yield_first: false,
+                exists: false,
+            },
+        }))
+    }
+
+    /// Takes the answer to a [`FirstCall`]: the lock, or — when the record was there or had
+    /// changed — the rest of the acquisition, which [`LockManager::resume`] runs.
+    ///
+    /// # Errors
+    /// The store failed: nothing is held and the line is left.
+    pub fn finish_first(
+        &self,
+        first: FirstCall<S, C, R>,
+        answer: Result<Option<String>, StoreError>,
+    ) -> Result<FirstOutcome<S, C, R>, LockError> {
+        let inner = &self.inner;
+        inner.calls.set(inner.calls.get() + 1);
+        let FirstCall {
+            token,
+            fence,
+            mut resume,
+            ..
+        } = first;
+        match answer? {
+            Some(version) => {
+                resume.place.kept = true;
+                let grant = Grant {
+                    token,
+                    fence,
+                    version,
+                    record_fence: fence,
+                };
+                let ticket = resume.place.ticket;
+                let (name, stale_ms) = (std::mem::take(&mut resume.name), resume.stale_ms);
+                Ok(FirstOutcome::Held(self.lock(name, grant, ticket, stale_ms)))
+            }
+            None => {
+                resume.exists = true;
+                Ok(FirstOutcome::Contend(resume))
+            }
+        }
+    }
+
+    /// The rest of an acquisition whose first call did not take the lock: the head's
+    /// conversation with the store, as in [`LockManager::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`LockManager::acquire`].
+    ///
+    /// # Errors
+    /// As [`LockManager::acquire`].
+    pub async fn resume(
+        &self,
+        resume: Resume<S, C, R>,
+    ) -> Result<Option<Lock<S, C, R>>, LockError> {
+        let Resume {
+            name,
+            mut place,
+            deadline,
+            stale_ms,
+            yield_first,
+            exists,
+        } = resume;
         // Boxed behind `dyn`: the contention's state machine stands on its own instead of being
         // inlined into the caller's (smaller wasm; one allocation per acquisition).
         let contention: Pin<Box<dyn Future<Output = Result<Option<Grant>, LockError>> + '_>> =
-            Box::pin(self.contend(name, deadline, options.stale_ms, yield_first));
+            Box::pin(self.contend(&name, deadline, stale_ms, yield_first, exists));
         match contention.await? {
             Some(grant) => {
                 place.kept = true;
-                Ok(Some(self.lock(name, grant, ticket, options.stale_ms)))
+                let ticket = place.ticket;
+                Ok(Some(self.lock(name, grant, ticket, stale_ms)))
             }
             None => Ok(None),
         }
     }
 
-    fn lock(&self, name: &str, grant: Grant, ticket: Ticket, stale_ms: f64) -> Lock<S, C, R> {
+    /// The store this manager's locks live in.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    fn lock(&self, name: String, grant: Grant, ticket: Ticket, stale_ms: f64) -> Lock<S, C, R> {
         Lock {
-            name: name.to_owned(),
+            name,
             token: grant.token,
             fence: grant.fence,
             record_fence: grant.record_fence,
             stale_ms,
             version: RefCell::new(grant.version),
             released: Cell::new(false),
+            left: Cell::new(false),
             ticket,
             inner: self.inner.clone(),
         }
@@ -374,6 +587,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         deadline: f64,
         stale_ms: f64,
         yield_first: bool,
+        mut exists: bool,
     ) -> Result<Option<Grant>, LockError> {
         let inner = &self.inner;
         let token = inner.random.token();
@@ -391,7 +605,6 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             }
         }
         // Once a create found a record, polls only read: records are never deleted.
-        let mut exists = false;
         loop {
             let now = inner.clock.now_ms();
             let read = match known.take() {
@@ -488,15 +701,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         }
     }
 
-    /// One store call, counted. Boxed, so each store method's future is compiled once rather
-    /// than into every state machine that awaits it; the allocation is nothing beside the I/O.
+    /// One store call, counted (see [`boxed`]).
     async fn call<'a, T: 'a>(
         &self,
         call: impl Future<Output = Result<T, StoreError>> + 'a,
     ) -> Result<T, StoreError> {
         self.inner.calls.set(self.inner.calls.get() + 1);
-        let call: Pin<Box<dyn Future<Output = Result<T, StoreError>> + 'a>> = Box::pin(call);
-        call.await
+        boxed(call).await
     }
 }
 
@@ -544,45 +755,52 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// and reserves fences for the waiters behind — or, with none waiting (or the streak over),
     /// by freeing the record. Releasing twice, or after a takeover, changes nothing.
     ///
+    /// # Cancel safety
+    /// Dropping the future after the store call began leaves the local line without handing
+    /// on: the record stays as the call left it, and goes stale if still held.
+    ///
     /// # Errors
     /// The store failed; the record may still be held by this token and goes stale.
     pub async fn release(&self) -> Result<(), LockError> {
-        if self.released.replace(true) {
+        let Some(write) = self.begin_release() else {
             return Ok(());
+        };
+        let answer = boxed(
+            self.inner
+                .store
+                .replace(&self.name, &write.version, &write.value),
+        )
+        .await;
+        self.finish_release(write, answer)
+    }
+
+    /// The synchronous start of [`Lock::release`], for a binding that makes its store calls
+    /// itself: `None` when there is nothing to write (released before, or handed on from the
+    /// batch), else the CAS to make — then pass its answer to [`Lock::finish_release`].
+    pub fn begin_release(&self) -> Option<ReleaseWrite> {
+        if self.released.replace(true) {
+            return None;
         }
         let inner = &self.inner;
         let version = self.version.borrow().clone();
         let now = inner.clock.now_ms();
-        let (next, waiting, behind, streak_since, from_batch) = {
-            let mut queue = inner.queue.borrow_mut();
-            let next = queue.next_in_line(self.ticket);
-            let behind = next.map_or(0, |next| queue.behind(next, MAX_BATCH - 1));
-            let line = queue.line_id(&self.name);
-            let state = line.and_then(|line| queue.line_data_mut(line));
-            let streak_since = state.as_ref().and_then(|state| state.streak_since);
-            let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
-            let young = MAX_LOCAL_STREAK_MS.min(self.stale_ms / 4.0);
-            let from_batch = state
-                .and_then(|state| state.batch.as_ref())
-                .filter(|batch| {
-                    batch.version == version
-                        && self.fence < batch.last_fence
-                        && now - batch.at < young
-                })
-                .map(|batch| batch.token.clone());
-            let waiting = next.is_some();
-            (
-                next.filter(|_| in_streak),
-                waiting,
-                behind,
-                streak_since,
-                from_batch,
-            )
-        };
-        let outcome = match (next, from_batch) {
+        let mut queue = inner.queue.borrow_mut();
+        let next = queue.next_in_line(self.ticket);
+        let behind = next.map_or(0, |next| queue.behind(next, MAX_BATCH - 1));
+        let line = queue.line_id(&self.name);
+        let state = line.and_then(|line| queue.line_data_mut(line));
+        let streak_since = state.as_ref().and_then(|state| state.streak_since);
+        let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
+        let young = MAX_LOCAL_STREAK_MS.min(self.stale_ms / 4.0);
+        let from_batch = state
+            .and_then(|state| state.batch.as_ref())
+            .filter(|batch| {
+                batch.version == version && self.fence < batch.last_fence && now - batch.at < young
+            })
+            .map(|batch| batch.token.clone());
+        let write = match (next.filter(|_| in_streak), from_batch) {
             (Some(next), Some(token)) => {
                 // The record already carries this batch's token and a fence above the next one.
-                let mut queue = inner.queue.borrow_mut();
                 if let Some(waiter) = queue.get_mut(next) {
                     waiter.grant = Some(Grant {
                         token,
@@ -591,98 +809,163 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                         record_fence: self.record_fence,
                     });
                 }
-                Ok(())
+                drop(queue);
+                self.leave_once();
+                return None;
             }
-            (Some(next), None) => self.hand_off(next, behind, &version, now).await,
-            // Waiters left when a streak ended at its bound: they let others in first.
-            (None, _) => {
-                self.free(&version, waiting && streak_since.is_some(), now)
-                    .await
-            }
-        };
-        leave(inner, self.ticket);
-        outcome.map_err(LockError::Store)
-    }
-
-    /// One CAS that hands the record to the waiter `next` and reserves a fence for each of the
-    /// `behind` after it.
-    async fn hand_off(
-        &self,
-        next: Ticket,
-        behind: usize,
-        version: &str,
-        now: f64,
-    ) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        let manager = LockManager {
-            inner: inner.clone(),
-        };
-        let token = inner.random.token();
-        // Above every fence this record has carried, so the record's fence never falls.
-        let fence = self.record_fence + 1;
-        let last_fence = fence + behind as u64;
-        let value = Record::held(&token, last_fence, now).encode();
-        let replaced = manager
-            .call(inner.store.replace(&self.name, version, &value))
-            .await?;
-        if let Some(version) = replaced {
-            let mut queue = inner.queue.borrow_mut();
-            if let Some(waiter) = queue.get_mut(next) {
-                waiter.grant = Some(Grant {
-                    token: token.clone(),
-                    fence,
-                    version: version.clone(),
-                    record_fence: last_fence,
-                });
-            }
-            let line = queue.line_id(&self.name);
-            if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                state.streak_since.get_or_insert(now);
-                state.batch = Some(Batch {
+            (Some(next), None) => {
+                let token = inner.random.token();
+                // Above every fence this record has carried, so the record's fence never falls.
+                let fence = self.record_fence + 1;
+                let last_fence = fence + behind as u64;
+                ReleaseWrite {
+                    value: Record::held(&token, last_fence, now).encode(),
                     version,
-                    token,
-                    last_fence,
-                    at: now,
-                });
+                    now,
+                    then: AfterRelease::HandOff {
+                        next,
+                        token,
+                        fence,
+                        last_fence,
+                    },
+                }
             }
-        }
-        Ok(())
+            (None, _) => {
+                let free = Record::held(&self.token, self.record_fence, now).released(now);
+                ReleaseWrite {
+                    value: free.encode(),
+                    version,
+                    now,
+                    then: AfterRelease::Free {
+                        free,
+                        // Waiters left when a streak ended at its bound: they let others in first.
+                        capped: next.is_some() && streak_since.is_some(),
+                    },
+                }
+            }
+        };
+        Some(write)
     }
 
-    /// One CAS that frees the record, remembering it for this isolate's next acquisition.
-    /// `capped`: a streak ended at its bound with waiters left, who then let others in first.
-    async fn free(&self, version: &str, capped: bool, now: f64) -> Result<(), StoreError> {
+    /// Takes the answer to a [`ReleaseWrite`] and leaves the local line, waking the next.
+    ///
+    /// # Errors
+    /// The store failed; the record may still be held by this token and goes stale.
+    pub fn finish_release(
+        &self,
+        write: ReleaseWrite,
+        answer: Result<Option<String>, StoreError>,
+    ) -> Result<(), LockError> {
         let inner = &self.inner;
-        let manager = LockManager {
-            inner: inner.clone(),
-        };
-        let free = Record::held(&self.token, self.record_fence, now).released(now);
-        let replaced = manager
-            .call(inner.store.replace(&self.name, version, &free.encode()))
-            .await?;
-        if let Some(version) = replaced {
-            let mut known = inner.known.borrow_mut();
-            if known.len() >= KNOWN_NAMES {
-                known.clear();
-            }
-            known.insert(self.name.clone(), (version, free));
-            let mut queue = inner.queue.borrow_mut();
-            let line = queue.line_id(&self.name);
-            if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                state.yield_first = capped;
-                state.streak_since = None;
-                state.batch = None;
+        inner.calls.set(inner.calls.get() + 1);
+        if let Ok(Some(version)) = &answer {
+            match write.then {
+                AfterRelease::HandOff {
+                    next,
+                    token,
+                    fence,
+                    last_fence,
+                } => {
+                    let mut queue = inner.queue.borrow_mut();
+                    if let Some(waiter) = queue.get_mut(next) {
+                        waiter.grant = Some(Grant {
+                            token: token.clone(),
+                            fence,
+                            version: version.clone(),
+                            record_fence: last_fence,
+                        });
+                    }
+                    let line = queue.line_id(&self.name);
+                    if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                        state.streak_since.get_or_insert(write.now);
+                        state.batch = Some(Batch {
+                            version: version.clone(),
+                            token,
+                            last_fence,
+                            at: write.now,
+                        });
+                    }
+                }
+                AfterRelease::Free { free, capped } => {
+                    let mut known = inner.known.borrow_mut();
+                    if known.len() >= KNOWN_NAMES {
+                        known.clear();
+                    }
+                    known.insert(self.name.clone(), (version.clone(), free));
+                    drop(known);
+                    let mut queue = inner.queue.borrow_mut();
+                    let line = queue.line_id(&self.name);
+                    if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                        state.yield_first = capped;
+                        state.streak_since = None;
+                        state.batch = None;
+                    }
+                }
             }
         }
-        Ok(())
+        self.leave_once();
+        answer.map(|_| ()).map_err(LockError::Store)
     }
+
+    /// The store the lock lives in.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    fn leave_once(&self) {
+        if !self.left.replace(true) {
+            leave(&self.inner, self.ticket);
+        }
+    }
+}
+
+/// The store call a release makes: a CAS from [`ReleaseWrite::version`] to
+/// [`ReleaseWrite::value`] under the lock's name.
+#[derive(Debug)]
+pub struct ReleaseWrite {
+    version: String,
+    value: String,
+    now: f64,
+    then: AfterRelease,
+}
+
+impl ReleaseWrite {
+    /// The version the record must still have.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The record to write.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+}
+
+/// What a successful release CAS leads to.
+#[derive(Debug)]
+enum AfterRelease {
+    /// The next waiter holds the record, with fences up to `last_fence` reserved.
+    HandOff {
+        next: Ticket,
+        token: String,
+        fence: u64,
+        last_fence: u64,
+    },
+    /// The record is free.
+    Free { free: Record, capped: bool },
+}
+
+/// A store call as a boxed future, so each store method's future is compiled once rather than
+/// into every state machine that awaits it; the allocation is nothing beside the I/O.
+fn boxed<'a, T: 'a>(
+    call: impl Future<Output = Result<T, StoreError>> + 'a,
+) -> Pin<Box<dyn Future<Output = Result<T, StoreError>> + 'a>> {
+    Box::pin(call)
 }
 
 impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
     fn drop(&mut self) {
-        if !self.released.replace(true) {
-            leave(&self.inner, self.ticket);
-        }
+        self.leave_once();
     }
 }
 
@@ -701,16 +984,16 @@ fn leave<S, C, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
 }
 
 /// A place in the local line, left on drop unless it became a held lock.
-struct Place<'a, S, C, R> {
-    inner: &'a Inner<S, C, R>,
+struct Place<S, C, R> {
+    inner: Rc<Inner<S, C, R>>,
     ticket: Ticket,
     kept: bool,
 }
 
-impl<S, C, R> Drop for Place<'_, S, C, R> {
+impl<S, C, R> Drop for Place<S, C, R> {
     fn drop(&mut self) {
         if !self.kept {
-            leave(self.inner, self.ticket);
+            leave(&self.inner, self.ticket);
         }
     }
 }

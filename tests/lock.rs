@@ -620,3 +620,108 @@ fn contend_randomly(isolates: u64) {
     );
     assert!(injected.get() > 20);
 }
+
+/// The steps a binding drives itself (its own store calls): first call, resume, release.
+#[test]
+fn a_binding_can_make_the_store_calls_itself() {
+    let (clock, memory, executor) = world();
+    let store = TestStore::plain(&memory, &clock);
+    let locks = manager(store, &clock, 31);
+
+    // Nobody holds it: the first call is a create.
+    let first = locks
+        .first_call("k", options(100.0, 2000.0))
+        .unwrap()
+        .expect("line empty");
+    assert_eq!(first.version(), None);
+    assert_eq!(locks.local_line("k"), 1);
+    let created = memory.put("k", first.value());
+    let lock = match locks.finish_first(first, Ok(Some(created))).unwrap() {
+        keyturn::lock::FirstOutcome::Held(lock) => lock,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(lock.fence(), 1);
+    // Others here are in line: the async path.
+    assert!(locks
+        .first_call("k", options(100.0, 2000.0))
+        .unwrap()
+        .is_none());
+    // Release: one CAS, made by the binding.
+    let write = lock.begin_release().expect("a CAS to make");
+    assert_eq!(write.version(), memory.get("k").unwrap().version);
+    let freed = memory.put("k", write.value());
+    lock.finish_release(write, Ok(Some(freed))).unwrap();
+    assert!(lock.begin_release().is_none(), "twice is nothing");
+    assert_eq!(locks.local_line("k"), 0);
+    assert!(!stored(&memory, "k").held);
+
+    // Again: a CAS on the record this isolate freed, which somebody changed meanwhile.
+    let first = locks
+        .first_call("k", options(100.0, 2000.0))
+        .unwrap()
+        .expect("line empty");
+    assert!(first.version().is_some());
+    let outcome = locks.finish_first(first, Ok(None)).unwrap();
+    let keyturn::lock::FirstOutcome::Contend(resume) = outcome else {
+        panic!("a changed record is contended for")
+    };
+    let l = locks.clone();
+    let resumed = executor.spawn_with_output(async move { l.resume(resume).await });
+    run(&executor, &clock);
+    let lock = resumed
+        .take()
+        .expect("finished")
+        .unwrap()
+        .expect("free, so taken");
+    assert_eq!(lock.fence(), 2);
+
+    // A store failure on the first call: an error, and the line is left.
+    drop(lock);
+    clock.advance(5000.0);
+    let first = locks
+        .first_call("j", options(100.0, 2000.0))
+        .unwrap()
+        .expect("line empty");
+    let error = locks
+        .finish_first(first, Err(StoreError::new("down")))
+        .unwrap_err();
+    assert!(matches!(error, LockError::Store(_)));
+    assert_eq!(locks.local_line("j"), 0);
+
+    // A first call dropped unfinished leaves the line too.
+    let first = locks
+        .first_call("j", options(100.0, 2000.0))
+        .unwrap()
+        .expect("line empty");
+    drop(first);
+    assert_eq!(locks.local_line("j"), 0);
+}
+
+/// A release whose store call never finishes (its future dropped) still lets the next waiter in:
+/// it contends, and takes the record once stale.
+#[test]
+fn a_release_dropped_mid_call_leaves_the_line() {
+    let (clock, memory, executor) = world();
+    let locks = manager(TestStore::plain(&memory, &clock), &clock, 32);
+    let l = locks.clone();
+    let held =
+        executor.spawn_with_output(async move { l.acquire("k", options(100.0, 500.0)).await });
+    run(&executor, &clock);
+    let lock = held.take().unwrap().unwrap().unwrap();
+    let l = locks.clone();
+    let waiter =
+        executor.spawn_with_output(async move { l.acquire("k", options(5000.0, 500.0)).await });
+    executor.run_until_stalled();
+    assert_eq!(locks.local_line("k"), 2);
+    let write = lock.begin_release().expect("a hand-off CAS");
+    drop(write); // the call was lost
+    drop(lock);
+    assert_eq!(locks.local_line("k"), 1);
+    run(&executor, &clock);
+    let next = waiter
+        .take()
+        .unwrap()
+        .unwrap()
+        .expect("taken over once stale");
+    assert_eq!(next.fence(), 2);
+}

@@ -1,7 +1,7 @@
 //! `acquireLock` for JavaScript: [`LockManager`] over a store that is any JS object with the
 //! three async methods, the platform's crypto and timers, and `Date.now` (or `options.now`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise, Reflect};
@@ -13,7 +13,9 @@ use super::errors::{
     type_error,
 };
 use crate::clock::{Clock, PlatformClock, Sleep};
-use crate::lock::{Lock, LockError, LockManager, LockOptions, OptionError};
+use crate::lock::{
+    FirstCall, FirstOutcome, Lock, LockError, LockManager, LockOptions, OptionError, ReleaseWrite,
+};
 use crate::random::PlatformRandom;
 use crate::store::{LockStore, StoreError, Versioned};
 
@@ -81,16 +83,32 @@ impl JsStore {
         name: &str,
         args: &[&JsValue],
     ) -> Result<JsValue, StoreError> {
+        JsFuture::from(self.start(method, args))
+            .await
+            .map_err(|error| failure(name, error))
+    }
+
+    /// Calls `method`; its answer as a promise (rejected if it threw).
+    fn start(&self, method: &Function, args: &[&JsValue]) -> Promise {
         let called = match args {
             [a] => method.call1(&self.object, a),
             [a, b] => method.call2(&self.object, a, b),
             [a, b, c] => method.call3(&self.object, a, b, c),
             _ => Err(JsValue::UNDEFINED),
         };
-        let value = called.map_err(|error| failure(name, error))?;
-        JsFuture::from(Promise::resolve(&value))
-            .await
-            .map_err(|error| failure(name, error))
+        match called {
+            Ok(value) => Promise::resolve(&value),
+            Err(error) => Promise::reject(&error),
+        }
+    }
+}
+
+/// A create's or CAS's settled answer, as the store trait has it.
+fn answered(method: &str, answer: JsValue, failed: bool) -> Result<Option<String>, StoreError> {
+    if failed {
+        Err(failure(method, answer))
+    } else {
+        version(method, answer)
     }
 }
 
@@ -213,6 +231,7 @@ type Manager = LockManager<JsStore, JsClock, PlatformRandom>;
 
 /// The locks of one store (and one `now`) in this isolate; `acquireLock` keeps one per store.
 #[wasm_bindgen]
+#[derive(Clone)]
 pub struct LockManagerCore {
     manager: Manager,
     /// `(message, cause) => new LockStoreError(message, { cause })`, from the package's JS (so
@@ -275,40 +294,114 @@ impl LockManagerCore {
         })
     }
 
+    /// The name and options of `acquireLock`, checked.
+    fn checked(&self, name: &JsValue, options: &JsValue) -> Result<(String, LockOptions), JsValue> {
+        let name = key_from_js(name, "name")?;
+        let mut lock_options = LockOptions::default();
+        if let Some(object) = options_object(options, "options")? {
+            if let Some(wait) = optional_number(field(&object, "waitMs")?, "options.waitMs")? {
+                lock_options.wait_ms = wait;
+            }
+            if let Some(stale) = optional_number(field(&object, "staleMs")?, "options.staleMs")? {
+                lock_options.stale_ms = stale;
+            }
+            optional_function(field(&object, "now")?, "options.now")?;
+        }
+        lock_options
+            .validate()
+            .map_err(|error| lock_error(&self.store_error, LockError::InvalidOption(error)))?;
+        Ok((name, lock_options))
+    }
+
+    fn held(&self, lock: Lock<JsStore, JsClock, PlatformRandom>, name: Option<JsValue>) -> JsValue {
+        let name = name.unwrap_or_else(|| JsValue::from_str(lock.name()));
+        JsLock {
+            name,
+            lock: Rc::new(lock),
+            store_error: self.store_error.clone(),
+            write: RefCell::new(None),
+        }
+        .into()
+    }
+
     /// Resolves to a [`JsLock`], or `undefined` when a live holder kept the name for the wait.
     pub fn acquire(&self, name: JsValue, options: JsValue) -> Promise {
-        let checked = (|| -> Result<(String, LockOptions), JsValue> {
-            let name = key_from_js(&name, "name")?;
-            let mut lock_options = LockOptions::default();
-            if let Some(object) = options_object(&options, "options")? {
-                if let Some(wait) = optional_number(field(&object, "waitMs")?, "options.waitMs")? {
-                    lock_options.wait_ms = wait;
-                }
-                if let Some(stale) = optional_number(field(&object, "staleMs")?, "options.staleMs")?
-                {
-                    lock_options.stale_ms = stale;
-                }
-                optional_function(field(&object, "now")?, "options.now")?;
-            }
-            lock_options
-                .validate()
-                .map_err(|error| lock_error(&self.store_error, LockError::InvalidOption(error)))?;
-            Ok((name, lock_options))
-        })();
-        let (name, options) = match checked {
+        let (name, options) = match self.checked(&name, &options) {
             Ok(checked) => checked,
             Err(error) => return Promise::reject(&error),
         };
-        let (manager, store_error) = (self.manager.clone(), self.store_error.clone());
+        let this = self.clone();
         future_to_promise(async move {
-            match manager.acquire(&name, options).await {
-                Ok(Some(lock)) => Ok(JsLock {
-                    lock: Rc::new(lock),
-                    store_error,
-                }
-                .into()),
+            match this.manager.acquire(&name, options).await {
+                Ok(Some(lock)) => Ok(this.held(lock, None)),
                 Ok(None) => Ok(JsValue::UNDEFINED),
-                Err(error) => Err(lock_error(&store_error, error)),
+                Err(error) => Err(lock_error(&this.store_error, error)),
+            }
+        })
+    }
+
+    /// The fast start of `acquireLock`: when nobody here is in line for `name`, makes the one
+    /// store call that may take it and answers it as an [`Attempt`] (await its `answer`, then
+    /// pass both to `finishFirst`); `undefined` when others here are in line (use `acquire`).
+    /// Throws for a bad name or option. Why: the common uncontended acquisition then needs no
+    /// Rust future, only one JS await.
+    #[wasm_bindgen(js_name = tryFirst)]
+    pub fn try_first(&self, name: JsValue, options: JsValue) -> Result<Option<Attempt>, JsValue> {
+        let (name_str, options) = self.checked(&name, &options)?;
+        let name_js = name;
+        let name = name_str;
+        let first = self
+            .manager
+            .first_call(&name, options)
+            .map_err(|error| lock_error(&self.store_error, error))?;
+        let Some(first) = first else {
+            return Ok(None);
+        };
+        let store = self.manager.store();
+        // The caller's own string: no copy out of wasm.
+        let key = name_js;
+        let value = JsValue::from_str(first.value());
+        let answer = match first.version() {
+            None => store.start(&store.create, &[&key, &value]),
+            Some(version) => store.start(&store.replace, &[&key, &version.into(), &value]),
+        };
+        Ok(Some(Attempt {
+            first,
+            answer,
+            name: key,
+        }))
+    }
+
+    /// Takes an [`Attempt`]'s settled answer (`failed` when it rejected): the lock, or a
+    /// promise of the rest of the acquisition. Throws a `LockStoreError` when the store failed.
+    #[wasm_bindgen(js_name = finishFirst)]
+    pub fn finish_first(
+        &self,
+        attempt: Attempt,
+        answer: JsValue,
+        failed: bool,
+    ) -> Result<JsValue, JsValue> {
+        let method = if attempt.first.version().is_some() {
+            "replace"
+        } else {
+            "create"
+        };
+        let outcome = self
+            .manager
+            .finish_first(attempt.first, answered(method, answer, failed))
+            .map_err(|error| lock_error(&self.store_error, error))?;
+        Ok(match outcome {
+            FirstOutcome::Held(lock) => self.held(lock, Some(attempt.name)),
+            FirstOutcome::Contend(resume) => {
+                let (this, name) = (self.clone(), attempt.name);
+                future_to_promise(async move {
+                    match this.manager.resume(resume).await {
+                        Ok(Some(lock)) => Ok(this.held(lock, Some(name))),
+                        Ok(None) => Ok(JsValue::UNDEFINED),
+                        Err(error) => Err(lock_error(&this.store_error, error)),
+                    }
+                })
+                .into()
             }
         })
     }
@@ -320,11 +413,39 @@ impl LockManagerCore {
     }
 }
 
-/// A held lock, as JavaScript sees it.
+/// The first store call of an uncontended acquisition, made; see `tryFirst`.
+#[wasm_bindgen]
+pub struct Attempt {
+    first: FirstCall<JsStore, JsClock, PlatformRandom>,
+    answer: Promise,
+    name: JsValue,
+}
+
+impl core::fmt::Debug for Attempt {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.first.fmt(f)
+    }
+}
+
+#[wasm_bindgen]
+impl Attempt {
+    /// The store's answer, as a promise.
+    #[wasm_bindgen(getter)]
+    pub fn answer(&self) -> Promise {
+        self.answer.clone()
+    }
+}
+
+/// A held lock, as JavaScript sees it. `release()` is defined by the package's JS over
+/// `beginRelease` and `finishRelease`, so that a release is one JS await.
 #[wasm_bindgen(js_name = KeyturnLock)]
 pub struct JsLock {
+    /// The name as the caller's string (kept, so a release needs no copy out of wasm).
+    name: JsValue,
     lock: Rc<Lock<JsStore, JsClock, PlatformRandom>>,
     store_error: Rc<Function>,
+    /// The release's CAS while it is in flight.
+    write: RefCell<Option<ReleaseWrite>>,
 }
 
 impl core::fmt::Debug for JsLock {
@@ -337,8 +458,8 @@ impl core::fmt::Debug for JsLock {
 impl JsLock {
     /// The lock's name.
     #[wasm_bindgen(getter)]
-    pub fn name(&self) -> String {
-        self.lock.name().to_owned()
+    pub fn name(&self) -> JsValue {
+        self.name.clone()
     }
 
     /// The token in the record while this lock is held; shared within one hand-off batch.
@@ -353,15 +474,35 @@ impl JsLock {
         self.lock.fence() as f64
     }
 
-    /// Gives the lock back if the record still carries this token; twice is harmless.
-    pub fn release(&self) -> Promise {
-        let (lock, store_error) = (self.lock.clone(), self.store_error.clone());
-        future_to_promise(async move {
-            lock.release()
-                .await
-                .map_err(|error| lock_error(&store_error, error))?;
-            Ok(JsValue::UNDEFINED)
-        })
+    /// Starts a release: `undefined` when nothing is to be written (released before, or handed
+    /// on locally), else the promise of the store's answer to the release's CAS — pass it,
+    /// settled, to `finishRelease`.
+    #[wasm_bindgen(js_name = beginRelease)]
+    pub fn begin_release(&self) -> Option<Promise> {
+        let write = self.lock.begin_release()?;
+        let store = self.lock.store();
+        let answer = store.start(
+            &store.replace,
+            &[
+                &self.name,
+                &JsValue::from_str(write.version()),
+                &JsValue::from_str(write.value()),
+            ],
+        );
+        *self.write.borrow_mut() = Some(write);
+        Some(answer)
+    }
+
+    /// Ends a release with its CAS's settled answer (`failed` when it rejected). Throws a
+    /// `LockStoreError` when the store failed.
+    #[wasm_bindgen(js_name = finishRelease)]
+    pub fn finish_release(&self, answer: JsValue, failed: bool) -> Result<(), JsValue> {
+        let Some(write) = self.write.borrow_mut().take() else {
+            return Ok(());
+        };
+        self.lock
+            .finish_release(write, answered("replace", answer, failed))
+            .map_err(|error| lock_error(&self.store_error, error))
     }
 }
 

@@ -167,6 +167,33 @@ test('store failures reject with LockStoreError carrying the cause; never a busy
   await assert.rejects(lock.release(), LockStoreError);
 });
 
+test('a first call or release that fails leaves the local line: the next acquisition goes on', async () => {
+  // replace throws synchronously while `broken`: the CAS on a record this isolate freed (the
+  // uncontended first call) and the release's CAS both go through it.
+  class Breakable extends MapStore {
+    replace(key, version, value) {
+      if (this.broken) throw new Error('sync boom');
+      return super.replace(key, version, value);
+    }
+  }
+  const store = new Breakable();
+  await (await acquireLock(store, 'k')).release();
+  store.broken = true;
+  await assert.rejects(acquireLock(store, 'k'), /store\.replace failed: sync boom/);
+  store.broken = false;
+  const held = await acquireLock(store, 'k', { waitMs: 0 });
+  assert.ok(held, 'the failed first call left the line and held nothing');
+  const waiter = acquireLock(store, 'k', { waitMs: 5000, staleMs: 200 });
+  store.broken = true;
+  await assert.rejects(held.release(), (error) => error instanceof LockStoreError && /sync boom/.test(error.message));
+  store.broken = false;
+  // The record is still held by `held`'s token: the waiter takes it over once stale.
+  const next = await waiter;
+  assert.ok(next && next.fence > held.fence);
+  await next.release();
+  assert.equal(record(store, 'k').state, 'free');
+});
+
 test('bad input: TypeError or RangeError naming the argument, and nothing asked of the store', async () => {
   const store = new MapStore();
   const cases = [
