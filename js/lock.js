@@ -66,28 +66,28 @@ export function acquireLock(store, name, options) {
   // Not `async`: that would add promise hops to every acquisition. A bad argument still
   // rejects rather than throws.
   let manager;
-  let attempt;
+  let first;
   try {
     manager = managerFor(store, options);
     // Nobody here in line for `name`: the one store call that may take it is made already.
-    attempt = manager.tryFirst(name, options);
+    first = manager.tryFirst(name, options);
   } catch (error) {
     return Promise.reject(error);
   }
-  return attempt === undefined ? manager.acquire(name, options) : finishFirst(manager, attempt);
+  return first === undefined ? manager.acquire(name, options) : finishFirst(manager, name, first);
 }
 
-async function finishFirst(manager, attempt) {
+async function finishFirst(manager, name, first) {
   let answer;
   let failed = false;
   try {
-    answer = await attempt.answer;
+    answer = await first;
   } catch (error) {
     answer = error;
     failed = true;
   }
   // The lock, or the promise of the rest of the acquisition (somebody else's record is there).
-  return manager.finishFirst(attempt, answer, failed);
+  return manager.finishFirst(name, answer, failed);
 }
 
 // A release is one store call at most; the lock module decides what it writes.

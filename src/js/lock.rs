@@ -2,6 +2,7 @@
 //! three async methods, the platform's crypto and timers, and `Date.now` (or `options.now`).
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise, Reflect};
@@ -16,6 +17,7 @@ use crate::clock::{Clock, PlatformClock, Sleep};
 use crate::lock::{
     FirstCall, FirstOutcome, Lock, LockError, LockManager, LockOptions, OptionError, ReleaseWrite,
 };
+use crate::queue::KeyHash;
 use crate::random::PlatformRandom;
 use crate::store::{LockStore, StoreError, Versioned};
 
@@ -228,6 +230,7 @@ impl Clock for JsClock {
 }
 
 type Manager = LockManager<JsStore, JsClock, PlatformRandom>;
+type JsFirstCall = FirstCall<JsStore, JsClock, PlatformRandom>;
 
 /// The locks of one store (and one `now`) in this isolate; `acquireLock` keeps one per store.
 #[wasm_bindgen]
@@ -237,6 +240,9 @@ pub struct LockManagerCore {
     /// `(message, cause) => new LockStoreError(message, { cause })`, from the package's JS (so
     /// the class is the one the package exports).
     store_error: Rc<Function>,
+    /// First calls in flight, by name: a first call needs the name's local line empty and
+    /// joins it, so there is at most one per name.
+    first_calls: Rc<RefCell<HashMap<String, JsFirstCall, KeyHash>>>,
 }
 
 impl core::fmt::Debug for LockManagerCore {
@@ -291,6 +297,7 @@ impl LockManagerCore {
         Ok(LockManagerCore {
             manager: LockManager::new(store, clock, PlatformRandom),
             store_error: Rc::new(store_error),
+            first_calls: Rc::default(),
         })
     }
 
@@ -341,59 +348,58 @@ impl LockManagerCore {
     }
 
     /// The fast start of `acquireLock`: when nobody here is in line for `name`, makes the one
-    /// store call that may take it and answers it as an [`Attempt`] (await its `answer`, then
-    /// pass both to `finishFirst`); `undefined` when others here are in line (use `acquire`).
-    /// Throws for a bad name or option. Why: the common uncontended acquisition then needs no
-    /// Rust future, only one JS await.
+    /// store call that may take it and answers the promise of the store's answer — settle it,
+    /// then pass it with the name to `finishFirst`; `undefined` when others here are in line
+    /// (use `acquire`). Throws for a bad name or option. Why: the common uncontended
+    /// acquisition then needs no Rust future, only one JS await.
     #[wasm_bindgen(js_name = tryFirst)]
-    pub fn try_first(&self, name: JsValue, options: JsValue) -> Result<Option<Attempt>, JsValue> {
+    pub fn try_first(&self, name: JsValue, options: JsValue) -> Result<Option<Promise>, JsValue> {
         let (name_str, options) = self.checked(&name, &options)?;
-        let name_js = name;
-        let name = name_str;
         let first = self
             .manager
-            .first_call(&name, options)
+            .first_call(&name_str, options)
             .map_err(|error| lock_error(&self.store_error, error))?;
         let Some(first) = first else {
             return Ok(None);
         };
         let store = self.manager.store();
-        // The caller's own string: no copy out of wasm.
-        let key = name_js;
+        // The caller's own string as the key: no copy out of wasm.
         let value = JsValue::from_str(first.value());
         let answer = match first.version() {
-            None => store.start(&store.create, &[&key, &value]),
-            Some(version) => store.start(&store.replace, &[&key, &version.into(), &value]),
+            None => store.start(&store.create, &[&name, &value]),
+            Some(version) => store.start(&store.replace, &[&name, &version.into(), &value]),
         };
-        Ok(Some(Attempt {
-            first,
-            answer,
-            name: key,
-        }))
+        self.first_calls.borrow_mut().insert(name_str, first);
+        Ok(Some(answer))
     }
 
-    /// Takes an [`Attempt`]'s settled answer (`failed` when it rejected): the lock, or a
-    /// promise of the rest of the acquisition. Throws a `LockStoreError` when the store failed.
+    /// Takes the settled answer (`failed` when it rejected) to `name`'s first call: the lock,
+    /// or a promise of the rest of the acquisition. Throws a `LockStoreError` when the store
+    /// failed, a `TypeError` when no first call of `name` is in flight.
     #[wasm_bindgen(js_name = finishFirst)]
     pub fn finish_first(
         &self,
-        attempt: Attempt,
+        name: JsValue,
         answer: JsValue,
         failed: bool,
     ) -> Result<JsValue, JsValue> {
-        let method = if attempt.first.version().is_some() {
+        let first = name
+            .as_string()
+            .and_then(|key| self.first_calls.borrow_mut().remove(&key))
+            .ok_or_else(|| type_error(&["no first call of this name is in flight"]))?;
+        let method = if first.version().is_some() {
             "replace"
         } else {
             "create"
         };
         let outcome = self
             .manager
-            .finish_first(attempt.first, answered(method, answer, failed))
+            .finish_first(first, answered(method, answer, failed))
             .map_err(|error| lock_error(&self.store_error, error))?;
         Ok(match outcome {
-            FirstOutcome::Held(lock) => self.held(lock, Some(attempt.name)),
+            FirstOutcome::Held(lock) => self.held(lock, Some(name)),
             FirstOutcome::Contend(resume) => {
-                let (this, name) = (self.clone(), attempt.name);
+                let this = self.clone();
                 future_to_promise(async move {
                     match this.manager.resume(resume).await {
                         Ok(Some(lock)) => Ok(this.held(lock, Some(name))),
@@ -410,29 +416,6 @@ impl LockManagerCore {
     #[wasm_bindgen(js_name = storeCalls)]
     pub fn store_calls(&self) -> f64 {
         self.manager.store_calls() as f64
-    }
-}
-
-/// The first store call of an uncontended acquisition, made; see `tryFirst`.
-#[wasm_bindgen]
-pub struct Attempt {
-    first: FirstCall<JsStore, JsClock, PlatformRandom>,
-    answer: Promise,
-    name: JsValue,
-}
-
-impl core::fmt::Debug for Attempt {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.first.fmt(f)
-    }
-}
-
-#[wasm_bindgen]
-impl Attempt {
-    /// The store's answer, as a promise.
-    #[wasm_bindgen(getter)]
-    pub fn answer(&self) -> Promise {
-        self.answer.clone()
     }
 }
 
