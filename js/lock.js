@@ -67,14 +67,22 @@ export function acquireLock(store, name, options) {
   // rejects rather than throws.
   let manager;
   let first;
+  let waitMs;
+  let staleMs;
   try {
     manager = managerFor(store, options);
+    // Read here, where a property read is cheap; the lock module checks them (and `options`).
+    if (typeof options === 'object' && options !== null) {
+      waitMs = options.waitMs;
+      staleMs = options.staleMs;
+    }
     // Nobody here in line for `name`: the one store call that may take it is made already.
-    first = manager.tryFirst(name, options);
+    first = manager.tryFirst(name, options, waitMs, staleMs);
   } catch (error) {
     return Promise.reject(error);
   }
-  return first === undefined ? manager.acquire(name, options) : finishFirst(manager, name, first);
+  if (first === undefined) return manager.acquire(name, options, waitMs, staleMs);
+  return finishFirst(manager, name, first);
 }
 
 async function finishFirst(manager, name, first) {

@@ -302,17 +302,25 @@ impl LockManagerCore {
     }
 
     /// The name and options of `acquireLock`, checked.
-    fn checked(&self, name: &JsValue, options: &JsValue) -> Result<(String, LockOptions), JsValue> {
+    /// `waitMs` and `staleMs` are read from `options` by the package's JS (a property read
+    /// there costs nothing; a `Reflect.get` from wasm is a crossing each). `options.now` was
+    /// checked when the manager was made.
+    fn checked(
+        &self,
+        name: &JsValue,
+        options: &JsValue,
+        wait_ms: JsValue,
+        stale_ms: JsValue,
+    ) -> Result<(String, LockOptions), JsValue> {
         let name = key_from_js(name, "name")?;
         let mut lock_options = LockOptions::default();
-        if let Some(object) = options_object(options, "options")? {
-            if let Some(wait) = optional_number(field(&object, "waitMs")?, "options.waitMs")? {
+        if options_object(options, "options")?.is_some() {
+            if let Some(wait) = optional_number(wait_ms, "options.waitMs")? {
                 lock_options.wait_ms = wait;
             }
-            if let Some(stale) = optional_number(field(&object, "staleMs")?, "options.staleMs")? {
+            if let Some(stale) = optional_number(stale_ms, "options.staleMs")? {
                 lock_options.stale_ms = stale;
             }
-            optional_function(field(&object, "now")?, "options.now")?;
         }
         lock_options
             .validate()
@@ -320,8 +328,8 @@ impl LockManagerCore {
         Ok((name, lock_options))
     }
 
-    fn held(&self, lock: Lock<JsStore, JsClock, PlatformRandom>, name: Option<JsValue>) -> JsValue {
-        let name = name.unwrap_or_else(|| JsValue::from_str(lock.name()));
+    /// `name`: the caller's string, which the lock's `name` answers without a copy.
+    fn held(&self, lock: Lock<JsStore, JsClock, PlatformRandom>, name: JsValue) -> JsValue {
         JsLock {
             name,
             lock: Rc::new(lock),
@@ -332,15 +340,22 @@ impl LockManagerCore {
     }
 
     /// Resolves to a [`JsLock`], or `undefined` when a live holder kept the name for the wait.
-    pub fn acquire(&self, name: JsValue, options: JsValue) -> Promise {
-        let (name, options) = match self.checked(&name, &options) {
+    /// `waitMs` and `staleMs` are `options`' own, read by the caller.
+    pub fn acquire(
+        &self,
+        name: JsValue,
+        options: JsValue,
+        wait_ms: JsValue,
+        stale_ms: JsValue,
+    ) -> Promise {
+        let (name_str, options) = match self.checked(&name, &options, wait_ms, stale_ms) {
             Ok(checked) => checked,
             Err(error) => return Promise::reject(&error),
         };
         let this = self.clone();
         future_to_promise(async move {
-            match this.manager.acquire(&name, options).await {
-                Ok(Some(lock)) => Ok(this.held(lock, None)),
+            match this.manager.acquire(&name_str, options).await {
+                Ok(Some(lock)) => Ok(this.held(lock, name)),
                 Ok(None) => Ok(JsValue::UNDEFINED),
                 Err(error) => Err(lock_error(&this.store_error, error)),
             }
@@ -353,8 +368,14 @@ impl LockManagerCore {
     /// (use `acquire`). Throws for a bad name or option. Why: the common uncontended
     /// acquisition then needs no Rust future, only one JS await.
     #[wasm_bindgen(js_name = tryFirst)]
-    pub fn try_first(&self, name: JsValue, options: JsValue) -> Result<Option<Promise>, JsValue> {
-        let (name_str, options) = self.checked(&name, &options)?;
+    pub fn try_first(
+        &self,
+        name: JsValue,
+        options: JsValue,
+        wait_ms: JsValue,
+        stale_ms: JsValue,
+    ) -> Result<Option<Promise>, JsValue> {
+        let (name_str, options) = self.checked(&name, &options, wait_ms, stale_ms)?;
         let first = self
             .manager
             .first_call(&name_str, options)
@@ -397,12 +418,12 @@ impl LockManagerCore {
             .finish_first(first, answered(method, answer, failed))
             .map_err(|error| lock_error(&self.store_error, error))?;
         Ok(match outcome {
-            FirstOutcome::Held(lock) => self.held(lock, Some(name)),
+            FirstOutcome::Held(lock) => self.held(lock, name),
             FirstOutcome::Contend(resume) => {
                 let this = self.clone();
                 future_to_promise(async move {
                     match this.manager.resume(resume).await {
-                        Ok(Some(lock)) => Ok(this.held(lock, Some(name))),
+                        Ok(Some(lock)) => Ok(this.held(lock, name)),
                         Ok(None) => Ok(JsValue::UNDEFINED),
                         Err(error) => Err(lock_error(&this.store_error, error)),
                     }
