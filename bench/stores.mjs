@@ -75,11 +75,25 @@ try {
     patternCalls += 1;
     await client.eval(UNLOCK, { keys: [key], arguments: [token] });
   };
-  // Uncontended, interleaved with keyturn cycle for cycle, so that both see the same machine:
-  // round-trip times here drift between runs by more than the difference being measured.
+  // The floor for any lock over RedisStore: the same two calls with the same record, made by a
+  // few lines of plain JS (no queue, no takeover, no checks): what the store's scripts cost
+  // beside SET NX, apart from keyturn's own work.
   const redisStore = new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }));
+  const freed = new Map();
+  const plainCycle = async (name) => {
+    const free = freed.get(name);
+    const fence = free ? free.fence + 1 : 1;
+    const held = `{"keyturn":1,"state":"held","token":"${crypto.randomUUID().replaceAll('-', '')}","fence":${fence},"at":${Date.now()}}`;
+    const version = free ? await redisStore.replace(name, free.version, held) : await redisStore.create(name, held);
+    if (version === null) throw new Error('uncontended CAS failed');
+    const released = await redisStore.replace(name, version, `{"keyturn":1,"state":"free","token":"","fence":${fence},"at":${Date.now()}}`);
+    freed.set(name, { version: released, fence });
+  };
+  // Uncontended, interleaved cycle for cycle, so that all see the same machine: round-trip
+  // times here drift between runs by more than the differences being measured.
   const times = [];
   const keyturnTimes = [];
+  const plainTimes = [];
   for (let i = 0; i < 4000; i++) {
     const token = crypto.randomUUID();
     let started = performance.now();
@@ -90,7 +104,11 @@ try {
     const lock = await acquireLock(redisStore, 'interleaved');
     await lock.release();
     keyturnTimes.push(performance.now() - started);
+    started = performance.now();
+    await plainCycle(`plain-${port}`);
+    plainTimes.push(performance.now() - started);
   }
+  const plainUs = [...plainTimes].sort((a, b) => a - b)[plainTimes.length >> 1] * 1000;
   keyturn.uncontendedMedianUs = [...keyturnTimes].sort((a, b) => a - b)[keyturnTimes.length >> 1] * 1000;
   const uncontended = [...times].sort((a, b) => a - b)[times.length >> 1] * 1000;
   const uncontendedCalls = patternCalls / 4000;
@@ -119,7 +137,8 @@ try {
   };
   row('RedisStore (redis-server)', keyturn);
   row('SET NX PX + compare-and-delete (redis-server)', pattern);
-  redisRows.push(keyturn, pattern);
+  rows.push(['the same two calls in plain JS (floor)', plainUs, 2, NaN, NaN]);
+  redisRows.push(keyturn, pattern, plainUs);
   await client.quit();
 } finally {
   server.kill('SIGTERM');
@@ -129,8 +148,10 @@ console.log(`store benchmark, node ${process.version}: uncontended acquire+relea
 console.log('');
 console.log('store                                           uncontended µs  calls   contended µs/hold  calls/acquisition');
 for (const [label, us, calls, perHold, perAcq] of rows) {
-  console.log(`${label.padEnd(47)} ${us.toFixed(1).padStart(14)}  ${calls.toFixed(2).padStart(5)}   ${perHold.toFixed(1).padStart(17)}  ${perAcq.toFixed(2).padStart(17)}`);
+  const cell = (value, digits, width) => (Number.isNaN(value) ? '—' : value.toFixed(digits)).padStart(width);
+  console.log(`${label.padEnd(47)} ${cell(us, 1, 14)}  ${cell(calls, 2, 5)}   ${cell(perHold, 1, 17)}  ${cell(perAcq, 2, 17)}`);
 }
-const [k, p] = redisRows;
+const [k, p, floor] = redisRows;
 console.log('');
 console.log(`Redis, keyturn ÷ pattern: uncontended time ${(k.uncontendedMedianUs / p.uncontendedMedianUs).toFixed(2)}× (target ≤ 1.1), contended time per hold ${(k.contendedUsPerHold / p.contendedUsPerHold).toFixed(2)}× (target ≤ 0.5), calls per acquisition ${k.contendedCallsPerAcquisition.toFixed(2)} (target ≤ 1.5)`);
+console.log(`Redis floor: the same two calls in plain JS take ${(floor / p.uncontendedMedianUs).toFixed(2)}× the pattern uncontended`);
