@@ -12,15 +12,13 @@ pub trait Random {
         let mut bytes = [0u8; 16];
         self.fill(&mut bytes);
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        bytes
-            .iter()
-            .flat_map(|b| {
-                [
-                    HEX[usize::from(b >> 4)] as char,
-                    HEX[usize::from(b & 15)] as char,
-                ]
-            })
-            .collect()
+        // One allocation of the final size (a collect would grow it).
+        let mut token = String::with_capacity(32);
+        for b in bytes {
+            token.push(char::from(HEX[usize::from(b >> 4)]));
+            token.push(char::from(HEX[usize::from(b & 15)]));
+        }
+        token
     }
 
     /// A number uniformly in `[0, 1)`, for jitter.
@@ -68,7 +66,7 @@ pub struct Pool {
 }
 
 /// Bytes drawn from the source at a time.
-pub const POOL_BYTES: usize = 256;
+pub const POOL_BYTES: usize = 4096;
 
 impl Pool {
     /// An empty pool: the first take draws a block.

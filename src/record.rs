@@ -73,28 +73,37 @@ impl Record {
 
     /// The record as stored.
     pub fn encode(&self) -> String {
-        let mut out = String::with_capacity(96);
+        // Room for the longest record (a 32-digit token, 20-digit numbers): one allocation.
+        let mut out = String::with_capacity(160);
         out.push_str("{\"keyturn\":1,\"state\":\"");
         out.push_str(if self.held { "held" } else { "free" });
         out.push_str("\",\"token\":\"");
-        // Tokens are ours (hex); anything else is escaped so the JSON stays valid.
-        for c in self.token.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if (c as u32) < 0x20 => {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    out.push_str("\\u00");
-                    out.push(HEX[(c as usize) >> 4] as char);
-                    out.push(HEX[(c as usize) & 15] as char);
+        // Tokens are ours (hex): copied whole. Anything else is escaped so the JSON stays valid.
+        if self
+            .token
+            .bytes()
+            .all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+        {
+            out.push_str(&self.token);
+        } else {
+            for c in self.token.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if (c as u32) < 0x20 => {
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
+                        out.push_str("\\u00");
+                        out.push(HEX[(c as usize) >> 4] as char);
+                        out.push(HEX[(c as usize) & 15] as char);
+                    }
+                    c => out.push(c),
                 }
-                c => out.push(c),
             }
         }
         out.push_str("\",\"fence\":");
-        out.push_str(&self.fence.to_string());
+        push_decimal(&mut out, self.fence);
         out.push_str(",\"at\":");
-        out.push_str(&(self.at.max(0.0).floor() as u64).to_string());
+        push_decimal(&mut out, self.at.max(0.0).floor() as u64);
         out.push('}');
         out
     }
@@ -299,6 +308,22 @@ fn parse_string(
     }
 }
 
+/// Appends `n` in decimal, without the allocation `to_string` makes.
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits: always UTF-8.
+    out.push_str(core::str::from_utf8(&digits[at..]).unwrap_or_default());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +339,19 @@ mod tests {
         assert_eq!(Record::decode(&text), Ok(held.clone()));
         let free = held.released(1_764_452_000_500.0);
         assert_eq!(Record::decode(&free.encode()), Ok(free));
+        for (fence, at) in [
+            (0, 0.0),
+            (9, 9.99),
+            (10, 10.0),
+            (9_007_199_254_740_991, 1e15),
+        ] {
+            let text = Record::held("t", fence, at).encode();
+            let expected = format!(
+                r#"{{"keyturn":1,"state":"held","token":"t","fence":{fence},"at":{}}}"#,
+                at.floor() as u64
+            );
+            assert_eq!(text, expected);
+        }
     }
 
     #[test]

@@ -34,7 +34,11 @@ fn serves_the_stream_in_order_across_blocks_each_byte_once() {
     let mut pool = Pool::new();
     let mut served = Vec::new();
     // Sizes that straddle block boundaries.
-    for size in [16, 16, 4, 100, 200, 16, 3, 256, 1].iter().cycle().take(60) {
+    for size in [16, 16, 4, 100, 200, 16, 3, 4000, 1, POOL_BYTES]
+        .iter()
+        .cycle()
+        .take(200)
+    {
         let mut bytes = vec![0xAA; *size];
         pool.take(&mut bytes, counter.source());
         served.extend(bytes);
