@@ -133,7 +133,8 @@ export class R2Store implements LockStore {
 
 /**
  * Redis as a lock store over any client: `evalFn(script, keys, args)` runs a Lua script and
- * resolves to its reply (nil → null). Records are hashes under `prefix` (default `keyturn-lock:`).
+ * resolves to its reply (nil → null). Each record is one string (version, then value) under
+ * `prefix` (default `keyturn-lock:`).
  */
 export class RedisStore implements LockStore {
   constructor(evalFn: (script: string, keys: string[], args: string[]) => Promise<unknown>, options?: { prefix?: string });
