@@ -254,8 +254,9 @@ struct Inner<S, C, R> {
     clock: C,
     random: R,
     queue: RefCell<KeyedQueue<Waiter, NameState>>,
-    /// The free records this isolate left at its last release of each name, so the next
-    /// acquisition can try one CAS instead of create, read, CAS.
+    /// The records this isolate wrote last for each name and nobody holds — freed by a release,
+    /// or handed to a waiter that had left — so the next acquisition can try one CAS instead of
+    /// create, read, CAS.
     known: RefCell<HashMap<String, (String, Record), crate::queue::KeyHash>>,
     /// Store calls made, for the benchmark.
     calls: Cell<u64>,
@@ -348,9 +349,11 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// `wait_ms`. Local contenders are served first come, first served.
     ///
     /// # Cancel safety
-    /// Dropping the future gives up: a waiter leaves the local line; a head that was talking to
-    /// the store holds nothing unless its create or CAS had already succeeded, in which case
-    /// the record stays held until stale — as if the holder had crashed.
+    /// Dropping the future gives up: a waiter leaves the local line (one that had been handed
+    /// the lock leaves the record to this isolate's next acquisition, which takes it with one
+    /// CAS); a head that was talking to the store holds nothing unless its create or CAS had
+    /// already succeeded, in which case the record stays held until stale — as if the holder
+    /// had crashed.
     ///
     /// # Errors
     /// A bad name or option (nothing asked of the store), or a store failure — never reported
@@ -442,7 +445,8 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// to [`LockManager::finish_first`]. `Ok(None)`: others here are in line; use
     /// [`LockManager::acquire`].
     ///
-    /// Dropping the [`FirstCall`] unfinished leaves the line.
+    /// Dropping the [`FirstCall`] unfinished leaves the line; a record its call already wrote
+    /// stays held until stale.
     ///
     /// # Errors
     /// A bad name or option; nothing was asked of the store.
@@ -607,6 +611,8 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         // Once a create found a record, polls only read: records are never deleted.
         loop {
             let now = inner.clock.now_ms();
+            // A record from `known` is one this isolate wrote last and nobody holds: take it.
+            let ours = known.is_some();
             let read = match known.take() {
                 Some(known) => Some(known),
                 None => {
@@ -667,8 +673,8 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                 }
             };
             if let Some((version, record)) = read {
-                let stale = record.held && now - record.at > stale_ms;
-                if !record.held || (stale && takeovers < TAKEOVERS) {
+                let stale = !ours && record.held && now - record.at > stale_ms;
+                if ours || !record.held || (stale && takeovers < TAKEOVERS) {
                     if stale {
                         takeovers += 1;
                     }
@@ -867,32 +873,44 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                     last_fence,
                 } => {
                     let mut queue = inner.queue.borrow_mut();
-                    if let Some(waiter) = queue.get_mut(next) {
-                        waiter.grant = Some(Grant {
-                            token: token.clone(),
-                            fence,
-                            version: version.clone(),
-                            record_fence: last_fence,
-                        });
-                    }
-                    let line = queue.line_id(&self.name);
-                    if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
-                        state.streak_since.get_or_insert(write.now);
-                        state.batch = Some(Batch {
-                            version: version.clone(),
-                            token,
-                            last_fence,
-                            at: write.now,
-                        });
+                    // The waiter the CAS was for may have left meanwhile (its wait ended): the
+                    // grant goes to whoever is next now.
+                    let target = if queue.get(next).is_some() {
+                        Some(next)
+                    } else {
+                        queue.next_in_line(self.ticket)
+                    };
+                    match target.and_then(|target| queue.get_mut(target)) {
+                        Some(waiter) => {
+                            waiter.grant = Some(Grant {
+                                token: token.clone(),
+                                fence,
+                                version: version.clone(),
+                                record_fence: last_fence,
+                            });
+                            let line = queue.line_id(&self.name);
+                            if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
+                                state.streak_since.get_or_insert(write.now);
+                                state.batch = Some(Batch {
+                                    version: version.clone(),
+                                    token,
+                                    last_fence,
+                                    at: write.now,
+                                });
+                            }
+                        }
+                        None => {
+                            // Nobody here to take it: the record is held by a token nobody
+                            // has. Remembered, so this isolate's next acquisition takes it with
+                            // one CAS instead of waiting for it to go stale.
+                            drop(queue);
+                            let orphan = Record::held(&token, last_fence, write.now);
+                            remember(&mut inner.known.borrow_mut(), &self.name, version, orphan);
+                        }
                     }
                 }
                 AfterRelease::Free { free, capped } => {
-                    let mut known = inner.known.borrow_mut();
-                    if known.len() >= KNOWN_NAMES {
-                        known.clear();
-                    }
-                    known.insert(self.name.clone(), (version.clone(), free));
-                    drop(known);
+                    remember(&mut inner.known.borrow_mut(), &self.name, version, free);
                     let mut queue = inner.queue.borrow_mut();
                     let line = queue.line_id(&self.name);
                     if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
@@ -917,6 +935,19 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             leave(&self.inner, self.ticket);
         }
     }
+}
+
+/// Remembers the record this isolate wrote last for `name`, which nobody holds.
+fn remember(
+    known: &mut HashMap<String, (String, Record), crate::queue::KeyHash>,
+    name: &str,
+    version: &str,
+    record: Record,
+) {
+    if known.len() >= KNOWN_NAMES {
+        known.clear();
+    }
+    known.insert(name.to_owned(), (version.to_owned(), record));
 }
 
 /// The store call a release makes: a CAS from [`ReleaseWrite::version`] to
@@ -971,10 +1002,19 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
 
 /// Leaves the local line and wakes whoever's turn it now is (outside the borrow: a waker may
 /// poll, and a poll borrows the queue).
-fn leave<S, C, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
+fn leave<S, C: Clock, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
     let waker = {
         let mut queue = inner.queue.borrow_mut();
-        let next = queue.remove(ticket).and_then(|removed| removed.next);
+        let name = queue.key(ticket).cloned();
+        let removed = queue.remove(ticket);
+        let next = removed.as_ref().and_then(|removed| removed.next);
+        // A waiter handed the lock that left before it took it (a Rust caller dropped the
+        // acquisition): the record is ours and nobody holds it — remembered, so the next
+        // acquisition here takes it with one CAS instead of waiting for it to go stale.
+        if let (Some(grant), Some(name)) = (removed.and_then(|r| r.payload.grant), name) {
+            let orphan = Record::held(&grant.token, grant.record_fence, inner.clock.now_ms());
+            remember(&mut inner.known.borrow_mut(), &name, &grant.version, orphan);
+        }
         next.and_then(|next| queue.get_mut(next))
             .and_then(|waiter| waiter.waker.take())
     };
@@ -984,13 +1024,13 @@ fn leave<S, C, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
 }
 
 /// A place in the local line, left on drop unless it became a held lock.
-struct Place<S, C, R> {
+struct Place<S, C: Clock, R> {
     inner: Rc<Inner<S, C, R>>,
     ticket: Ticket,
     kept: bool,
 }
 
-impl<S, C, R> Drop for Place<S, C, R> {
+impl<S, C: Clock, R> Drop for Place<S, C, R> {
     fn drop(&mut self) {
         if !self.kept {
             leave(&self.inner, self.ticket);

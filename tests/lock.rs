@@ -725,3 +725,114 @@ fn a_release_dropped_mid_call_leaves_the_line() {
         .expect("taken over once stale");
     assert_eq!(next.fence(), 2);
 }
+
+/// A hand-off CAS whose waiter left while it was in flight (its wait ended) goes to whoever is
+/// next by then, or, with nobody, is remembered: the isolate's next acquisition takes the record
+/// with one CAS rather than waiting for it to go stale.
+#[test]
+fn a_hand_off_whose_waiter_left_is_not_lost() {
+    let (clock, memory, executor) = world();
+    let locks = manager(TestStore::plain(&memory, &clock), &clock, 33);
+    let take = |locks: &Manager| {
+        let first = locks
+            .first_call("k", options(100.0, 2000.0))
+            .unwrap()
+            .expect("line empty");
+        let version = match first.version() {
+            None => memory.put("k", first.value()),
+            Some(version) => {
+                assert_eq!(memory.get("k").unwrap().version, version);
+                memory.put("k", first.value())
+            }
+        };
+        match locks.finish_first(first, Ok(Some(version))).unwrap() {
+            keyturn::lock::FirstOutcome::Held(lock) => lock,
+            other => panic!("{other:?}"),
+        }
+    };
+    let holder = take(&locks);
+    assert_eq!(holder.fence(), 1);
+
+    // A waiter with a short wait; the holder's hand-off CAS is in flight when the wait ends.
+    let l = locks.clone();
+    let short =
+        executor.spawn_with_output(async move { l.acquire("k", options(20.0, 2000.0)).await });
+    executor.run_until_stalled();
+    let write = holder.begin_release().expect("a hand-off CAS");
+    clock.advance(30.0);
+    executor.run_until_stalled();
+    assert!(short.take().unwrap().unwrap().is_none(), "its wait ended");
+    // Meanwhile another waiter came: the grant goes to it.
+    let l = locks.clone();
+    let patient =
+        executor.spawn_with_output(async move { l.acquire("k", options(5000.0, 2000.0)).await });
+    executor.run_until_stalled();
+    let version = memory.put("k", write.value());
+    holder.finish_release(write, Ok(Some(version))).unwrap();
+    executor.run_until_stalled();
+    let next = patient.take().expect("granted at once").unwrap().unwrap();
+    assert_eq!(next.fence(), 2);
+
+    // Now with nobody left at all when the CAS lands.
+    let l = locks.clone();
+    let short =
+        executor.spawn_with_output(async move { l.acquire("k", options(20.0, 2000.0)).await });
+    executor.run_until_stalled();
+    let write = next.begin_release().expect("a hand-off CAS");
+    clock.advance(30.0);
+    executor.run_until_stalled();
+    assert!(short.take().unwrap().unwrap().is_none());
+    let version = memory.put("k", write.value());
+    next.finish_release(write, Ok(Some(version))).unwrap();
+    assert_eq!(locks.local_line("k"), 0);
+    assert!(stored(&memory, "k").held, "held by a token nobody has");
+    // Not stale for 2000 ms, yet this isolate takes it at once: it wrote it last.
+    let again = take(&locks);
+    assert!(again.fence() > 2);
+    let calls = locks.store_calls();
+    assert_eq!(
+        calls, 4,
+        "first call, two hand-offs, and one CAS to take it back"
+    );
+}
+
+/// A Rust acquisition dropped after it was handed the lock, before it took it: the next waiter
+/// gets the record at once (one CAS), not after it goes stale.
+#[test]
+fn an_acquisition_dropped_after_its_grant_passes_the_record_on() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let (clock, memory, executor) = world();
+    let locks = manager(TestStore::plain(&memory, &clock), &clock, 34);
+    let first = locks
+        .first_call("k", options(100.0, 2000.0))
+        .unwrap()
+        .unwrap();
+    let version = memory.put("k", first.value());
+    let keyturn::lock::FirstOutcome::Held(holder) =
+        locks.finish_first(first, Ok(Some(version))).unwrap()
+    else {
+        panic!("free, so held")
+    };
+    let l = locks.clone();
+    let mut dropped = Box::pin(async move { l.acquire("k", options(5000.0, 2000.0)).await });
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        dropped.as_mut().poll(&mut cx).is_pending(),
+        "queued behind the holder"
+    );
+    let l = locks.clone();
+    let patient =
+        executor.spawn_with_output(async move { l.acquire("k", options(5000.0, 2000.0)).await });
+    executor.run_until_stalled();
+    assert_eq!(locks.local_line("k"), 3);
+    let write = holder.begin_release().expect("a hand-off CAS");
+    let version = memory.put("k", write.value());
+    holder.finish_release(write, Ok(Some(version))).unwrap();
+    drop(dropped); // handed the lock, never took it
+    let started = clock.now_ms();
+    run(&executor, &clock);
+    let lock = patient.take().unwrap().unwrap().expect("taken");
+    assert!(clock.now_ms() - started < 50.0, "not after staleMs");
+    assert!(lock.fence() > 2);
+}
