@@ -257,10 +257,13 @@ struct Inner<S, C, R> {
     /// The records this isolate wrote last for each name and nobody holds — freed by a release,
     /// or handed to a waiter that had left — so the next acquisition can try one CAS instead of
     /// create, read, CAS.
-    known: RefCell<HashMap<String, (String, Record), crate::queue::KeyHash>>,
+    known: RefCell<Known>,
     /// Store calls made, for the benchmark.
     calls: Cell<u64>,
 }
+
+/// Per name, the version and record this isolate wrote last, which nobody holds.
+type Known = HashMap<String, (String, Record), crate::queue::KeyHash>;
 
 /// Most names remembered in [`Inner::known`]; past this the memory is cleared.
 const KNOWN_NAMES: usize = 1024;
@@ -298,7 +301,7 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     /// The fence in the record at `version` (above `fence` when a batch reserved more).
     record_fence: u64,
     stale_ms: f64,
-    version: RefCell<String>,
+    version: String,
     released: Cell<bool>,
     /// Whether this lock has left the local line (so it leaves once: at release, or on drop).
     left: Cell<bool>,
@@ -423,7 +426,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         }
         let yield_first = {
             let mut queue = inner.queue.borrow_mut();
-            let line = queue.line_id(name);
+            let line = queue.line_of(ticket);
             line.and_then(|line| queue.line_data_mut(line))
                 .is_some_and(|state| std::mem::take(&mut state.yield_first))
         };
@@ -576,7 +579,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             fence: grant.fence,
             record_fence: grant.record_fence,
             stale_ms,
-            version: RefCell::new(grant.version),
+            version: grant.version,
             released: Cell::new(false),
             left: Cell::new(false),
             ticket,
@@ -788,12 +791,13 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             return None;
         }
         let inner = &self.inner;
-        let version = self.version.borrow().clone();
+        let version = self.version.clone();
         let now = inner.clock.now_ms();
         let mut queue = inner.queue.borrow_mut();
         let next = queue.next_in_line(self.ticket);
         let behind = next.map_or(0, |next| queue.behind(next, MAX_BATCH - 1));
-        let line = queue.line_id(&self.name);
+        // By ticket, not by name: this lock is in its line until it leaves (no hashing).
+        let line = queue.line_of(self.ticket);
         let state = line.and_then(|line| queue.line_data_mut(line));
         let streak_since = state.as_ref().and_then(|state| state.streak_since);
         let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
@@ -888,7 +892,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                                 version: version.clone(),
                                 record_fence: last_fence,
                             });
-                            let line = queue.line_id(&self.name);
+                            let line = queue.line_of(self.ticket);
                             if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
                                 state.streak_since.get_or_insert(write.now);
                                 state.batch = Some(Batch {
@@ -912,7 +916,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 AfterRelease::Free { free, capped } => {
                     remember(&mut inner.known.borrow_mut(), &self.name, version, free);
                     let mut queue = inner.queue.borrow_mut();
-                    let line = queue.line_id(&self.name);
+                    let line = queue.line_of(self.ticket);
                     if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
                         state.yield_first = capped;
                         state.streak_since = None;
@@ -938,12 +942,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
 }
 
 /// Remembers the record this isolate wrote last for `name`, which nobody holds.
-fn remember(
-    known: &mut HashMap<String, (String, Record), crate::queue::KeyHash>,
-    name: &str,
-    version: &str,
-    record: Record,
-) {
+fn remember(known: &mut Known, name: &str, version: &str, record: Record) {
     if known.len() >= KNOWN_NAMES {
         known.clear();
     }

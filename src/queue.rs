@@ -325,16 +325,8 @@ impl<P, L: Default> Lines<P, L> {
 
     /// How many entries wait in a line, its head included; 0 for an idle one.
     pub fn line_len(&self, line: LineId) -> usize {
-        let mut count = 0;
-        let mut at = self.line(line.0).map_or(NONE, |line| line.head);
-        while at != NONE {
-            count += 1;
-            at = self.slots[at as usize]
-                .entry
-                .as_ref()
-                .map_or(NONE, |entry| entry.next);
-        }
-        count
+        self.head(line)
+            .map_or(0, |head| 1 + self.behind(head, usize::MAX))
     }
 
     /// Removes a live entry from anywhere in its line; `None` for a stale ticket. When it was

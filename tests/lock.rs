@@ -126,6 +126,27 @@ fn stored(memory: &MemoryStore, name: &str) -> Record {
     Record::decode(&memory.get(name).expect("a record").value).expect("a record of ours")
 }
 
+/// Takes `name`, with nobody here in line for it, through the steps a binding drives: the first
+/// call, made by hand on `memory` (a CAS must be on the current version), then its answer.
+fn hold_by_hand(
+    locks: &Manager,
+    memory: &MemoryStore,
+    name: &str,
+) -> keyturn::Lock<TestStore, ManualClock, SeededRandom> {
+    let first = locks
+        .first_call(name, options(100.0, 2000.0))
+        .unwrap()
+        .expect("line empty");
+    if let Some(version) = first.version() {
+        assert_eq!(memory.get(name).unwrap().version, version);
+    }
+    let version = memory.put(name, first.value());
+    match locks.finish_first(first, Ok(Some(version))).unwrap() {
+        keyturn::lock::FirstOutcome::Held(lock) => lock,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
     let (clock, memory, executor) = world();
@@ -733,35 +754,22 @@ fn a_release_dropped_mid_call_leaves_the_line() {
 fn a_hand_off_whose_waiter_left_is_not_lost() {
     let (clock, memory, executor) = world();
     let locks = manager(TestStore::plain(&memory, &clock), &clock, 33);
-    let take = |locks: &Manager| {
-        let first = locks
-            .first_call("k", options(100.0, 2000.0))
-            .unwrap()
-            .expect("line empty");
-        let version = match first.version() {
-            None => memory.put("k", first.value()),
-            Some(version) => {
-                assert_eq!(memory.get("k").unwrap().version, version);
-                memory.put("k", first.value())
-            }
-        };
-        match locks.finish_first(first, Ok(Some(version))).unwrap() {
-            keyturn::lock::FirstOutcome::Held(lock) => lock,
-            other => panic!("{other:?}"),
-        }
+    // A waiter with a short wait; `holder`'s hand-off CAS is in flight when the wait ends.
+    let hand_off_as_the_waiter_leaves = |holder: &keyturn::Lock<_, _, _>| {
+        let l = locks.clone();
+        let short =
+            executor.spawn_with_output(async move { l.acquire("k", options(20.0, 2000.0)).await });
+        executor.run_until_stalled();
+        let write = holder.begin_release().expect("a hand-off CAS");
+        clock.advance(30.0);
+        executor.run_until_stalled();
+        assert!(short.take().unwrap().unwrap().is_none(), "its wait ended");
+        write
     };
-    let holder = take(&locks);
+    let holder = hold_by_hand(&locks, &memory, "k");
     assert_eq!(holder.fence(), 1);
 
-    // A waiter with a short wait; the holder's hand-off CAS is in flight when the wait ends.
-    let l = locks.clone();
-    let short =
-        executor.spawn_with_output(async move { l.acquire("k", options(20.0, 2000.0)).await });
-    executor.run_until_stalled();
-    let write = holder.begin_release().expect("a hand-off CAS");
-    clock.advance(30.0);
-    executor.run_until_stalled();
-    assert!(short.take().unwrap().unwrap().is_none(), "its wait ended");
+    let write = hand_off_as_the_waiter_leaves(&holder);
     // Meanwhile another waiter came: the grant goes to it.
     let l = locks.clone();
     let patient =
@@ -774,20 +782,13 @@ fn a_hand_off_whose_waiter_left_is_not_lost() {
     assert_eq!(next.fence(), 2);
 
     // Now with nobody left at all when the CAS lands.
-    let l = locks.clone();
-    let short =
-        executor.spawn_with_output(async move { l.acquire("k", options(20.0, 2000.0)).await });
-    executor.run_until_stalled();
-    let write = next.begin_release().expect("a hand-off CAS");
-    clock.advance(30.0);
-    executor.run_until_stalled();
-    assert!(short.take().unwrap().unwrap().is_none());
+    let write = hand_off_as_the_waiter_leaves(&next);
     let version = memory.put("k", write.value());
     next.finish_release(write, Ok(Some(version))).unwrap();
     assert_eq!(locks.local_line("k"), 0);
     assert!(stored(&memory, "k").held, "held by a token nobody has");
     // Not stale for 2000 ms, yet this isolate takes it at once: it wrote it last.
-    let again = take(&locks);
+    let again = hold_by_hand(&locks, &memory, "k");
     assert!(again.fence() > 2);
     let calls = locks.store_calls();
     assert_eq!(
@@ -804,16 +805,7 @@ fn an_acquisition_dropped_after_its_grant_passes_the_record_on() {
     use std::task::{Context, Waker};
     let (clock, memory, executor) = world();
     let locks = manager(TestStore::plain(&memory, &clock), &clock, 34);
-    let first = locks
-        .first_call("k", options(100.0, 2000.0))
-        .unwrap()
-        .unwrap();
-    let version = memory.put("k", first.value());
-    let keyturn::lock::FirstOutcome::Held(holder) =
-        locks.finish_first(first, Ok(Some(version))).unwrap()
-    else {
-        panic!("free, so held")
-    };
+    let holder = hold_by_hand(&locks, &memory, "k");
     let l = locks.clone();
     let mut dropped = Box::pin(async move { l.acquire("k", options(5000.0, 2000.0)).await });
     let mut cx = Context::from_waker(Waker::noop());
