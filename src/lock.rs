@@ -20,8 +20,13 @@
 //! full poll ([`MAX_POLL_MS`]) first — long enough that every waiting isolate polls once, so
 //! other isolates get their turn.
 //!
+//! A holder that never releases (its caller threw, or dropped it without a release) holds the
+//! lock until its record goes stale, here as in other isolates: the waiters in its own line
+//! then put it out and take the record over, as the seed's contenders do whatever process
+//! holds the lock file.
+//!
 //! What it does not do: renew a lease. A holder that keeps the lock past `staleMs` can be taken
-//! over while it still works; its writes must carry [`Lock::fence`] so the resource refuses the
+//! over — by other isolates or by its own — while it still works; its writes must carry [`Lock::fence`] so the resource refuses the
 //! older one. Staleness compares the record's `at` with the reader's clock, so isolates whose
 //! clocks disagree by more than `staleMs` take over early or late.
 
@@ -155,6 +160,8 @@ struct Grant {
     version: String,
     /// The fence the record carries at `version`: `fence`, or the highest of a batch.
     record_fence: u64,
+    /// When the record at `version` was written: its staleness counts from here.
+    at: f64,
 }
 
 /// The first store call of an uncontended acquisition, from [`LockManager::first_call`]: a
@@ -165,6 +172,8 @@ pub struct FirstCall<S: LockStore, C: Clock, R: Random> {
     value: String,
     token: String,
     fence: u64,
+    /// When the record was made.
+    at: f64,
     resume: Resume<S, C, R>,
 }
 
@@ -237,6 +246,9 @@ struct Batch {
 struct Waiter {
     waker: Option<Waker>,
     grant: Option<Grant>,
+    /// Once this entry holds the lock: when its record goes stale, after which the waiters
+    /// behind it here may take it over, as other isolates may.
+    stale_at: Option<f64>,
 }
 
 #[derive(Default)]
@@ -301,6 +313,8 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     /// The fence in the record at `version` (above `fence` when a batch reserved more).
     record_fence: u64,
     stale_ms: f64,
+    /// When the record this lock holds goes stale: [`Lock::held_until`].
+    stale_at: f64,
     version: String,
     released: Cell<bool>,
     /// Whether this lock has left the local line (so it leaves once: at release, or on drop).
@@ -413,14 +427,19 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                 Some(None) => break,
                 None => {}
             }
-            let remaining = deadline - inner.clock.now_ms();
-            if remaining <= 0.0 {
+            let now = inner.clock.now_ms();
+            let until = match abandon_stale_holder(inner, ticket, now) {
+                Holder::Abandoned => continue,
+                Holder::Live(stale_at) => deadline.min(stale_at),
+                Holder::None => deadline,
+            };
+            if deadline - now <= 0.0 {
                 return Ok(None);
             }
             Wake {
                 inner,
                 ticket,
-                sleep: inner.clock.sleep(remaining),
+                sleep: inner.clock.sleep(until - now),
             }
             .await;
         }
@@ -480,6 +499,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             version,
             token,
             fence,
+            at: now,
             resume: Resume {
                 name: name.to_owned(),
                 place: Place {
@@ -510,6 +530,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         let FirstCall {
             token,
             fence,
+            at,
             mut resume,
             ..
         } = first;
@@ -521,6 +542,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     fence,
                     version,
                     record_fence: fence,
+                    at,
                 };
                 let ticket = resume.place.ticket;
                 let (name, stale_ms) = (std::mem::take(&mut resume.name), resume.stale_ms);
@@ -573,7 +595,12 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     }
 
     fn lock(&self, name: String, grant: Grant, ticket: Ticket, stale_ms: f64) -> Lock<S, C, R> {
+        let stale_at = grant.at + stale_ms;
+        if let Some(waiter) = self.inner.queue.borrow_mut().get_mut(ticket) {
+            waiter.stale_at = Some(stale_at);
+        }
         Lock {
+            stale_at,
             name,
             token: grant.token,
             fence: grant.fence,
@@ -627,6 +654,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                 fence: 1,
                                 version,
                                 record_fence: 1,
+                                at: now,
                             }));
                         }
                         exists = true;
@@ -659,6 +687,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                                 fence,
                                                 version,
                                                 record_fence: fence,
+                                                at: now,
                                             }));
                                         }
                                         continue;
@@ -693,6 +722,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                 fence,
                                 version,
                                 record_fence: fence,
+                                at: now,
                             }))
                         }
                         // Somebody wrote in between: read again at once, it is progress.
@@ -753,6 +783,13 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         &self.token
     }
 
+    /// When the record this lock holds goes stale (epoch milliseconds on the manager's clock):
+    /// from then on other isolates may take it over, and so may the waiters in this one, after
+    /// which releasing it changes nothing. The lock is not renewed.
+    pub fn held_until(&self) -> f64 {
+        self.stale_at
+    }
+
     /// Strictly greater than the fence of every earlier acquisition of this name, across
     /// releases and takeovers: a protected resource refuses writes with a lower one.
     pub fn fence(&self) -> u64 {
@@ -807,9 +844,9 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             .filter(|batch| {
                 batch.version == version && self.fence < batch.last_fence && now - batch.at < young
             })
-            .map(|batch| batch.token.clone());
+            .map(|batch| (batch.token.clone(), batch.at));
         let write = match (next.filter(|_| in_streak), from_batch) {
-            (Some(next), Some(token)) => {
+            (Some(next), Some((token, batch_at))) => {
                 // The record already carries this batch's token and a fence above the next one.
                 if let Some(waiter) = queue.get_mut(next) {
                     waiter.grant = Some(Grant {
@@ -817,6 +854,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                         fence: self.fence + 1,
                         version,
                         record_fence: self.record_fence,
+                        at: batch_at,
                     });
                 }
                 drop(queue);
@@ -891,6 +929,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                                 fence,
                                 version: version.clone(),
                                 record_fence: last_fence,
+                                at: write.now,
                             });
                             let line = queue.line_of(self.ticket);
                             if let Some(state) = line.and_then(|line| queue.line_data_mut(line)) {
@@ -1020,6 +1059,49 @@ fn leave<S, C: Clock, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
     if let Some(waker) = waker {
         waker.wake();
     }
+}
+
+/// The holder ahead of a waiter, as [`abandon_stale_holder`] found it.
+enum Holder {
+    /// None yet: the head is still talking to the store.
+    None,
+    /// Held until the record goes stale at this time.
+    Live(f64),
+    /// It was past `staleMs` and has been put out of the line.
+    Abandoned,
+}
+
+/// Puts the holder at the head of `ticket`'s line out of it when its record has gone stale —
+/// a holder that crashed, or never released — so the line moves on: the next head contends
+/// at the store, where the record is stale too, and takes it over by CAS. Other isolates would
+/// take it over at the same time; the seed, with no local line, does the same for contenders
+/// in the holder's own process. The holder's late release then changes nothing here, and its
+/// CAS fails in the store once the record is taken over.
+fn abandon_stale_holder<S, C: Clock, R>(
+    inner: &Inner<S, C, R>,
+    ticket: Ticket,
+    now: f64,
+) -> Holder {
+    let head = {
+        let mut queue = inner.queue.borrow_mut();
+        let Some(line) = queue.line_of(ticket) else {
+            return Holder::None;
+        };
+        let Some(head) = queue.head(line).filter(|&head| head != ticket) else {
+            return Holder::None;
+        };
+        match queue.get(head).and_then(|holder| holder.stale_at) {
+            None => return Holder::None,
+            Some(stale_at) if stale_at > now => return Holder::Live(stale_at),
+            Some(_) => {}
+        }
+        if let Some(state) = queue.line_data_mut(line) {
+            *state = NameState::default();
+        }
+        head
+    };
+    leave(inner, head);
+    Holder::Abandoned
 }
 
 /// A place in the local line, left on drop unless it became a held lock.

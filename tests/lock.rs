@@ -287,6 +287,70 @@ fn a_stale_record_is_taken_over_by_cas_and_the_late_release_changes_nothing() {
 }
 
 #[test]
+fn a_local_holder_past_stale_ms_is_taken_over_by_a_local_waiter() {
+    // A holder in this isolate that never releases (its caller threw, or forgot) holds the line
+    // only until its record goes stale, as it would hold other isolates off: the waiters here
+    // then take it over, and its late release and drop change nothing.
+    let (clock, memory, executor) = world();
+    let locks = manager(TestStore::plain(&memory, &clock), &clock, 1);
+    let (l, c, m) = (locks.clone(), clock.clone(), memory.clone());
+    let result = executor.spawn_with_output(async move {
+        let dead = l
+            .acquire("k", LockOptions::default())
+            .await
+            .unwrap()
+            .expect("free");
+        assert_eq!(dead.held_until(), dead_at(&m) + 2000.0);
+        assert!(
+            l.acquire("k", LockOptions::default())
+                .await
+                .unwrap()
+                .is_none(),
+            "live: waited out"
+        );
+        c.sleep(1800.0 - c.now_ms()).await;
+        let started = c.now_ms();
+        let taker = l
+            .acquire("k", options(1000.0, 2000.0))
+            .await
+            .unwrap()
+            .expect("stale: taken over here too");
+        let waited = c.now_ms() - started;
+        let taker_token = taker.token().to_owned();
+        dead.release().await.unwrap(); // late: changes nothing
+        drop(dead);
+        let record = stored(&m, "k");
+        let line = l.local_line("k");
+        taker.release().await.unwrap();
+        (
+            taker.fence(),
+            waited,
+            record.held && record.token == taker_token,
+            line,
+            l.local_line("k"),
+        )
+    });
+    run(&executor, &clock);
+    let (fence, waited, taker_holds, line, after) = result.borrow_mut().take().unwrap();
+    assert_eq!(fence, 2);
+    assert!(
+        (200.0..=230.0).contains(&waited),
+        "taken when stale, not before ({waited} ms)"
+    );
+    assert!(
+        taker_holds,
+        "the late release left the taker's record alone"
+    );
+    assert_eq!(line, 1, "the dead holder's drop left the taker in line");
+    assert_eq!(after, 0);
+    assert!(!stored(&memory, "k").held);
+}
+
+fn dead_at(memory: &MemoryStore) -> f64 {
+    stored(memory, "k").at
+}
+
+#[test]
 fn takeovers_stop_after_two_per_acquisition() {
     let (clock, memory, executor) = world();
     memory.put("k", &Record::held("someone", 5, 0.0).encode());
