@@ -37,10 +37,19 @@ const storeError = (message, cause) => new LockStoreError(message, cause === und
 // managers with it.
 const managers = new WeakMap();
 
+function newManager(store, now) {
+  const Core = lockModule().LockManagerCore;
+  let manager;
+  // Locks are plain JS objects holding an id into the manager: no finalizer per lock.
+  const newLock = (id, name, fence, token) => new KeyturnLock(manager, id, name, fence, token);
+  manager = new Core(store, now, storeError, newLock); // throws the TypeError naming `store`
+  return manager;
+}
+
 function managerFor(store, options) {
   const now = options !== null && typeof options === 'object' ? options.now : undefined;
   if (store === null || (typeof store !== 'object' && typeof store !== 'function')) {
-    return new (lockModule().LockManagerCore)(store, now, storeError); // throws the TypeError naming `store`
+    return newManager(store, now);
   }
   let byNow = managers.get(store);
   if (byNow === undefined) {
@@ -49,7 +58,7 @@ function managerFor(store, options) {
   }
   let manager = byNow.get(now);
   if (manager === undefined) {
-    manager = new (lockModule().LockManagerCore)(store, now, storeError);
+    manager = newManager(store, now);
     byNow.set(now, manager);
   }
   return manager;
@@ -82,10 +91,10 @@ export function acquireLock(store, name, options) {
     return Promise.reject(error);
   }
   if (first === undefined) return manager.acquire(name, options, waitMs, staleMs);
-  return finishFirst(manager, name, first);
+  return finishFirst(manager, manager.lastId(), name, first);
 }
 
-async function finishFirst(manager, name, first) {
+async function finishFirst(manager, id, name, first) {
   let answer;
   let failed = false;
   try {
@@ -95,13 +104,60 @@ async function finishFirst(manager, name, first) {
     failed = true;
   }
   // The lock, or the promise of the rest of the acquisition (somebody else's record is there).
-  return manager.finishFirst(name, answer, failed);
+  return manager.finishFirst(id, name, answer, failed);
 }
 
-// A release is one store call at most; the lock module decides what it writes.
-glue.KeyturnLock.prototype.release = async function release() {
-  const pending = this.beginRelease();
-  if (pending === undefined) return;
+const released = Promise.resolve();
+
+/**
+ * A held lock: its `name`, its `token` (in the record while held; shared within one hand-off
+ * batch) and its `fence` (rises with every acquisition of the name). The lock module keeps the
+ * lock under `id` until it is released — or, if it never is, until its record is stale.
+ */
+class KeyturnLock {
+  #manager;
+  #id;
+  #name;
+  #fence;
+  #token;
+
+  constructor(manager, id, name, fence, token) {
+    this.#manager = manager;
+    this.#id = id;
+    this.#name = name;
+    this.#fence = fence;
+    this.#token = token;
+  }
+
+  get name() {
+    return this.#name;
+  }
+
+  get token() {
+    return this.#token;
+  }
+
+  get fence() {
+    return this.#fence;
+  }
+
+  /** Gives the lock back: one store call at most; the lock module decides what it writes. */
+  release() {
+    const id = this.#id;
+    if (id === -1) return released;
+    this.#id = -1;
+    let pending;
+    try {
+      pending = this.#manager.beginRelease(id, this.#name);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (pending === undefined) return released;
+    return finishRelease(this.#manager, id, pending);
+  }
+}
+
+async function finishRelease(manager, id, pending) {
   let answer;
   let failed = false;
   try {
@@ -110,12 +166,12 @@ glue.KeyturnLock.prototype.release = async function release() {
     answer = error;
     failed = true;
   }
-  this.finishRelease(answer, failed);
-};
+  manager.finishRelease(id, answer, failed);
+}
 
 if (typeof Symbol.asyncDispose === 'symbol') {
   // `await using lock = await acquireLock(…)` releases at the end of the block.
-  glue.KeyturnLock.prototype[Symbol.asyncDispose] = function release() {
+  KeyturnLock.prototype[Symbol.asyncDispose] = function release() {
     return this.release();
   };
 }

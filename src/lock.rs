@@ -594,6 +594,11 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         &self.inner.store
     }
 
+    /// The clock this manager's locks are timed by.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
+
     fn lock(&self, name: String, grant: Grant, ticket: Ticket, stale_ms: f64) -> Lock<S, C, R> {
         let stale_at = grant.at + stale_ms;
         if let Some(waiter) = self.inner.queue.borrow_mut().get_mut(ticket) {
@@ -1041,21 +1046,25 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
 /// Leaves the local line and wakes whoever's turn it now is (outside the borrow: a waker may
 /// poll, and a poll borrows the queue).
 fn leave<S, C: Clock, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
-    let waker = {
+    let (waker, orphan) = {
         let mut queue = inner.queue.borrow_mut();
         let name = queue.key(ticket).cloned();
         let removed = queue.remove(ticket);
         let next = removed.as_ref().and_then(|removed| removed.next);
-        // A waiter handed the lock that left before it took it (a Rust caller dropped the
-        // acquisition): the record is ours and nobody holds it — remembered, so the next
-        // acquisition here takes it with one CAS instead of waiting for it to go stale.
-        if let (Some(grant), Some(name)) = (removed.and_then(|r| r.payload.grant), name) {
-            let orphan = Record::held(&grant.token, grant.record_fence, inner.clock.now_ms());
-            remember(&mut inner.known.borrow_mut(), &name, &grant.version, orphan);
-        }
-        next.and_then(|next| queue.get_mut(next))
-            .and_then(|waiter| waiter.waker.take())
+        let orphan = removed.and_then(|removed| removed.payload.grant).zip(name);
+        let waker = next
+            .and_then(|next| queue.get_mut(next))
+            .and_then(|waiter| waiter.waker.take());
+        (waker, orphan)
     };
+    // A waiter handed the lock that left before it took it (a Rust caller dropped the
+    // acquisition): the record is ours and nobody holds it — remembered, so the next
+    // acquisition here takes it with one CAS instead of waiting for it to go stale. (The clock
+    // is read outside the queue's borrow: a JS `now` may call back into the manager.)
+    if let Some((grant, name)) = orphan {
+        let orphan = Record::held(&grant.token, grant.record_fence, inner.clock.now_ms());
+        remember(&mut inner.known.borrow_mut(), &name, &grant.version, orphan);
+    }
     if let Some(waker) = waker {
         waker.wake();
     }

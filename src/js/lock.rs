@@ -3,6 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise, Reflect};
@@ -17,7 +18,6 @@ use crate::clock::{Clock, PlatformClock, Sleep};
 use crate::lock::{
     FirstCall, FirstOutcome, Lock, LockError, LockManager, LockOptions, OptionError, ReleaseWrite,
 };
-use crate::queue::KeyHash;
 use crate::random::PlatformRandom;
 use crate::store::{LockStore, StoreError, Versioned};
 
@@ -231,8 +231,86 @@ impl Clock for JsClock {
 
 type Manager = LockManager<JsStore, JsClock, PlatformRandom>;
 type JsFirstCall = FirstCall<JsStore, JsClock, PlatformRandom>;
+type JsLock = Lock<JsStore, JsClock, PlatformRandom>;
+
+/// What an id the package's JS holds stands for: a first call in flight, or a held lock (with
+/// its release's CAS while that is in flight).
+enum Entry {
+    First(JsFirstCall),
+    Held(JsLock, Option<ReleaseWrite>),
+}
+
+/// Entries by id. Ids are never reused (a count, exact in an f64 for 2^53 of them), so a stale
+/// id finds nothing rather than somebody else's lock.
+#[derive(Default)]
+struct Entries {
+    by_id: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
+    next: u64,
+    /// Held locks past this many are checked for ones gone stale (see [`Entries::insert`]).
+    check_at: usize,
+}
+
+/// Ids are a count: their low bits are already spread.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 << 8) | u64::from(byte);
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
+    }
+}
+
+/// Entries kept before the first check for stale ones.
+const FIRST_CHECK: usize = 64;
+
+impl Entries {
+    /// Whether [`Entries::insert`] should check for stale locks first (it needs the time then).
+    fn check_due(&self) -> bool {
+        self.by_id.len() >= self.check_at.max(FIRST_CHECK)
+    }
+
+    /// Keeps `entry` under a new id. A lock object that is dropped unreleased leaves its entry
+    /// here; so, whenever the entries have doubled since the last check, the held locks past
+    /// their stale time (`now` is given when [`Entries::check_due`]) are dropped — the waiters
+    /// in their line could put them out anyway, and a late release of one then changes nothing —
+    /// so forgotten locks do not keep memory for ever (amortised constant time per entry).
+    /// Answers the new id and the stale locks taken out, to be dropped by the caller.
+    fn insert(&mut self, entry: Entry, now: Option<f64>) -> (u64, Vec<Entry>) {
+        let mut stale = Vec::new();
+        if let Some(now) = now {
+            let ids: Vec<u64> = self
+                .by_id
+                .iter()
+                .filter(|(_, entry)| {
+                    matches!(entry, Entry::Held(lock, None) if lock.held_until() <= now)
+                })
+                .map(|(&id, _)| id)
+                .collect();
+            stale.extend(ids.iter().filter_map(|id| self.by_id.remove(id)));
+            self.check_at = self.by_id.len() * 2;
+        }
+        let id = self.next;
+        self.next += 1;
+        self.by_id.insert(id, entry);
+        (id, stale)
+    }
+
+    fn remove(&mut self, id: f64) -> Option<Entry> {
+        self.by_id.remove(&(id as u64))
+    }
+}
 
 /// The locks of one store (and one `now`) in this isolate; `acquireLock` keeps one per store.
+/// The package's JS holds ids into it: a first call in flight, or a held lock (whose JS object
+/// is made by `newLock`, so it is a plain JS object with no finalizer to run).
 #[wasm_bindgen]
 #[derive(Clone)]
 pub struct LockManagerCore {
@@ -240,9 +318,11 @@ pub struct LockManagerCore {
     /// `(message, cause) => new LockStoreError(message, { cause })`, from the package's JS (so
     /// the class is the one the package exports).
     store_error: Rc<Function>,
-    /// First calls in flight, by name: a first call needs the name's local line empty and
-    /// joins it, so there is at most one per name.
-    first_calls: Rc<RefCell<HashMap<String, JsFirstCall, KeyHash>>>,
+    /// `(id, name, fence, token) => lock`, from the package's JS.
+    new_lock: Rc<Function>,
+    entries: Rc<RefCell<Entries>>,
+    /// The id of the last first call begun.
+    last_id: Rc<Cell<f64>>,
 }
 
 impl core::fmt::Debug for LockManagerCore {
@@ -278,15 +358,21 @@ fn lock_error(store_error: &Function, error: LockError) -> JsValue {
     }
 }
 
+fn no_entry() -> JsValue {
+    type_error(&["no acquisition or release of this id is in flight"])
+}
+
 #[wasm_bindgen]
 impl LockManagerCore {
     /// A manager over `store`, with `now` (a function or undefined) as its clock, making store
-    /// errors with `storeError(message, cause)`.
+    /// errors with `storeError(message, cause)` and lock objects with
+    /// `newLock(id, name, fence, token)`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         store: JsValue,
         now: JsValue,
         store_error: Function,
+        new_lock: Function,
     ) -> Result<LockManagerCore, JsValue> {
         let store = JsStore::from_js(store)?;
         let now = optional_function(now, "options.now")?;
@@ -297,7 +383,9 @@ impl LockManagerCore {
         Ok(LockManagerCore {
             manager: LockManager::new(store, clock, PlatformRandom),
             store_error: Rc::new(store_error),
-            first_calls: Rc::default(),
+            new_lock: Rc::new(new_lock),
+            entries: Rc::default(),
+            last_id: Rc::default(),
         })
     }
 
@@ -328,18 +416,33 @@ impl LockManagerCore {
         Ok((name, lock_options))
     }
 
-    /// `name`: the caller's string, which the lock's `name` answers without a copy.
-    fn held(&self, lock: Lock<JsStore, JsClock, PlatformRandom>, name: JsValue) -> JsValue {
-        JsLock {
-            name,
-            lock: Rc::new(lock),
-            store_error: self.store_error.clone(),
-            write: RefCell::new(None),
-        }
-        .into()
+    /// Entries are never borrowed across a call out to JS (a store method, `now`): the JS may
+    /// call back into this manager.
+    fn insert(&self, entry: Entry) -> u64 {
+        let due = self.entries.borrow().check_due();
+        let now = due.then(|| self.manager.clock().now_ms());
+        let (id, stale) = self.entries.borrow_mut().insert(entry, now);
+        // Dropped outside the borrow: a lock's drop leaves its line and wakes the next waiter.
+        drop(stale);
+        id
     }
 
-    /// Resolves to a [`JsLock`], or `undefined` when a live holder kept the name for the wait.
+    /// The JS lock for `lock`. `name`: the caller's string, which the lock's `name` answers
+    /// without a copy out of wasm.
+    fn held(&self, lock: JsLock, name: JsValue) -> Result<JsValue, JsValue> {
+        let fence = lock.fence() as f64;
+        let token = JsValue::from_str(lock.token());
+        let id = self.insert(Entry::Held(lock, None));
+        self.new_lock.call4(
+            &JsValue::UNDEFINED,
+            &(id as f64).into(),
+            &name,
+            &fence.into(),
+            &token,
+        )
+    }
+
+    /// Resolves to a lock, or `undefined` when a live holder kept the name for the wait.
     /// `waitMs` and `staleMs` are `options`' own, read by the caller.
     pub fn acquire(
         &self,
@@ -355,7 +458,7 @@ impl LockManagerCore {
         let this = self.clone();
         future_to_promise(async move {
             match this.manager.acquire(&name_str, options).await {
-                Ok(Some(lock)) => Ok(this.held(lock, name)),
+                Ok(Some(lock)) => this.held(lock, name),
                 Ok(None) => Ok(JsValue::UNDEFINED),
                 Err(error) => Err(lock_error(&this.store_error, error)),
             }
@@ -364,7 +467,7 @@ impl LockManagerCore {
 
     /// The fast start of `acquireLock`: when nobody here is in line for `name`, makes the one
     /// store call that may take it and answers the promise of the store's answer — settle it,
-    /// then pass it with the name to `finishFirst`; `undefined` when others here are in line
+    /// then pass it with `lastId()` to `finishFirst`; `undefined` when others here are in line
     /// (use `acquire`). Throws for a bad name or option. Why: the common uncontended
     /// acquisition then needs no Rust future, only one JS await.
     #[wasm_bindgen(js_name = tryFirst)]
@@ -390,24 +493,32 @@ impl LockManagerCore {
             None => store.start(&store.create, &[&name, &value]),
             Some(version) => store.start(&store.replace, &[&name, &version.into(), &value]),
         };
-        self.first_calls.borrow_mut().insert(name_str, first);
+        let id = self.insert(Entry::First(first));
+        self.last_id.set(id as f64);
         Ok(Some(answer))
     }
 
-    /// Takes the settled answer (`failed` when it rejected) to `name`'s first call: the lock,
-    /// or a promise of the rest of the acquisition. Throws a `LockStoreError` when the store
-    /// failed, a `TypeError` when no first call of `name` is in flight.
+    /// The id of the first call `tryFirst` began last.
+    #[wasm_bindgen(js_name = lastId)]
+    pub fn last_id(&self) -> f64 {
+        self.last_id.get()
+    }
+
+    /// Takes the settled answer (`failed` when it rejected) to first call `id`, with the
+    /// caller's `name`: the lock, or a promise of the rest of the acquisition. Throws a
+    /// `LockStoreError` when the store failed, a `TypeError` when no such first call is in
+    /// flight.
     #[wasm_bindgen(js_name = finishFirst)]
     pub fn finish_first(
         &self,
+        id: f64,
         name: JsValue,
         answer: JsValue,
         failed: bool,
     ) -> Result<JsValue, JsValue> {
-        let first = name
-            .as_string()
-            .and_then(|key| self.first_calls.borrow_mut().remove(&key))
-            .ok_or_else(|| type_error(&["no first call of this name is in flight"]))?;
+        let Some(Entry::First(first)) = self.entries.borrow_mut().remove(id) else {
+            return Err(no_entry());
+        };
         let method = if first.version().is_some() {
             "replace"
         } else {
@@ -417,96 +528,69 @@ impl LockManagerCore {
             .manager
             .finish_first(first, answered(method, answer, failed))
             .map_err(|error| lock_error(&self.store_error, error))?;
-        Ok(match outcome {
+        match outcome {
             FirstOutcome::Held(lock) => self.held(lock, name),
             FirstOutcome::Contend(resume) => {
                 let this = self.clone();
-                future_to_promise(async move {
+                Ok(future_to_promise(async move {
                     match this.manager.resume(resume).await {
-                        Ok(Some(lock)) => Ok(this.held(lock, name)),
+                        Ok(Some(lock)) => this.held(lock, name),
                         Ok(None) => Ok(JsValue::UNDEFINED),
                         Err(error) => Err(lock_error(&this.store_error, error)),
                     }
                 })
-                .into()
+                .into())
             }
-        })
+        }
+    }
+
+    /// Starts releasing lock `id` under `name`: `undefined` when nothing is to be written
+    /// (handed on locally, or the lock is no longer kept here), else the promise of the store's
+    /// answer to the release's CAS — pass it, settled, to `finishRelease`.
+    #[wasm_bindgen(js_name = beginRelease)]
+    pub fn begin_release(&self, id: f64, name: &JsValue) -> Option<Promise> {
+        // Out of the map while the JS store is called, and put back under its id.
+        let removed = self.entries.borrow_mut().remove(id);
+        let lock = match removed {
+            Some(Entry::Held(lock, None)) => lock,
+            Some(other) => {
+                self.entries.borrow_mut().by_id.insert(id as u64, other);
+                return None;
+            }
+            None => return None,
+        };
+        let release = lock.begin_release()?;
+        let store = lock.store();
+        let answer = store.start(
+            &store.replace,
+            &[
+                name,
+                &JsValue::from_str(release.version()),
+                &JsValue::from_str(release.value()),
+            ],
+        );
+        self.entries
+            .borrow_mut()
+            .by_id
+            .insert(id as u64, Entry::Held(lock, Some(release)));
+        Some(answer)
+    }
+
+    /// Ends the release of lock `id` with its CAS's settled answer (`failed` when it
+    /// rejected). Throws a `LockStoreError` when the store failed.
+    #[wasm_bindgen(js_name = finishRelease)]
+    pub fn finish_release(&self, id: f64, answer: JsValue, failed: bool) -> Result<(), JsValue> {
+        let Some(Entry::Held(lock, Some(write))) = self.entries.borrow_mut().remove(id) else {
+            return Err(no_entry());
+        };
+        lock.finish_release(write, answered("replace", answer, failed))
+            .map_err(|error| lock_error(&self.store_error, error))
     }
 
     /// Store calls made so far, for the benchmark.
     #[wasm_bindgen(js_name = storeCalls)]
     pub fn store_calls(&self) -> f64 {
         self.manager.store_calls() as f64
-    }
-}
-
-/// A held lock, as JavaScript sees it. `release()` is defined by the package's JS over
-/// `beginRelease` and `finishRelease`, so that a release is one JS await.
-#[wasm_bindgen(js_name = KeyturnLock)]
-pub struct JsLock {
-    /// The name as the caller's string (kept, so a release needs no copy out of wasm).
-    name: JsValue,
-    lock: Rc<Lock<JsStore, JsClock, PlatformRandom>>,
-    store_error: Rc<Function>,
-    /// The release's CAS while it is in flight.
-    write: RefCell<Option<ReleaseWrite>>,
-}
-
-impl core::fmt::Debug for JsLock {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.lock.fmt(f)
-    }
-}
-
-#[wasm_bindgen(js_class = KeyturnLock)]
-impl JsLock {
-    /// The lock's name.
-    #[wasm_bindgen(getter)]
-    pub fn name(&self) -> JsValue {
-        self.name.clone()
-    }
-
-    /// The token in the record while this lock is held; shared within one hand-off batch.
-    #[wasm_bindgen(getter)]
-    pub fn token(&self) -> String {
-        self.lock.token().to_owned()
-    }
-
-    /// Rises with every acquisition of the name.
-    #[wasm_bindgen(getter)]
-    pub fn fence(&self) -> f64 {
-        self.lock.fence() as f64
-    }
-
-    /// Starts a release: `undefined` when nothing is to be written (released before, or handed
-    /// on locally), else the promise of the store's answer to the release's CAS — pass it,
-    /// settled, to `finishRelease`.
-    #[wasm_bindgen(js_name = beginRelease)]
-    pub fn begin_release(&self) -> Option<Promise> {
-        let write = self.lock.begin_release()?;
-        let store = self.lock.store();
-        let answer = store.start(
-            &store.replace,
-            &[
-                &self.name,
-                &JsValue::from_str(write.version()),
-                &JsValue::from_str(write.value()),
-            ],
-        );
-        *self.write.borrow_mut() = Some(write);
-        Some(answer)
-    }
-
-    /// Ends a release with its CAS's settled answer (`failed` when it rejected). Throws a
-    /// `LockStoreError` when the store failed.
-    #[wasm_bindgen(js_name = finishRelease)]
-    pub fn finish_release(&self, answer: JsValue, failed: bool) -> Result<(), JsValue> {
-        let Some(write) = self.write.borrow_mut().take() else {
-            return Ok(());
-        };
-        self.lock
-            .finish_release(write, answered("replace", answer, failed))
-            .map_err(|error| lock_error(&self.store_error, error))
     }
 }
 

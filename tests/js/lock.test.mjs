@@ -122,6 +122,57 @@ test('a stale record is taken over by CAS, and the late release changes nothing'
   await taker.release();
 });
 
+test('a holder in the same isolate that never releases is taken over when stale; its late release changes nothing', async () => {
+  const store = new MapStore();
+  let dead = await acquireLock(store, 'k', { staleMs: 60 });
+  const deadFence = dead.fence;
+  assert.equal(await acquireLock(store, 'k', { waitMs: 10, staleMs: 60 }), undefined, 'live: kept');
+  const started = performance.now();
+  const taker = await acquireLock(store, 'k', { waitMs: 1000, staleMs: 60 });
+  const waited = performance.now() - started;
+  assert.ok(taker, 'taken over by the waiter here');
+  assert.ok(waited >= 30 && waited < 400, `taken once stale (${waited} ms)`);
+  assert.equal(taker.fence, deadFence + 1);
+  await dead.release(); // late: the record is the taker's
+  assert.equal(record(store, 'k').token, taker.token);
+  assert.equal(record(store, 'k').state, 'held');
+  dead = undefined;
+  await taker.release();
+  const again = await acquireLock(store, 'k', { waitMs: 0 });
+  assert.equal(again.fence, deadFence + 2, 'the line is free again');
+  await again.release();
+});
+
+test('a lock keeps its name, token and fence after release; a second release asks nothing', async () => {
+  const store = new MapStore();
+  const name = 'board:' + 'x'.repeat(3);
+  const lock = await acquireLock(store, name);
+  const { token, fence } = lock;
+  await lock.release();
+  const calls = store.calls;
+  await Promise.all([lock.release(), lock.release()]);
+  assert.equal(store.calls, calls);
+  assert.deepEqual([lock.name, lock.token, lock.fence], [name, token, fence]);
+  assert.deepEqual(Object.keys(lock), [], 'no writable own properties');
+  assert.throws(() => { lock.fence = 99; }, TypeError);
+});
+
+test('many acquisitions in one microtask run keep nothing per lock once released', async () => {
+  // Locks are plain JS objects: nothing waits for a finalizer (which never runs while the
+  // microtask queue is busy), so a long run stays as fast as a short one.
+  const store = new MemoryStore();
+  const time = async (n) => {
+    const started = performance.now();
+    for (let i = 0; i < n; i++) await (await acquireLock(store, 'k')).release();
+    return (performance.now() - started) / n;
+  };
+  await time(2000);
+  const early = await time(20000);
+  await time(100000);
+  const late = await time(20000);
+  assert.ok(late < early * 3, `per cycle ${early.toFixed(4)} ms early, ${late.toFixed(4)} ms after 140000`);
+});
+
 test('options.now drives staleness', async () => {
   const records = new Map();
   let clock = 1_000_000;
