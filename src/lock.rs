@@ -154,10 +154,10 @@ impl From<StoreError> for LockError {
 }
 
 /// A lease handed to a waiter by the holder's release.
-struct Grant {
+struct Grant<V> {
     token: String,
     fence: u64,
-    version: String,
+    version: V,
     /// The fence the record carries at `version`: `fence`, or the highest of a batch.
     record_fence: u64,
     /// When the record at `version` was written: its staleness counts from here.
@@ -168,7 +168,7 @@ struct Grant {
 /// create when [`FirstCall::version`] is `None`, else a CAS on that version; both write
 /// [`FirstCall::value`] under the lock's name.
 pub struct FirstCall<S: LockStore, C: Clock, R: Random> {
-    version: Option<String>,
+    version: Option<S::Version>,
     value: String,
     token: String,
     fence: u64,
@@ -179,8 +179,8 @@ pub struct FirstCall<S: LockStore, C: Clock, R: Random> {
 
 impl<S: LockStore, C: Clock, R: Random> FirstCall<S, C, R> {
     /// The version to CAS on, or `None` to create.
-    pub fn version(&self) -> Option<&str> {
-        self.version.as_deref()
+    pub fn version(&self) -> Option<&S::Version> {
+        self.version.as_ref()
     }
 
     /// The record to write.
@@ -235,47 +235,72 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Resume<S, C, R> {
 
 /// Fences one hand-off CAS reserved: the record at `version` carries `token` and `last_fence`,
 /// and was written at `at`.
-struct Batch {
-    version: String,
+struct Batch<V> {
+    version: V,
     token: String,
     last_fence: u64,
     at: f64,
 }
 
-#[derive(Default)]
-struct Waiter {
+struct Waiter<V> {
     waker: Option<Waker>,
-    grant: Option<Grant>,
+    grant: Option<Grant<V>>,
     /// Once this entry holds the lock: when its record goes stale, after which the waiters
     /// behind it here may take it over, as other isolates may.
     stale_at: Option<f64>,
 }
 
-#[derive(Default)]
-struct NameState {
+struct NameState<V> {
     /// When the current run of local hand-offs began.
     streak_since: Option<f64>,
     /// The next head pauses one poll before its first attempt (after a capped hand-off).
     yield_first: bool,
     /// The batch of the last hand-off CAS, whose unused fences later hand-offs may take.
-    batch: Option<Batch>,
+    batch: Option<Batch<V>>,
 }
 
-struct Inner<S, C, R> {
+// Written out: a derive would ask `V: Default`.
+impl<V> Default for Waiter<V> {
+    fn default() -> Self {
+        Waiter {
+            waker: None,
+            grant: None,
+            stale_at: None,
+        }
+    }
+}
+
+impl<V> Default for NameState<V> {
+    fn default() -> Self {
+        NameState {
+            streak_since: None,
+            yield_first: false,
+            batch: None,
+        }
+    }
+}
+
+struct Inner<S: LockStore, C, R> {
     store: S,
     clock: C,
     random: R,
-    queue: RefCell<KeyedQueue<Waiter, NameState>>,
+    queue: RefCell<Queue<S::Version>>,
     /// The records this isolate wrote last for each name and nobody holds — freed by a release,
     /// or handed to a waiter that had left — so the next acquisition can try one CAS instead of
     /// create, read, CAS.
-    known: RefCell<Known>,
+    known: RefCell<Known<S::Version>>,
     /// Store calls made, for the benchmark.
     calls: Cell<u64>,
 }
 
+/// The head's conversation with the store, as its own boxed state machine.
+type Contention<'a, V> = Pin<Box<dyn Future<Output = Result<Option<Grant<V>>, LockError>> + 'a>>;
+
+/// The local lines: waiters and holders per name.
+type Queue<V> = KeyedQueue<Waiter<V>, NameState<V>>;
+
 /// Per name, the version and record this isolate wrote last, which nobody holds.
-type Known = HashMap<String, (String, Record), crate::queue::KeyHash>;
+type Known<V> = HashMap<String, (V, Record), crate::queue::KeyHash>;
 
 /// Most names remembered in [`Inner::known`]; past this the memory is cleared.
 const KNOWN_NAMES: usize = 1024;
@@ -315,7 +340,7 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     stale_ms: f64,
     /// When the record this lock holds goes stale: [`Lock::held_until`].
     stale_at: f64,
-    version: String,
+    version: S::Version,
     released: Cell<bool>,
     /// Whether this lock has left the local line (so it leaves once: at release, or on drop).
     left: Cell<bool>,
@@ -523,7 +548,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     pub fn finish_first(
         &self,
         first: FirstCall<S, C, R>,
-        answer: Result<Option<String>, StoreError>,
+        answer: Result<Option<S::Version>, StoreError>,
     ) -> Result<FirstOutcome<S, C, R>, LockError> {
         let inner = &self.inner;
         inner.calls.set(inner.calls.get() + 1);
@@ -577,7 +602,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         } = resume;
         // Boxed behind `dyn`: the contention's state machine stands on its own instead of being
         // inlined into the caller's (smaller wasm; one allocation per acquisition).
-        let contention: Pin<Box<dyn Future<Output = Result<Option<Grant>, LockError>> + '_>> =
+        let contention: Contention<'_, S::Version> =
             Box::pin(self.contend(&name, deadline, stale_ms, yield_first, exists));
         match contention.await? {
             Some(grant) => {
@@ -599,7 +624,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         &self.inner.clock
     }
 
-    fn lock(&self, name: String, grant: Grant, ticket: Ticket, stale_ms: f64) -> Lock<S, C, R> {
+    fn lock(
+        &self,
+        name: String,
+        grant: Grant<S::Version>,
+        ticket: Ticket,
+        stale_ms: f64,
+    ) -> Lock<S, C, R> {
         let stale_at = grant.at + stale_ms;
         if let Some(waiter) = self.inner.queue.borrow_mut().get_mut(ticket) {
             waiter.stale_at = Some(stale_at);
@@ -627,13 +658,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         stale_ms: f64,
         yield_first: bool,
         mut exists: bool,
-    ) -> Result<Option<Grant>, LockError> {
+    ) -> Result<Option<Grant<S::Version>>, LockError> {
         let inner = &self.inner;
         let token = inner.random.token();
         let mut takeovers = 0;
         let mut poll = FIRST_POLL_MS;
         // A record that is not ours: the version first seen, and when.
-        let mut unreadable: Option<(String, f64)> = None;
+        let mut unreadable: Option<(S::Version, f64)> = None;
         let mut known = inner.known.borrow_mut().remove(name);
         if yield_first {
             known = None;
@@ -828,7 +859,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// The synchronous start of [`Lock::release`], for a binding that makes its store calls
     /// itself: `None` when there is nothing to write (released before, or handed on from the
     /// batch), else the CAS to make — then pass its answer to [`Lock::finish_release`].
-    pub fn begin_release(&self) -> Option<ReleaseWrite> {
+    pub fn begin_release(&self) -> Option<ReleaseWrite<S::Version>> {
         if self.released.replace(true) {
             return None;
         }
@@ -906,8 +937,8 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// The store failed; the record may still be held by this token and goes stale.
     pub fn finish_release(
         &self,
-        write: ReleaseWrite,
-        answer: Result<Option<String>, StoreError>,
+        write: ReleaseWrite<S::Version>,
+        answer: Result<Option<S::Version>, StoreError>,
     ) -> Result<(), LockError> {
         let inner = &self.inner;
         inner.calls.set(inner.calls.get() + 1);
@@ -986,26 +1017,26 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
 }
 
 /// Remembers the record this isolate wrote last for `name`, which nobody holds.
-fn remember(known: &mut Known, name: &str, version: &str, record: Record) {
+fn remember<V: Clone>(known: &mut Known<V>, name: &str, version: &V, record: Record) {
     if known.len() >= KNOWN_NAMES {
         known.clear();
     }
-    known.insert(name.to_owned(), (version.to_owned(), record));
+    known.insert(name.to_owned(), (version.clone(), record));
 }
 
 /// The store call a release makes: a CAS from [`ReleaseWrite::version`] to
 /// [`ReleaseWrite::value`] under the lock's name.
 #[derive(Debug)]
-pub struct ReleaseWrite {
-    version: String,
+pub struct ReleaseWrite<V> {
+    version: V,
     value: String,
     now: f64,
     then: AfterRelease,
 }
 
-impl ReleaseWrite {
+impl<V> ReleaseWrite<V> {
     /// The version the record must still have.
-    pub fn version(&self) -> &str {
+    pub fn version(&self) -> &V {
         &self.version
     }
 
@@ -1045,7 +1076,7 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
 
 /// Leaves the local line and wakes whoever's turn it now is (outside the borrow: a waker may
 /// poll, and a poll borrows the queue).
-fn leave<S, C: Clock, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
+fn leave<S: LockStore, C: Clock, R>(inner: &Inner<S, C, R>, ticket: Ticket) {
     let (waker, orphan) = {
         let mut queue = inner.queue.borrow_mut();
         let name = queue.key(ticket).cloned();
@@ -1086,7 +1117,7 @@ enum Holder {
 /// take it over at the same time; the seed, with no local line, does the same for contenders
 /// in the holder's own process. The holder's late release then changes nothing here, and its
 /// CAS fails in the store once the record is taken over.
-fn abandon_stale_holder<S, C: Clock, R>(
+fn abandon_stale_holder<S: LockStore, C: Clock, R>(
     inner: &Inner<S, C, R>,
     ticket: Ticket,
     now: f64,
@@ -1114,13 +1145,13 @@ fn abandon_stale_holder<S, C: Clock, R>(
 }
 
 /// A place in the local line, left on drop unless it became a held lock.
-struct Place<S, C: Clock, R> {
+struct Place<S: LockStore, C: Clock, R> {
     inner: Rc<Inner<S, C, R>>,
     ticket: Ticket,
     kept: bool,
 }
 
-impl<S, C: Clock, R> Drop for Place<S, C, R> {
+impl<S: LockStore, C: Clock, R> Drop for Place<S, C, R> {
     fn drop(&mut self) {
         if !self.kept {
             leave(&self.inner, self.ticket);
@@ -1129,13 +1160,13 @@ impl<S, C: Clock, R> Drop for Place<S, C, R> {
 }
 
 /// Completes when the waiter is woken (its turn, or a grant) or its wait is over.
-struct Wake<'a, S, C, R> {
+struct Wake<'a, S: LockStore, C, R> {
     inner: &'a Inner<S, C, R>,
     ticket: Ticket,
     sleep: Sleep,
 }
 
-impl<S, C, R> Future for Wake<'_, S, C, R> {
+impl<S: LockStore, C, R> Future for Wake<'_, S, C, R> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         {

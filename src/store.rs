@@ -12,11 +12,12 @@ use std::collections::HashMap;
 
 /// A record's value and the version the store gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Versioned {
+pub struct Versioned<V = String> {
     /// The stored text.
     pub value: String,
-    /// Opaque to the lock: only ever handed back to [`LockStore::replace`].
-    pub version: String,
+    /// Opaque to the lock: only compared for equality and handed back to
+    /// [`LockStore::replace`].
+    pub version: V,
 }
 
 /// The store failed: a network error, a timeout, a refusal. Never "exists" or "changed",
@@ -67,34 +68,39 @@ impl std::error::Error for StoreError {}
 /// write whose outcome they do not know as if it had failed: an unknown outcome is an error.
 #[allow(async_fn_in_trait)] // single-threaded by design: no `Send` bound wanted
 pub trait LockStore {
+    /// A record's version as this store gives it: a string for most stores; a JS value for
+    /// the JS binding, so that versions never cross into wasm and back. Equal versions are
+    /// the same write of the same record; a version is never reused for another write.
+    type Version: Clone + PartialEq + fmt::Debug;
     /// Writes `value` under `key` only if no record exists. The new version, or `None` if a
     /// record exists.
-    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError>;
+    async fn create(&self, key: &str, value: &str) -> Result<Option<Self::Version>, StoreError>;
     /// The record under `key`, if any.
-    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError>;
+    async fn read(&self, key: &str) -> Result<Option<Versioned<Self::Version>>, StoreError>;
     /// Writes `value` under `key` only if the record's version is still `version` (compare and
     /// set). The new version, or `None` if the record changed or is gone.
     async fn replace(
         &self,
         key: &str,
-        version: &str,
+        version: &Self::Version,
         value: &str,
-    ) -> Result<Option<String>, StoreError>;
+    ) -> Result<Option<Self::Version>, StoreError>;
 }
 
 impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
-    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
+    type Version = S::Version;
+    async fn create(&self, key: &str, value: &str) -> Result<Option<S::Version>, StoreError> {
         (**self).create(key, value).await
     }
-    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
+    async fn read(&self, key: &str) -> Result<Option<Versioned<S::Version>>, StoreError> {
         (**self).read(key).await
     }
     async fn replace(
         &self,
         key: &str,
-        version: &str,
+        version: &S::Version,
         value: &str,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<S::Version>, StoreError> {
         (**self).replace(key, version, value).await
     }
 }
@@ -143,6 +149,8 @@ impl MemoryStore {
 }
 
 impl LockStore for MemoryStore {
+    type Version = String;
+
     async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
         if self.records.borrow().contains_key(key) {
             return Ok(None);
@@ -157,11 +165,11 @@ impl LockStore for MemoryStore {
     async fn replace(
         &self,
         key: &str,
-        version: &str,
+        version: &String,
         value: &str,
     ) -> Result<Option<String>, StoreError> {
         let current = self.records.borrow().get(key).map(|(_, v)| v.to_string());
-        if current.as_deref() != Some(version) {
+        if current.as_ref() != Some(version) {
             return Ok(None);
         }
         Ok(Some(self.put(key, value)))

@@ -61,6 +61,8 @@ impl TestStore {
 }
 
 impl LockStore for TestStore {
+    type Version = String;
+
     async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
         self.weather().await?;
         let created = self.memory.create(key, value).await?;
@@ -76,7 +78,7 @@ impl LockStore for TestStore {
     async fn replace(
         &self,
         key: &str,
-        version: &str,
+        version: &String,
         value: &str,
     ) -> Result<Option<String>, StoreError> {
         self.weather().await?;
@@ -138,7 +140,7 @@ fn hold_by_hand(
         .unwrap()
         .expect("line empty");
     if let Some(version) = first.version() {
-        assert_eq!(memory.get(name).unwrap().version, version);
+        assert_eq!(&memory.get(name).unwrap().version, version);
     }
     let version = memory.put(name, first.value());
     match locks.finish_first(first, Ok(Some(version))).unwrap() {
@@ -733,7 +735,7 @@ fn a_binding_can_make_the_store_calls_itself() {
         .is_none());
     // Release: one CAS, made by the binding.
     let write = lock.begin_release().expect("a CAS to make");
-    assert_eq!(write.version(), memory.get("k").unwrap().version);
+    assert_eq!(write.version(), &memory.get("k").unwrap().version);
     let freed = memory.put("k", write.value());
     lock.finish_release(write, Ok(Some(freed))).unwrap();
     assert!(lock.begin_release().is_none(), "twice is nothing");

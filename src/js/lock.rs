@@ -106,7 +106,7 @@ impl JsStore {
 }
 
 /// A create's or CAS's settled answer, as the store trait has it.
-fn answered(method: &str, answer: JsValue, failed: bool) -> Result<Option<String>, StoreError> {
+fn answered(method: &str, answer: JsValue, failed: bool) -> Result<Option<JsValue>, StoreError> {
     if failed {
         Err(failure(method, answer))
     } else {
@@ -140,27 +140,29 @@ fn wrong_answer(method: &str, expected: &str, value: &JsValue) -> StoreError {
     StoreError::new(message)
 }
 
-/// A version string, or `None` for `null`/`undefined`.
-fn version(method: &str, value: JsValue) -> Result<Option<String>, StoreError> {
-    if value.is_null() || value.is_undefined() {
+/// A version string (kept as the JS string: it only goes back to the store), or `None` for
+/// `null`/`undefined`.
+fn version(method: &str, value: JsValue) -> Result<Option<JsValue>, StoreError> {
+    if value.is_string() {
+        Ok(Some(value))
+    } else if value.is_null() || value.is_undefined() {
         Ok(None)
     } else {
-        value
-            .as_string()
-            .map(Some)
-            .ok_or_else(|| wrong_answer(method, "a version string or null", &value))
+        Err(wrong_answer(method, "a version string or null", &value))
     }
 }
 
 impl LockStore for JsStore {
-    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
+    type Version = JsValue;
+
+    async fn create(&self, key: &str, value: &str) -> Result<Option<JsValue>, StoreError> {
         let answer = self
             .call(&self.create, "create", &[&key.into(), &value.into()])
             .await?;
         version("create", answer)
     }
 
-    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
+    async fn read(&self, key: &str) -> Result<Option<Versioned<JsValue>>, StoreError> {
         let answer = self.call(&self.read, "read", &[&key.into()]).await?;
         if answer.is_null() || answer.is_undefined() {
             return Ok(None);
@@ -169,12 +171,10 @@ impl LockStore for JsStore {
         if !answer.is_object() {
             return Err(wrong_answer("read", expected, &answer));
         }
-        let get = |name: &str| {
-            Reflect::get(&answer, &JsValue::from_str(name))
-                .ok()
-                .and_then(|v| v.as_string())
-        };
-        match (get("value"), get("version")) {
+        let get = |name: &str| Reflect::get(&answer, &JsValue::from_str(name)).ok();
+        let value = get("value").and_then(|value| value.as_string());
+        let version = get("version").filter(JsValue::is_string);
+        match (value, version) {
             (Some(value), Some(version)) => Ok(Some(Versioned { value, version })),
             _ => Err(wrong_answer("read", expected, &answer)),
         }
@@ -183,14 +183,14 @@ impl LockStore for JsStore {
     async fn replace(
         &self,
         key: &str,
-        version_: &str,
+        version_: &JsValue,
         value: &str,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<JsValue>, StoreError> {
         let answer = self
             .call(
                 &self.replace,
                 "replace",
-                &[&key.into(), &version_.into(), &value.into()],
+                &[&key.into(), version_, &value.into()],
             )
             .await?;
         version("replace", answer)
@@ -237,7 +237,7 @@ type JsLock = Lock<JsStore, JsClock, PlatformRandom>;
 /// its release's CAS while that is in flight).
 enum Entry {
     First(JsFirstCall),
-    Held(JsLock, Option<ReleaseWrite>),
+    Held(JsLock, Option<ReleaseWrite<JsValue>>),
 }
 
 /// Entries by id. Ids are never reused (a count, exact in an f64 for 2^53 of them), so a stale
@@ -491,7 +491,7 @@ impl LockManagerCore {
         let value = JsValue::from_str(first.value());
         let answer = match first.version() {
             None => store.start(&store.create, &[&name, &value]),
-            Some(version) => store.start(&store.replace, &[&name, &version.into(), &value]),
+            Some(version) => store.start(&store.replace, &[&name, version, &value]),
         };
         let id = self.insert(Entry::First(first));
         self.last_id.set(id as f64);
@@ -563,11 +563,7 @@ impl LockManagerCore {
         let store = lock.store();
         let answer = store.start(
             &store.replace,
-            &[
-                name,
-                &JsValue::from_str(release.version()),
-                &JsValue::from_str(release.value()),
-            ],
+            &[name, release.version(), &JsValue::from_str(release.value())],
         );
         self.entries
             .borrow_mut()
