@@ -153,5 +153,5 @@ for (const [label, us, calls, perHold, perAcq] of rows) {
 }
 const [k, p, floor] = redisRows;
 console.log('');
-console.log(`Redis, keyturn ÷ pattern: uncontended time ${(k.uncontendedMedianUs / p.uncontendedMedianUs).toFixed(2)}× (target ≤ 1.1), contended time per hold ${(k.contendedUsPerHold / p.contendedUsPerHold).toFixed(2)}× (target ≤ 0.5), calls per acquisition ${k.contendedCallsPerAcquisition.toFixed(2)} (target ≤ 1.5)`);
-console.log(`Redis floor: the same two calls in plain JS take ${(floor / p.uncontendedMedianUs).toFixed(2)}× the pattern uncontended`);
+console.log(`Redis, keyturn ÷ pattern: uncontended time ${(k.uncontendedMedianUs / p.uncontendedMedianUs).toFixed(3)}× (target ≤ 1.1), contended time per hold ${(k.contendedUsPerHold / p.contendedUsPerHold).toFixed(2)}× (target ≤ 0.5), calls per acquisition ${k.contendedCallsPerAcquisition.toFixed(2)} (target ≤ 1.5)`);
+console.log(`Redis floor: the same two calls in plain JS take ${(floor / p.uncontendedMedianUs).toFixed(3)}× the pattern uncontended`);

@@ -37,12 +37,32 @@ const storeError = (message, cause) => new LockStoreError(message, cause === und
 // managers with it.
 const managers = new WeakMap();
 
+// What a manager is to this file: the lock module's core, and `lastId` — the id of the store
+// call the core last made through `start`, -1 for none. Each reader saves it, sets -1, calls the
+// core, reads it and puts the saved value back, so a store method or `now` that calls back in
+// (a nested acquisition) leaves the outer reading only its own.
 function newManager(store, now) {
   const Core = lockModule().LockManagerCore;
-  let manager;
+  const manager = { core: undefined, lastId: -1 };
   // Locks are plain JS objects holding an id into the manager: no finalizer per lock.
   const newLock = (id, name, fence, token) => new KeyturnLock(manager, id, name, fence, token);
-  manager = new Core(store, now, storeError, newLock); // throws the TypeError naming `store`
+  let create;
+  let replace;
+  // The store call of a first call or a release, made here rather than from wasm: a JS call
+  // and no Promise.resolve (its answer is awaited as it is).
+  const start = (id, name, version, value) => {
+    let answer;
+    try {
+      answer = version === undefined ? create.call(store, name, value) : replace.call(store, name, version, value);
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    manager.lastId = id;
+    return answer;
+  };
+  manager.core = new Core(store, now, storeError, newLock, start); // throws the TypeError naming `store`
+  // The methods the core checked (and keeps, for the calls it makes itself).
+  ({ create, replace } = store);
   return manager;
 }
 
@@ -78,33 +98,54 @@ export function acquireLock(store, name, options) {
   let first;
   let waitMs;
   let staleMs;
+  let id = -1;
   try {
     manager = managerFor(store, options);
-    // Read here, where a property read is cheap; the lock module checks them (and `options`).
-    if (typeof options === 'object' && options !== null) {
+    // Read here, where a property read is cheap: the fast path takes numbers (defaults put in
+    // here); anything else goes to `acquire`, which names it in its error.
+    const plain = options === undefined || (typeof options === 'object' && options !== null);
+    if (plain && options !== undefined) {
       waitMs = options.waitMs;
       staleMs = options.staleMs;
     }
-    // Nobody here in line for `name`: the one store call that may take it is made already.
-    first = manager.tryFirst(name, options, waitMs, staleMs);
+    if (plain && (waitMs === undefined || typeof waitMs === 'number') && (staleMs === undefined || typeof staleMs === 'number')) {
+      const saved = manager.lastId;
+      manager.lastId = -1;
+      try {
+        // Nobody here in line for `name`: the one store call that may take it is made already.
+        first = manager.core.tryFirst(name, waitMs ?? LOCK_WAIT_MS, staleMs ?? LOCK_STALE_MS);
+        id = manager.lastId;
+      } finally {
+        manager.lastId = saved;
+      }
+    }
   } catch (error) {
     return Promise.reject(error);
   }
-  if (first === undefined) return manager.acquire(name, options, waitMs, staleMs);
-  return finishFirst(manager, manager.lastId(), name, first);
+  if (id === -1) return manager.core.acquire(name, options, waitMs, staleMs);
+  return finishFirst(manager.core, id, name, first);
 }
 
-async function finishFirst(manager, id, name, first) {
+// How a store call settled, for the lock module: a version string, null or undefined, a
+// rejection, or anything else (which it reports as a wrong answer).
+const VERSION = 0;
+const NONE = 1;
+const FAILED = 2;
+const OTHER = 3;
+const kindOf = (answer) => (typeof answer === 'string' ? VERSION : answer === null || answer === undefined ? NONE : OTHER);
+
+async function finishFirst(core, id, name, first) {
   let answer;
-  let failed = false;
+  let kind;
   try {
     answer = await first;
+    kind = kindOf(answer);
   } catch (error) {
     answer = error;
-    failed = true;
+    kind = FAILED;
   }
   // The lock, or the promise of the rest of the acquisition (somebody else's record is there).
-  return manager.finishFirst(id, name, answer, failed);
+  return core.finishFirst(id, name, answer, kind);
 }
 
 const released = Promise.resolve();
@@ -146,27 +187,35 @@ class KeyturnLock {
     const id = this.#id;
     if (id === -1) return released;
     this.#id = -1;
+    const manager = this.#manager;
+    const saved = manager.lastId;
+    manager.lastId = -1;
     let pending;
+    let started;
     try {
-      pending = this.#manager.beginRelease(id, this.#name);
+      pending = manager.core.beginRelease(id, this.#name);
+      started = manager.lastId === id;
     } catch (error) {
       return Promise.reject(error);
+    } finally {
+      manager.lastId = saved;
     }
-    if (pending === undefined) return released;
-    return finishRelease(this.#manager, id, pending);
+    if (!started) return released;
+    return finishRelease(manager.core, id, pending);
   }
 }
 
-async function finishRelease(manager, id, pending) {
+async function finishRelease(core, id, pending) {
   let answer;
-  let failed = false;
+  let kind;
   try {
     answer = await pending;
+    kind = kindOf(answer);
   } catch (error) {
     answer = error;
-    failed = true;
+    kind = FAILED;
   }
-  manager.finishRelease(id, answer, failed);
+  core.finishRelease(id, answer, kind);
 }
 
 if (typeof Symbol.asyncDispose === 'symbol') {

@@ -105,12 +105,20 @@ impl JsStore {
     }
 }
 
-/// A create's or CAS's settled answer, as the store trait has it.
-fn answered(method: &str, answer: JsValue, failed: bool) -> Result<Option<JsValue>, StoreError> {
-    if failed {
-        Err(failure(method, answer))
-    } else {
-        version(method, answer)
+/// How a store call settled, as the package's JS saw it (`typeof` there is free; each check
+/// from wasm is a crossing).
+const ANSWER_VERSION: u8 = 0;
+const ANSWER_NONE: u8 = 1;
+const ANSWER_FAILED: u8 = 2;
+
+/// A create's or CAS's settled answer, as the store trait has it: `kind` says whether `answer`
+/// is a version string, `null`/`undefined`, the reason it rejected, or anything else.
+fn answered(method: &str, answer: JsValue, kind: u8) -> Result<Option<JsValue>, StoreError> {
+    match kind {
+        ANSWER_VERSION => Ok(Some(answer)),
+        ANSWER_NONE => Ok(None),
+        ANSWER_FAILED => Err(failure(method, answer)),
+        _ => Err(wrong_answer(method, "a version string or null", &answer)),
     }
 }
 
@@ -282,8 +290,8 @@ impl Entries {
     /// their stale time (`now` is given when [`Entries::check_due`]) are dropped — the waiters
     /// in their line could put them out anyway, and a late release of one then changes nothing —
     /// so forgotten locks do not keep memory for ever (amortised constant time per entry).
-    /// Answers the new id and the stale locks taken out, to be dropped by the caller.
-    fn insert(&mut self, entry: Entry, now: Option<f64>) -> (u64, Vec<Entry>) {
+    /// Answers the stale locks taken out, to be dropped by the caller.
+    fn insert(&mut self, id: u64, entry: Entry, now: Option<f64>) -> Vec<Entry> {
         let mut stale = Vec::new();
         if let Some(now) = now {
             let ids: Vec<u64> = self
@@ -297,10 +305,14 @@ impl Entries {
             stale.extend(ids.iter().filter_map(|id| self.by_id.remove(id)));
             self.check_at = self.by_id.len() * 2;
         }
-        let id = self.next;
-        self.next += 1;
         self.by_id.insert(id, entry);
-        (id, stale)
+        stale
+    }
+
+    /// A new id, for an entry inserted later.
+    fn reserve(&mut self) -> u64 {
+        self.next += 1;
+        self.next
     }
 
     fn remove(&mut self, id: f64) -> Option<Entry> {
@@ -320,9 +332,11 @@ pub struct LockManagerCore {
     store_error: Rc<Function>,
     /// `(id, name, fence, token) => lock`, from the package's JS.
     new_lock: Rc<Function>,
+    /// `(id, name, version, value) => answer`, from the package's JS: the store call of a first
+    /// call or a release — a create when `version` is undefined, else a CAS — made in JS, which
+    /// notes `id` and settles the answer itself.
+    start: Rc<Function>,
     entries: Rc<RefCell<Entries>>,
-    /// The id of the last first call begun.
-    last_id: Rc<Cell<f64>>,
 }
 
 impl core::fmt::Debug for LockManagerCore {
@@ -365,14 +379,16 @@ fn no_entry() -> JsValue {
 #[wasm_bindgen]
 impl LockManagerCore {
     /// A manager over `store`, with `now` (a function or undefined) as its clock, making store
-    /// errors with `storeError(message, cause)` and lock objects with
-    /// `newLock(id, name, fence, token)`.
+    /// errors with `storeError(message, cause)`, lock objects with
+    /// `newLock(id, name, fence, token)`, and the store calls of first calls and releases with
+    /// `start(id, name, version, value)`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         store: JsValue,
         now: JsValue,
         store_error: Function,
         new_lock: Function,
+        start: Function,
     ) -> Result<LockManagerCore, JsValue> {
         let store = JsStore::from_js(store)?;
         let now = optional_function(now, "options.now")?;
@@ -384,8 +400,8 @@ impl LockManagerCore {
             manager: LockManager::new(store, clock, PlatformRandom),
             store_error: Rc::new(store_error),
             new_lock: Rc::new(new_lock),
+            start: Rc::new(start),
             entries: Rc::default(),
-            last_id: Rc::default(),
         })
     }
 
@@ -418,13 +434,12 @@ impl LockManagerCore {
 
     /// Entries are never borrowed across a call out to JS (a store method, `now`): the JS may
     /// call back into this manager.
-    fn insert(&self, entry: Entry) -> u64 {
+    fn insert(&self, id: u64, entry: Entry) {
         let due = self.entries.borrow().check_due();
         let now = due.then(|| self.manager.clock().now_ms());
-        let (id, stale) = self.entries.borrow_mut().insert(entry, now);
+        let stale = self.entries.borrow_mut().insert(id, entry, now);
         // Dropped outside the borrow: a lock's drop leaves its line and wakes the next waiter.
         drop(stale);
-        id
     }
 
     /// The JS lock for `lock`. `name`: the caller's string, which the lock's `name` answers
@@ -432,7 +447,8 @@ impl LockManagerCore {
     fn held(&self, lock: JsLock, name: JsValue) -> Result<JsValue, JsValue> {
         let fence = lock.fence() as f64;
         let token = JsValue::from_str(lock.token());
-        let id = self.insert(Entry::Held(lock, None));
+        let id = self.entries.borrow_mut().reserve();
+        self.insert(id, Entry::Held(lock, None));
         self.new_lock.call4(
             &JsValue::UNDEFINED,
             &(id as f64).into(),
@@ -465,48 +481,58 @@ impl LockManagerCore {
         })
     }
 
-    /// The fast start of `acquireLock`: when nobody here is in line for `name`, makes the one
-    /// store call that may take it and answers the promise of the store's answer — settle it,
-    /// then pass it with `lastId()` to `finishFirst`; `undefined` when others here are in line
-    /// (use `acquire`). Throws for a bad name or option. Why: the common uncontended
-    /// acquisition then needs no Rust future, only one JS await.
+    /// Calls the package's JS to make a store call for entry `id`: a create when `version` is
+    /// `None`, else a CAS. Its answer, unsettled (a value or a promise; a rejected one if the
+    /// store threw).
+    fn begin(&self, id: u64, name: &JsValue, version: Option<&JsValue>, value: &str) -> JsValue {
+        let undefined = JsValue::UNDEFINED;
+        let version = version.unwrap_or(&undefined);
+        let value = JsValue::from_str(value);
+        self.start
+            .call4(
+                &JsValue::UNDEFINED,
+                &(id as f64).into(),
+                name,
+                version,
+                &value,
+            )
+            .unwrap_or_else(|error| Promise::reject(&error).into())
+    }
+
+    /// The fast start of `acquireLock`, for a `name` nobody here is in line for: makes the one
+    /// store call that may take it (through `start`, which notes the id) and answers its
+    /// answer, unsettled — settle it, then pass it with the id to `finishFirst`. When others
+    /// here are in line, `start` is not called: use `acquire`. `waitMs` and `staleMs` are
+    /// numbers (the package's JS puts in the defaults, and sends anything that is not a number
+    /// to `acquire`, which names it in its error). Throws for a bad name or a number out of
+    /// range. Why: the common uncontended acquisition then needs no Rust future, only one JS
+    /// await, and as few crossings as it can.
     #[wasm_bindgen(js_name = tryFirst)]
     pub fn try_first(
         &self,
         name: JsValue,
-        options: JsValue,
-        wait_ms: JsValue,
-        stale_ms: JsValue,
-    ) -> Result<Option<Promise>, JsValue> {
-        let (name_str, options) = self.checked(&name, &options, wait_ms, stale_ms)?;
+        wait_ms: f64,
+        stale_ms: f64,
+    ) -> Result<JsValue, JsValue> {
+        let name_str = key_from_js(&name, "name")?;
+        let options = LockOptions { wait_ms, stale_ms };
         let first = self
             .manager
             .first_call(&name_str, options)
             .map_err(|error| lock_error(&self.store_error, error))?;
         let Some(first) = first else {
-            return Ok(None);
+            return Ok(JsValue::UNDEFINED);
         };
-        let store = self.manager.store();
+        let id = self.entries.borrow_mut().reserve();
         // The caller's own string as the key: no copy out of wasm.
-        let value = JsValue::from_str(first.value());
-        let answer = match first.version() {
-            None => store.start(&store.create, &[&name, &value]),
-            Some(version) => store.start(&store.replace, &[&name, version, &value]),
-        };
-        let id = self.insert(Entry::First(first));
-        self.last_id.set(id as f64);
-        Ok(Some(answer))
+        let answer = self.begin(id, &name, first.version(), first.value());
+        self.insert(id, Entry::First(first));
+        Ok(answer)
     }
 
-    /// The id of the first call `tryFirst` began last.
-    #[wasm_bindgen(js_name = lastId)]
-    pub fn last_id(&self) -> f64 {
-        self.last_id.get()
-    }
-
-    /// Takes the settled answer (`failed` when it rejected) to first call `id`, with the
-    /// caller's `name`: the lock, or a promise of the rest of the acquisition. Throws a
-    /// `LockStoreError` when the store failed, a `TypeError` when no such first call is in
+    /// Takes the settled answer to first call `id` (`kind`: how it settled, see `answered`),
+    /// with the caller's `name`: the lock, or a promise of the rest of the acquisition. Throws
+    /// a `LockStoreError` when the store failed, a `TypeError` when no such first call is in
     /// flight.
     #[wasm_bindgen(js_name = finishFirst)]
     pub fn finish_first(
@@ -514,7 +540,7 @@ impl LockManagerCore {
         id: f64,
         name: JsValue,
         answer: JsValue,
-        failed: bool,
+        kind: u8,
     ) -> Result<JsValue, JsValue> {
         let Some(Entry::First(first)) = self.entries.borrow_mut().remove(id) else {
             return Err(no_entry());
@@ -526,7 +552,7 @@ impl LockManagerCore {
         };
         let outcome = self
             .manager
-            .finish_first(first, answered(method, answer, failed))
+            .finish_first(first, answered(method, answer, kind))
             .map_err(|error| lock_error(&self.store_error, error))?;
         match outcome {
             FirstOutcome::Held(lock) => self.held(lock, name),
@@ -544,42 +570,41 @@ impl LockManagerCore {
         }
     }
 
-    /// Starts releasing lock `id` under `name`: `undefined` when nothing is to be written
-    /// (handed on locally, or the lock is no longer kept here), else the promise of the store's
-    /// answer to the release's CAS — pass it, settled, to `finishRelease`.
+    /// Starts releasing lock `id` under `name`: when there is something to write, makes the
+    /// release's CAS through `start` (which notes the id) and answers its answer, unsettled —
+    /// settle it and pass it to `finishRelease`. When nothing is to be written (handed on
+    /// locally, or the lock is no longer kept here), `start` is not called.
     #[wasm_bindgen(js_name = beginRelease)]
-    pub fn begin_release(&self, id: f64, name: &JsValue) -> Option<Promise> {
+    pub fn begin_release(&self, id: f64, name: &JsValue) -> JsValue {
         // Out of the map while the JS store is called, and put back under its id.
         let removed = self.entries.borrow_mut().remove(id);
         let lock = match removed {
             Some(Entry::Held(lock, None)) => lock,
             Some(other) => {
                 self.entries.borrow_mut().by_id.insert(id as u64, other);
-                return None;
+                return JsValue::UNDEFINED;
             }
-            None => return None,
+            None => return JsValue::UNDEFINED,
         };
-        let release = lock.begin_release()?;
-        let store = lock.store();
-        let answer = store.start(
-            &store.replace,
-            &[name, release.version(), &JsValue::from_str(release.value())],
-        );
+        let Some(release) = lock.begin_release() else {
+            return JsValue::UNDEFINED;
+        };
+        let answer = self.begin(id as u64, name, Some(release.version()), release.value());
         self.entries
             .borrow_mut()
             .by_id
             .insert(id as u64, Entry::Held(lock, Some(release)));
-        Some(answer)
+        answer
     }
 
-    /// Ends the release of lock `id` with its CAS's settled answer (`failed` when it
-    /// rejected). Throws a `LockStoreError` when the store failed.
+    /// Ends the release of lock `id` with its CAS's settled answer (`kind`: how it settled).
+    /// Throws a `LockStoreError` when the store failed.
     #[wasm_bindgen(js_name = finishRelease)]
-    pub fn finish_release(&self, id: f64, answer: JsValue, failed: bool) -> Result<(), JsValue> {
+    pub fn finish_release(&self, id: f64, answer: JsValue, kind: u8) -> Result<(), JsValue> {
         let Some(Entry::Held(lock, Some(write))) = self.entries.borrow_mut().remove(id) else {
             return Err(no_entry());
         };
-        lock.finish_release(write, answered("replace", answer, failed))
+        lock.finish_release(write, answered("replace", answer, kind))
             .map_err(|error| lock_error(&self.store_error, error))
     }
 

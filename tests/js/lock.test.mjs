@@ -245,6 +245,47 @@ test('a first call or release that fails leaves the local line: the next acquisi
   assert.equal(record(store, 'k').state, 'free');
 });
 
+test('a store method or now() that acquires and releases other locks, synchronously, does not confuse either acquisition', async () => {
+  // The package's JS tracks which store call the lock module made last; calls nested inside a
+  // store method or `now` must not be taken for the outer one.
+  const nested = [];
+  class Reentrant extends MapStore {
+    create(key, value) {
+      if (key === 'outer') nested.push(acquireLock(this, 'inner-create'));
+      return super.create(key, value);
+    }
+    replace(key, version, value) {
+      if (key === 'outer') nested.push(acquireLock(this, `inner-replace-${nested.length}`).then((lock) => lock.release().then(() => lock)));
+      return super.replace(key, version, value);
+    }
+  }
+  const store = new Reentrant();
+  let calls = 0;
+  const now = () => {
+    calls += 1;
+    if (calls === 3) nested.push(acquireLock(store, 'inner-now', { now }));
+    return Date.now();
+  };
+  for (let i = 1; i <= 3; i++) {
+    const lock = await acquireLock(store, 'outer', { now });
+    assert.equal(lock.name, 'outer');
+    assert.equal(lock.fence, i);
+    assert.equal(record(store, 'outer').token, lock.token);
+    await lock.release();
+    assert.equal(record(store, 'outer').state, 'free');
+  }
+  const inner = await Promise.all(nested);
+  // One from the create, one from `now`, five from the outer CASes (three releases, two acquisitions).
+  assert.equal(inner.length, 7);
+  assert.equal(new Set(inner.map((lock) => lock.name)).size, 7);
+  assert.ok(inner.some((lock) => lock.name === 'inner-create') && inner.some((lock) => lock.name === 'inner-now'));
+  for (const lock of inner) {
+    assert.equal(lock.fence, 1);
+    await lock.release();
+    assert.equal(record(store, lock.name).state, 'free');
+  }
+});
+
 test('bad input: TypeError or RangeError naming the argument, and nothing asked of the store', async () => {
   const store = new MapStore();
   const cases = [
