@@ -43,14 +43,15 @@ const managers = new WeakMap();
 // (a nested acquisition) leaves the outer reading only its own.
 function newManager(store, now) {
   const Core = lockModule().LockManagerCore;
-  const manager = { core: undefined, lastId: -1 };
+  const manager = { core: undefined, lastId: -1, name: undefined };
   // Locks are plain JS objects holding an id into the manager: no finalizer per lock.
   const newLock = (id, name, fence, token) => new KeyturnLock(manager, id, name, fence, token);
   let create;
   let replace;
   // The store call of a first call or a release, made here rather than from wasm: a JS call
   // and no Promise.resolve (its answer is awaited as it is).
-  const start = (id, name, version, value) => {
+  const start = (id, version, value) => {
+    const { name } = manager;
     let answer;
     try {
       answer = version === undefined ? create.call(store, name, value) : replace.call(store, name, version, value);
@@ -108,15 +109,18 @@ export function acquireLock(store, name, options) {
       waitMs = options.waitMs;
       staleMs = options.staleMs;
     }
-    if (plain && (waitMs === undefined || typeof waitMs === 'number') && (staleMs === undefined || typeof staleMs === 'number')) {
+    if (typeof name === 'string' && plain && (waitMs === undefined || typeof waitMs === 'number') && (staleMs === undefined || typeof staleMs === 'number')) {
       const saved = manager.lastId;
+      const savedName = manager.name;
       manager.lastId = -1;
+      manager.name = name;
       try {
         // Nobody here in line for `name`: the one store call that may take it is made already.
         first = manager.core.tryFirst(name, waitMs ?? LOCK_WAIT_MS, staleMs ?? LOCK_STALE_MS);
         id = manager.lastId;
       } finally {
         manager.lastId = saved;
+        manager.name = savedName;
       }
     }
   } catch (error) {
@@ -189,16 +193,19 @@ class KeyturnLock {
     this.#id = -1;
     const manager = this.#manager;
     const saved = manager.lastId;
+    const savedName = manager.name;
     manager.lastId = -1;
+    manager.name = this.#name;
     let pending;
     let started;
     try {
-      pending = manager.core.beginRelease(id, this.#name);
+      pending = manager.core.beginRelease(id);
       started = manager.lastId === id;
     } catch (error) {
       return Promise.reject(error);
     } finally {
       manager.lastId = saved;
+      manager.name = savedName;
     }
     if (!started) return released;
     return finishRelease(manager.core, id, pending);

@@ -2,8 +2,6 @@
 //! three async methods, the platform's crypto and timers, and `Date.now` (or `options.now`).
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use js_sys::{Function, Object, Promise, Reflect};
@@ -248,75 +246,121 @@ enum Entry {
     Held(JsLock, Option<ReleaseWrite<JsValue>>),
 }
 
-/// Entries by id. Ids are never reused (a count, exact in an f64 for 2^53 of them), so a stale
-/// id finds nothing rather than somebody else's lock.
+/// Entries by id, in a slab. An id is a slot's index and its generation, which rises each time
+/// the slot is freed, so a stale id finds nothing rather than somebody else's lock.
 #[derive(Default)]
 struct Entries {
-    by_id: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
-    next: u64,
+    slots: Vec<Slot>,
+    /// Free slots, reused last freed first (their memory is the most recently touched).
+    free: Vec<u32>,
+    /// Entries kept (not counting reserved slots that are empty).
+    live: usize,
     /// Held locks past this many are checked for ones gone stale (see [`Entries::insert`]).
     check_at: usize,
 }
 
-/// Ids are a count: their low bits are already spread.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 << 8) | u64::from(byte);
-        }
-    }
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id;
-    }
+struct Slot {
+    generation: u32,
+    entry: Option<Entry>,
 }
+
+/// Bits of an id that are the slot's index: 16 million entries at once, and ids within the 53
+/// bits an f64 holds exactly.
+const INDEX_BITS: u32 = 24;
+
+/// Generations wrap within the 29 bits left: an id is stale unless its slot was freed a
+/// multiple of 2^29 times since.
+const GENERATION_MASK: u32 = (1 << (53 - INDEX_BITS)) - 1;
 
 /// Entries kept before the first check for stale ones.
 const FIRST_CHECK: usize = 64;
 
 impl Entries {
-    /// Whether [`Entries::insert`] should check for stale locks first (it needs the time then).
-    fn check_due(&self) -> bool {
-        self.by_id.len() >= self.check_at.max(FIRST_CHECK)
+    fn slot(&mut self, id: f64) -> Option<&mut Slot> {
+        let id = id as u64;
+        let index = (id & ((1 << INDEX_BITS) - 1)) as usize;
+        self.slots
+            .get_mut(index)
+            .filter(|slot| u64::from(slot.generation) == id >> INDEX_BITS)
     }
 
-    /// Keeps `entry` under a new id. A lock object that is dropped unreleased leaves its entry
-    /// here; so, whenever the entries have doubled since the last check, the held locks past
-    /// their stale time (`now` is given when [`Entries::check_due`]) are dropped — the waiters
-    /// in their line could put them out anyway, and a late release of one then changes nothing —
-    /// so forgotten locks do not keep memory for ever (amortised constant time per entry).
-    /// Answers the stale locks taken out, to be dropped by the caller.
-    fn insert(&mut self, id: u64, entry: Entry, now: Option<f64>) -> Vec<Entry> {
+    /// Whether [`Entries::insert`] should check for stale locks first (it needs the time then).
+    fn check_due(&self) -> bool {
+        self.live >= self.check_at.max(FIRST_CHECK)
+    }
+
+    /// A new id, for an entry inserted later; `None` when every index is in use.
+    fn reserve(&mut self) -> Option<f64> {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None if self.slots.len() < 1 << INDEX_BITS => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    entry: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+            None => return None,
+        };
+        let generation = u64::from(self.slots[index as usize].generation);
+        Some(((generation << INDEX_BITS) | u64::from(index)) as f64)
+    }
+
+    /// Keeps `entry` under the reserved id `id`. A lock object that is dropped unreleased
+    /// leaves its entry here; so, whenever the entries have doubled since the last check, the
+    /// held locks past their stale time (`now` is given when [`Entries::check_due`]) are taken
+    /// out — the waiters in their line could put them out anyway, and a late release of one
+    /// then changes nothing — so forgotten locks do not keep memory for ever (amortised
+    /// constant time per entry). Answers those, to be dropped by the caller.
+    fn insert(&mut self, id: f64, entry: Entry, now: Option<f64>) -> Vec<Entry> {
         let mut stale = Vec::new();
         if let Some(now) = now {
-            let ids: Vec<u64> = self
-                .by_id
-                .iter()
-                .filter(|(_, entry)| {
-                    matches!(entry, Entry::Held(lock, None) if lock.held_until() <= now)
-                })
-                .map(|(&id, _)| id)
-                .collect();
-            stale.extend(ids.iter().filter_map(|id| self.by_id.remove(id)));
-            self.check_at = self.by_id.len() * 2;
+            for index in 0..self.slots.len() {
+                let slot = &mut self.slots[index];
+                if matches!(&slot.entry, Some(Entry::Held(lock, None)) if lock.held_until() <= now)
+                {
+                    stale.extend(slot.entry.take());
+                    slot.generation = (slot.generation + 1) & GENERATION_MASK;
+                    self.free.push(index as u32);
+                    self.live -= 1;
+                }
+            }
+            self.check_at = self.live * 2;
         }
-        self.by_id.insert(id, entry);
+        self.put(id, entry);
         stale
     }
 
-    /// A new id, for an entry inserted later.
-    fn reserve(&mut self) -> u64 {
-        self.next += 1;
-        self.next
+    /// Puts `entry` in the reserved slot of `id` (empty, or taken out by [`Entries::take`]).
+    fn put(&mut self, id: f64, entry: Entry) {
+        if let Some(slot) = self.slot(id) {
+            if slot.entry.replace(entry).is_none() {
+                self.live += 1;
+            }
+        }
+    }
+
+    /// Takes the entry of `id` out, keeping its slot reserved.
+    fn take(&mut self, id: f64) -> Option<Entry> {
+        let entry = self.slot(id)?.entry.take()?;
+        self.live -= 1;
+        Some(entry)
+    }
+
+    /// Frees the slot of `id` (empty, after [`Entries::take`]); its id is then stale.
+    fn free(&mut self, id: f64) {
+        if let Some(slot) = self.slot(id) {
+            if slot.entry.is_none() {
+                slot.generation = (slot.generation + 1) & GENERATION_MASK;
+                self.free.push((id as u64 & ((1 << INDEX_BITS) - 1)) as u32);
+            }
+        }
     }
 
     fn remove(&mut self, id: f64) -> Option<Entry> {
-        self.by_id.remove(&(id as u64))
+        let entry = self.take(id)?;
+        self.free(id);
+        Some(entry)
     }
 }
 
@@ -434,7 +478,7 @@ impl LockManagerCore {
 
     /// Entries are never borrowed across a call out to JS (a store method, `now`): the JS may
     /// call back into this manager.
-    fn insert(&self, id: u64, entry: Entry) {
+    fn insert(&self, id: f64, entry: Entry) {
         let due = self.entries.borrow().check_due();
         let now = due.then(|| self.manager.clock().now_ms());
         let stale = self.entries.borrow_mut().insert(id, entry, now);
@@ -442,16 +486,24 @@ impl LockManagerCore {
         drop(stale);
     }
 
+    /// A new entry id, or the error for none left.
+    fn reserve(&self) -> Result<f64, JsValue> {
+        self.entries
+            .borrow_mut()
+            .reserve()
+            .ok_or_else(|| range_error(&["too many locks are held or being taken in this isolate"]))
+    }
+
     /// The JS lock for `lock`. `name`: the caller's string, which the lock's `name` answers
     /// without a copy out of wasm.
     fn held(&self, lock: JsLock, name: JsValue) -> Result<JsValue, JsValue> {
         let fence = lock.fence() as f64;
         let token = JsValue::from_str(lock.token());
-        let id = self.entries.borrow_mut().reserve();
+        let id = self.reserve()?;
         self.insert(id, Entry::Held(lock, None));
         self.new_lock.call4(
             &JsValue::UNDEFINED,
-            &(id as f64).into(),
+            &id.into(),
             &name,
             &fence.into(),
             &token,
@@ -484,18 +536,12 @@ impl LockManagerCore {
     /// Calls the package's JS to make a store call for entry `id`: a create when `version` is
     /// `None`, else a CAS. Its answer, unsettled (a value or a promise; a rejected one if the
     /// store threw).
-    fn begin(&self, id: u64, name: &JsValue, version: Option<&JsValue>, value: &str) -> JsValue {
+    fn begin(&self, id: f64, version: Option<&JsValue>, value: &str) -> JsValue {
         let undefined = JsValue::UNDEFINED;
         let version = version.unwrap_or(&undefined);
         let value = JsValue::from_str(value);
         self.start
-            .call4(
-                &JsValue::UNDEFINED,
-                &(id as f64).into(),
-                name,
-                version,
-                &value,
-            )
+            .call3(&JsValue::UNDEFINED, &id.into(), version, &value)
             .unwrap_or_else(|error| Promise::reject(&error).into())
     }
 
@@ -508,24 +554,22 @@ impl LockManagerCore {
     /// range. Why: the common uncontended acquisition then needs no Rust future, only one JS
     /// await, and as few crossings as it can.
     #[wasm_bindgen(js_name = tryFirst)]
-    pub fn try_first(
-        &self,
-        name: JsValue,
-        wait_ms: f64,
-        stale_ms: f64,
-    ) -> Result<JsValue, JsValue> {
-        let name_str = key_from_js(&name, "name")?;
+    pub fn try_first(&self, name: String, wait_ms: f64, stale_ms: f64) -> Result<JsValue, JsValue> {
+        // A lone surrogate came in as U+FFFD, which a real U+FFFD also is: `acquire` tells them
+        // apart (it has the JS string).
+        if name.contains('\u{FFFD}') {
+            return Ok(JsValue::UNDEFINED);
+        }
         let options = LockOptions { wait_ms, stale_ms };
         let first = self
             .manager
-            .first_call(&name_str, options)
+            .first_call(&name, options)
             .map_err(|error| lock_error(&self.store_error, error))?;
         let Some(first) = first else {
             return Ok(JsValue::UNDEFINED);
         };
-        let id = self.entries.borrow_mut().reserve();
-        // The caller's own string as the key: no copy out of wasm.
-        let answer = self.begin(id, &name, first.version(), first.value());
+        let id = self.reserve()?;
+        let answer = self.begin(id, first.version(), first.value());
         self.insert(id, Entry::First(first));
         Ok(answer)
     }
@@ -575,25 +619,25 @@ impl LockManagerCore {
     /// settle it and pass it to `finishRelease`. When nothing is to be written (handed on
     /// locally, or the lock is no longer kept here), `start` is not called.
     #[wasm_bindgen(js_name = beginRelease)]
-    pub fn begin_release(&self, id: f64, name: &JsValue) -> JsValue {
-        // Out of the map while the JS store is called, and put back under its id.
-        let removed = self.entries.borrow_mut().remove(id);
-        let lock = match removed {
+    pub fn begin_release(&self, id: f64) -> JsValue {
+        // Out of its slot while the JS store is called, and put back.
+        let taken = self.entries.borrow_mut().take(id);
+        let lock = match taken {
             Some(Entry::Held(lock, None)) => lock,
             Some(other) => {
-                self.entries.borrow_mut().by_id.insert(id as u64, other);
+                self.entries.borrow_mut().put(id, other);
                 return JsValue::UNDEFINED;
             }
             None => return JsValue::UNDEFINED,
         };
         let Some(release) = lock.begin_release() else {
+            self.entries.borrow_mut().free(id);
             return JsValue::UNDEFINED;
         };
-        let answer = self.begin(id as u64, name, Some(release.version()), release.value());
+        let answer = self.begin(id, Some(release.version()), release.value());
         self.entries
             .borrow_mut()
-            .by_id
-            .insert(id as u64, Entry::Held(lock, Some(release)));
+            .put(id, Entry::Held(lock, Some(release)));
         answer
     }
 
