@@ -106,7 +106,7 @@ export interface Lock {
   readonly token: string;
   /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers. */
   readonly fence: number;
-  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. */
+  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. A lock never released is taken over once its record is stale (`staleMs`), by other isolates and by the waiters in this one. */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -218,7 +218,8 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for FirstOutcome<S, C, R> {
 /// An acquisition at the head of its local line that has yet to take the record; dropping it
 /// leaves the line.
 pub struct Resume<S: LockStore, C: Clock, R: Random> {
-    name: String,
+    /// The name, shared with its line in the queue (and the known record).
+    name: Rc<str>,
     place: Place<S, C, R>,
     deadline: f64,
     stale_ms: f64,
@@ -300,7 +301,7 @@ type Contention<'a, V> = Pin<Box<dyn Future<Output = Result<Option<Grant<V>>, Lo
 type Queue<V> = KeyedQueue<Waiter<V>, NameState<V>>;
 
 /// Per name, the version and record this isolate wrote last, which nobody holds.
-type Known<V> = HashMap<String, (V, Record), crate::queue::KeyHash>;
+type Known<V> = HashMap<Rc<str>, (V, Record), crate::queue::KeyHash>;
 
 /// Most names remembered in [`Inner::known`]; past this the memory is cleared.
 const KNOWN_NAMES: usize = 1024;
@@ -332,7 +333,7 @@ impl<S: LockStore, C: Clock, R: Random> Clone for LockManager<S, C, R> {
 /// A held lock. Release it with [`Lock::release`]; dropping it unreleased leaves the record held
 /// until it goes stale (as a crashed holder would) and lets the next local waiter contend.
 pub struct Lock<S: LockStore, C: Clock, R: Random> {
-    name: String,
+    name: Rc<str>,
     token: String,
     fence: u64,
     /// The fence in the record at `version` (above `fence` when a batch reserved more).
@@ -419,11 +420,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         }
         let inner = &self.inner;
         let deadline = inner.clock.now_ms() + options.wait_ms;
-        let ticket = inner
-            .queue
-            .borrow_mut()
-            .push(name, Waiter::default())
-            .ticket;
+        let (ticket, key) = {
+            let mut queue = inner.queue.borrow_mut();
+            let ticket = queue.push(name, Waiter::default()).ticket;
+            // The line's own string, shared.
+            let key = queue.key(ticket).cloned();
+            (ticket, key.unwrap_or_else(|| Rc::from(name)))
+        };
         let mut place = Place {
             inner: inner.clone(),
             ticket,
@@ -442,12 +445,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             match granted {
                 Some(Some(grant)) => {
                     place.kept = true;
-                    return Ok(Some(self.lock(
-                        name.to_owned(),
-                        grant,
-                        ticket,
-                        options.stale_ms,
-                    )));
+                    return Ok(Some(self.lock(key, grant, ticket, options.stale_ms)));
                 }
                 Some(None) => break,
                 None => {}
@@ -475,7 +473,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                 .is_some_and(|state| std::mem::take(&mut state.yield_first))
         };
         self.resume(Resume {
-            name: name.to_owned(),
+            name: key,
             place,
             deadline,
             stale_ms: options.stale_ms,
@@ -509,24 +507,26 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             return Ok(None);
         }
         let now = inner.clock.now_ms();
+        // A name this isolate freed last is kept with its record: its line shares that string.
+        let known = inner.known.borrow_mut().remove_entry(name);
+        let (key, version, fence) = match known {
+            Some((key, (version, free))) => (key, Some(version), free.fence + 1),
+            None => (Rc::from(name), None, 1),
+        };
         let ticket = inner
             .queue
             .borrow_mut()
-            .push(name, Waiter::default())
+            .push_shared(&key, Waiter::default())
             .ticket;
         let token = inner.random.token();
-        let (version, fence) = match inner.known.borrow_mut().remove(name) {
-            Some((version, free)) => (Some(version), free.fence + 1),
-            None => (None, 1),
-        };
         Ok(Some(FirstCall {
-            value: Record::held(&token, fence, now).encode(),
+            value: Record::encode_held(&token, fence, now),
             version,
             token,
             fence,
             at: now,
             resume: Resume {
-                name: name.to_owned(),
+                name: key,
                 place: Place {
                     inner: inner.clone(),
                     ticket,
@@ -570,7 +570,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     at,
                 };
                 let ticket = resume.place.ticket;
-                let (name, stale_ms) = (std::mem::take(&mut resume.name), resume.stale_ms);
+                let (name, stale_ms) = (resume.name.clone(), resume.stale_ms);
                 Ok(FirstOutcome::Held(self.lock(name, grant, ticket, stale_ms)))
             }
             None => {
@@ -626,7 +626,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
 
     fn lock(
         &self,
-        name: String,
+        name: Rc<str>,
         grant: Grant<S::Version>,
         ticket: Ticket,
         stale_ms: f64,
@@ -683,7 +683,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                 Some(known) => Some(known),
                 None => {
                     if !exists {
-                        let value = Record::held(&token, 1, now).encode();
+                        let value = Record::encode_held(&token, 1, now);
                         if let Some(version) = self.call(inner.store.create(name, &value)).await? {
                             return Ok(Some(Grant {
                                 token,
@@ -713,7 +713,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                         takeovers += 1;
                                         // Its fence is lost; epoch milliseconds outgrow any count.
                                         let fence = (now.floor() as u64).max(1);
-                                        let value = Record::held(&token, fence, now).encode();
+                                        let value = Record::encode_held(&token, fence, now);
                                         if let Some(version) = self
                                             .call(inner.store.replace(name, &found.version, &value))
                                             .await?
@@ -747,7 +747,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                         takeovers += 1;
                     }
                     let fence = record.fence + 1;
-                    let value = Record::held(&token, fence, now).encode();
+                    let value = Record::encode_held(&token, fence, now);
                     match self
                         .call(inner.store.replace(name, &version, &value))
                         .await?
@@ -903,7 +903,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 let fence = self.record_fence + 1;
                 let last_fence = fence + behind as u64;
                 ReleaseWrite {
-                    value: Record::held(&token, last_fence, now).encode(),
+                    value: Record::encode_held(&token, last_fence, now),
                     version,
                     now,
                     then: AfterRelease::HandOff {
@@ -915,7 +915,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 }
             }
             (None, _) => {
-                let free = Record::held(&self.token, self.record_fence, now).released(now);
+                let free = Record::free(self.record_fence, now);
                 ReleaseWrite {
                     value: free.encode(),
                     version,
@@ -1017,11 +1017,11 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
 }
 
 /// Remembers the record this isolate wrote last for `name`, which nobody holds.
-fn remember<V: Clone>(known: &mut Known<V>, name: &str, version: &V, record: Record) {
+fn remember<V: Clone>(known: &mut Known<V>, name: &Rc<str>, version: &V, record: Record) {
     if known.len() >= KNOWN_NAMES {
         known.clear();
     }
-    known.insert(name.to_owned(), (version.clone(), record));
+    known.insert(name.clone(), (version.clone(), record));
 }
 
 /// The store call a release makes: a CAS from [`ReleaseWrite::version`] to

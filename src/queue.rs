@@ -152,10 +152,10 @@ impl<P, L: Default> Lines<P, L> {
     }
 
     /// Opens a line for `key`, which the caller knows has none, with `payload` as its head.
-    pub fn open(&mut self, key: &str, payload: P) -> Pushed {
+    pub fn open(&mut self, key: impl Into<Rc<str>>, payload: P) -> Pushed {
         let index = self.alloc_slot();
         let line = Line {
-            key: Rc::from(key),
+            key: key.into(),
             head: index,
             tail: index,
             data: L::default(),
@@ -445,7 +445,17 @@ impl<P, L: Default> KeyedQueue<P, L> {
 
     /// Appends `payload` to `key`'s line, opening the line if the key was idle.
     pub fn push(&mut self, key: &str, payload: P) -> Pushed {
-        if let Some(&line) = self.index.get(key) {
+        self.push_key(key, payload)
+    }
+
+    /// [`KeyedQueue::push`] with the key as a shared string the caller already has, which an
+    /// opened line keeps instead of a copy.
+    pub fn push_shared(&mut self, key: &Rc<str>, payload: P) -> Pushed {
+        self.push_key(key.clone(), payload)
+    }
+
+    fn push_key<K: AsRef<str> + Into<Rc<str>>>(&mut self, key: K, payload: P) -> Pushed {
+        if let Some(&line) = self.index.get(key.as_ref()) {
             if let Some(ticket) = self.lines.push_on(LineId(line), payload) {
                 return Pushed {
                     ticket,

@@ -63,49 +63,28 @@ impl Record {
 
     /// The record a release leaves: free, with the same fence.
     pub fn released(&self, at: f64) -> Record {
+        Record::free(self.fence, at)
+    }
+
+    /// A free record with fence `fence`.
+    pub fn free(fence: u64, at: f64) -> Record {
         Record {
             held: false,
             token: String::new(),
-            fence: self.fence,
+            fence,
             at,
         }
     }
 
     /// The record as stored.
     pub fn encode(&self) -> String {
-        // Room for the longest record (a 32-digit token, 20-digit numbers): one allocation.
-        let mut out = String::with_capacity(160);
-        out.push_str("{\"keyturn\":1,\"state\":\"");
-        out.push_str(if self.held { "held" } else { "free" });
-        out.push_str("\",\"token\":\"");
-        // Tokens are ours (hex): copied whole. Anything else is escaped so the JSON stays valid.
-        if self
-            .token
-            .bytes()
-            .all(|b| b >= 0x20 && b != b'"' && b != b'\\')
-        {
-            out.push_str(&self.token);
-        } else {
-            for c in self.token.chars() {
-                match c {
-                    '"' => out.push_str("\\\""),
-                    '\\' => out.push_str("\\\\"),
-                    c if (c as u32) < 0x20 => {
-                        const HEX: &[u8; 16] = b"0123456789abcdef";
-                        out.push_str("\\u00");
-                        out.push(HEX[(c as usize) >> 4] as char);
-                        out.push(HEX[(c as usize) & 15] as char);
-                    }
-                    c => out.push(c),
-                }
-            }
-        }
-        out.push_str("\",\"fence\":");
-        push_decimal(&mut out, self.fence);
-        out.push_str(",\"at\":");
-        push_decimal(&mut out, self.at.max(0.0).floor() as u64);
-        out.push('}');
-        out
+        encode(self.held, &self.token, self.fence, self.at)
+    }
+
+    /// `Record::held(token, fence, at).encode()`, without the record (and its copy of the
+    /// token).
+    pub fn encode_held(token: &str, fence: u64, at: f64) -> String {
+        encode(true, token, fence, at)
     }
 
     /// Reads a stored text; an error for anything that is not a record of this format.
@@ -161,6 +140,39 @@ enum Value {
     String(String),
     Number(f64),
     Other,
+}
+
+/// The stored text of a record with these fields.
+fn encode(held: bool, token: &str, fence: u64, at: f64) -> String {
+    // Room for the longest record (a 32-digit token, 20-digit numbers): one allocation.
+    let mut out = String::with_capacity(160);
+    out.push_str("{\"keyturn\":1,\"state\":\"");
+    out.push_str(if held { "held" } else { "free" });
+    out.push_str("\",\"token\":\"");
+    // Tokens are ours (hex): copied whole. Anything else is escaped so the JSON stays valid.
+    if token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push_str(token);
+    } else {
+        for c in token.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    out.push_str("\\u00");
+                    out.push(HEX[(c as usize) >> 4] as char);
+                    out.push(HEX[(c as usize) & 15] as char);
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    out.push_str("\",\"fence\":");
+    push_decimal(&mut out, fence);
+    out.push_str(",\"at\":");
+    push_decimal(&mut out, at.max(0.0).floor() as u64);
+    out.push('}');
+    out
 }
 
 /// A JSON object whose values are scalars — all a record is. Nested values are refused.
@@ -327,6 +339,22 @@ fn push_decimal(out: &mut String, mut n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shortcuts_write_what_the_records_do() {
+        let (token, at) = ("0123456789abcdef0123456789abcdef", 1_764_452_000_123.0);
+        assert_eq!(
+            Record::encode_held(token, 7, at),
+            Record::held(token, 7, at).encode()
+        );
+        assert_eq!(
+            Record::encode_held("a\"b", 1, 0.0),
+            Record::held("a\"b", 1, 0.0).encode()
+        );
+        let free = Record::held(token, 7, at).released(at + 1.0);
+        assert_eq!(Record::free(7, at + 1.0), free);
+        assert!(!free.held && free.token.is_empty() && free.fence == 7);
+    }
 
     #[test]
     fn round_trips() {
