@@ -557,7 +557,11 @@ impl LockManagerCore {
     pub fn try_first(&self, name: String, wait_ms: f64, stale_ms: f64) -> Result<JsValue, JsValue> {
         // A lone surrogate came in as U+FFFD, which a real U+FFFD also is: `acquire` tells them
         // apart (it has the JS string).
-        if name.contains('\u{FFFD}') {
+        if name
+            .as_bytes()
+            .windows(3)
+            .any(|bytes| bytes == "\u{FFFD}".as_bytes())
+        {
             return Ok(JsValue::UNDEFINED);
         }
         let options = LockOptions { wait_ms, stale_ms };

@@ -295,6 +295,7 @@ test('bad input: TypeError or RangeError naming the argument, and nothing asked 
     [store, '', undefined, TypeError, /name/],
     [store, 7, undefined, TypeError, /name/],
     [store, 'x'.repeat(513), undefined, RangeError, /name/],
+    [store, 'board:\uD800', undefined, TypeError, /name.*surrogate/],
     [store, 'k', null, TypeError, /options/],
     [store, 'k', { waitMs: '1' }, TypeError, /waitMs/],
     [store, 'k', { waitMs: -1 }, RangeError, /waitMs/],
@@ -306,6 +307,11 @@ test('bad input: TypeError or RangeError naming the argument, and nothing asked 
     await assert.rejects(acquireLock(s, name, options), (e) => e instanceof type && pattern.test(e.message), `${pattern}`);
   }
   assert.equal(store.calls, 0);
+  // A real U+FFFD is a name like any other (a lone surrogate arrives in wasm as one too).
+  const lock = await acquireLock(store, 'board:\uFFFD');
+  assert.equal(lock.name, 'board:\uFFFD');
+  await lock.release();
+  assert.equal(record(store, 'board:\uFFFD').state, 'free');
 });
 
 test('a Workers KV namespace is refused, saying why and what to use', async () => {
