@@ -37,10 +37,11 @@ const storeError = (message, cause) => new LockStoreError(message, cause === und
 // managers with it.
 const managers = new WeakMap();
 
-// What a manager is to this file: the lock module's core, and `lastId` — the id of the store
-// call the core last made through `start`, -1 for none. Each reader saves it, sets -1, calls the
-// core, reads it and puts the saved value back, so a store method or `now` that calls back in
-// (a nested acquisition) leaves the outer reading only its own.
+// What a manager is to this file: the lock module's core; `name`, the lock name of the core
+// call in progress (the store calls `start` makes are under it); and `lastId`, the id of the
+// store call the core last made through `start`, -1 for none. Each caller saves both, sets
+// them, calls the core, reads `lastId` and puts the saved values back, so a store method or
+// `now` that calls back in (a nested acquisition) leaves the outer call seeing only its own.
 function newManager(store, now) {
   const Core = lockModule().LockManagerCore;
   const manager = { core: undefined, lastId: -1, name: undefined };

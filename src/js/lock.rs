@@ -376,9 +376,10 @@ pub struct LockManagerCore {
     store_error: Rc<Function>,
     /// `(id, name, fence, token) => lock`, from the package's JS.
     new_lock: Rc<Function>,
-    /// `(id, name, version, value) => answer`, from the package's JS: the store call of a first
-    /// call or a release — a create when `version` is undefined, else a CAS — made in JS, which
-    /// notes `id` and settles the answer itself.
+    /// `(id, version, value) => answer`, from the package's JS: the store call of a first call
+    /// or a release — a create when `version` is undefined, else a CAS — made in JS under the
+    /// name of the call in progress (the JS has it), which notes `id` and settles the answer
+    /// itself.
     start: Rc<Function>,
     entries: Rc<RefCell<Entries>>,
 }
@@ -425,7 +426,7 @@ impl LockManagerCore {
     /// A manager over `store`, with `now` (a function or undefined) as its clock, making store
     /// errors with `storeError(message, cause)`, lock objects with
     /// `newLock(id, name, fence, token)`, and the store calls of first calls and releases with
-    /// `start(id, name, version, value)`.
+    /// `start(id, version, value)`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         store: JsValue,
@@ -548,7 +549,8 @@ impl LockManagerCore {
     /// The fast start of `acquireLock`, for a `name` nobody here is in line for: makes the one
     /// store call that may take it (through `start`, which notes the id) and answers its
     /// answer, unsettled — settle it, then pass it with the id to `finishFirst`. When others
-    /// here are in line, `start` is not called: use `acquire`. `waitMs` and `staleMs` are
+    /// here are in line (or the name has a U+FFFD, which may be a lone surrogate), `start` is
+    /// not called: use `acquire`. `waitMs` and `staleMs` are
     /// numbers (the package's JS puts in the defaults, and sends anything that is not a number
     /// to `acquire`, which names it in its error). Throws for a bad name or a number out of
     /// range. Why: the common uncontended acquisition then needs no Rust future, only one JS
@@ -618,7 +620,7 @@ impl LockManagerCore {
         }
     }
 
-    /// Starts releasing lock `id` under `name`: when there is something to write, makes the
+    /// Starts releasing lock `id`: when there is something to write, makes the
     /// release's CAS through `start` (which notes the id) and answers its answer, unsettled —
     /// settle it and pass it to `finishRelease`. When nothing is to be written (handed on
     /// locally, or the lock is no longer kept here), `start` is not called.
