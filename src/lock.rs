@@ -164,6 +164,19 @@ struct Grant<V> {
     at: f64,
 }
 
+impl<V> Grant<V> {
+    /// The lease on a record this acquisition wrote itself at `at`: the record carries its fence.
+    fn written(token: String, fence: u64, version: V, at: f64) -> Self {
+        Grant {
+            token,
+            fence,
+            version,
+            record_fence: fence,
+            at,
+        }
+    }
+}
+
 /// The first store call of an uncontended acquisition, from [`LockManager::first_call`]: a
 /// create when [`FirstCall::version`] is `None`, else a CAS on that version; both write
 /// [`FirstCall::value`] under the lock's name.
@@ -562,13 +575,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         match answer? {
             Some(version) => {
                 resume.place.kept = true;
-                let grant = Grant {
-                    token,
-                    fence,
-                    version,
-                    record_fence: fence,
-                    at,
-                };
+                let grant = Grant::written(token, fence, version, at);
                 let ticket = resume.place.ticket;
                 let (name, stale_ms) = (resume.name.clone(), resume.stale_ms);
                 Ok(FirstOutcome::Held(self.lock(name, grant, ticket, stale_ms)))
@@ -685,13 +692,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     if !exists {
                         let value = Record::encode_held(&token, 1, now);
                         if let Some(version) = self.call(inner.store.create(name, &value)).await? {
-                            return Ok(Some(Grant {
-                                token,
-                                fence: 1,
-                                version,
-                                record_fence: 1,
-                                at: now,
-                            }));
+                            return Ok(Some(Grant::written(token, 1, version, now)));
                         }
                         exists = true;
                     }
@@ -718,13 +719,9 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                                             .call(inner.store.replace(name, &found.version, &value))
                                             .await?
                                         {
-                                            return Ok(Some(Grant {
-                                                token,
-                                                fence,
-                                                version,
-                                                record_fence: fence,
-                                                at: now,
-                                            }));
+                                            return Ok(Some(Grant::written(
+                                                token, fence, version, now,
+                                            )));
                                         }
                                         continue;
                                     }
@@ -753,13 +750,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                         .await?
                     {
                         Some(version) => {
-                            return Ok(Some(Grant {
-                                token,
-                                fence,
-                                version,
-                                record_fence: fence,
-                                at: now,
-                            }))
+                            return Ok(Some(Grant::written(token, fence, version, now)))
                         }
                         // Somebody wrote in between: read again at once, it is progress.
                         None => continue,

@@ -61,12 +61,7 @@ impl Record {
         }
     }
 
-    /// The record a release leaves: free, with the same fence.
-    pub fn released(&self, at: f64) -> Record {
-        Record::free(self.fence, at)
-    }
-
-    /// A free record with fence `fence`.
+    /// A free record with fence `fence`: what a release leaves, keeping the holder's fence.
     pub fn free(fence: u64, at: f64) -> Record {
         Record {
             held: false,
@@ -351,9 +346,8 @@ mod tests {
             Record::encode_held("a\"b", 1, 0.0),
             Record::held("a\"b", 1, 0.0).encode()
         );
-        let free = Record::held(token, 7, at).released(at + 1.0);
-        assert_eq!(Record::free(7, at + 1.0), free);
-        assert!(!free.held && free.token.is_empty() && free.fence == 7);
+        let free = Record::free(7, at + 1.0);
+        assert!(!free.held && free.token.is_empty() && free.fence == 7 && free.at == at + 1.0);
     }
 
     #[test]
@@ -365,7 +359,7 @@ mod tests {
             r#"{"keyturn":1,"state":"held","token":"0123456789abcdef0123456789abcdef","fence":12,"at":1764452000000}"#
         );
         assert_eq!(Record::decode(&text), Ok(held.clone()));
-        let free = held.released(1_764_452_000_500.0);
+        let free = Record::free(held.fence, 1_764_452_000_500.0);
         assert_eq!(Record::decode(&free.encode()), Ok(free));
         for (fence, at) in [
             (0, 0.0),
