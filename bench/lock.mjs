@@ -1,6 +1,7 @@
 // The lock benchmark: store calls and time per acquire+release, uncontended and with 16
 // contenders in one isolate, for keyturn over MemoryStore and over a JS Map store, beside the
-// seed's file lock (board-lock.ts, its `hasErrorCode` shimmed) on tmpfs.
+// seed's file lock (board-lock.ts, its `hasErrorCode` shimmed) on tmpfs when KEYTURN_BOARD_LOCK
+// names it.
 //
 //   node bench/lock.mjs [--rounds N]
 //
@@ -45,7 +46,7 @@ class MapStore {
 
 /** The seed's lock, transpiled with esbuild, with `hasErrorCode` from its documented contract. */
 async function seedLock() {
-  const seed = process.env.KEYTURN_BOARD_LOCK ?? join(here, '../../shared/seeds/board-lock.ts');
+  const seed = process.env.KEYTURN_BOARD_LOCK;
   const work = await mkdtemp(join(tmpdir(), 'keyturn-seed-'));
   await mkdir(join(work, 'store'));
   await copyFile(seed, join(work, 'store', 'board-lock.ts'));
@@ -103,16 +104,21 @@ for (const [label, make] of [
   rows.push([label, latency, callsUncontended, busy.msPerHold * 1000, store.calls / busy.holds]);
 }
 
-const shm = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
-const { module: seed, work } = await seedLock();
-try {
-  const dir = await mkdtemp(join(shm, 'keyturn-board-'));
-  const latency = await uncontended(() => seed.lockBoard(dir), (lock) => lock.release());
-  const busy = await contended(() => seed.lockBoard(dir, { waitMs: 60000 }), (lock) => lock.release());
-  rows.push([`seed board-lock.ts (file lock on ${shm})`, latency, NaN, busy.msPerHold * 1000, NaN]);
-  await rm(dir, { recursive: true, force: true });
-} finally {
-  await rm(work, { recursive: true, force: true });
+// The seed's row only when KEYTURN_BOARD_LOCK names its board-lock.ts (it is not in this repository).
+if (process.env.KEYTURN_BOARD_LOCK) {
+  const shm = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
+  const { module: seed, work } = await seedLock();
+  try {
+    const dir = await mkdtemp(join(shm, 'keyturn-board-'));
+    const latency = await uncontended(() => seed.lockBoard(dir), (lock) => lock.release());
+    const busy = await contended(() => seed.lockBoard(dir, { waitMs: 60000 }), (lock) => lock.release());
+    rows.push([`seed board-lock.ts (file lock on ${shm})`, latency, NaN, busy.msPerHold * 1000, NaN]);
+    await rm(dir, { recursive: true, force: true });
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+} else {
+  console.log('(no seed row: set KEYTURN_BOARD_LOCK to the seed\'s board-lock.ts to add it)');
 }
 
 console.log(`lock: ${rounds} uncontended acquire+release (after ${rounds} untimed); 16 contenders × 50 holds on one name in one isolate; node ${process.version}`);

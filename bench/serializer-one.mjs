@@ -1,21 +1,31 @@
-// One benchmark process: `node serializer-one.mjs <impl> <keys> <works> <rounds>` prints JSON
-// {impl, keys, works, perSecond: [...]} — works/s of each measured round after one warm-up.
+// One benchmark process: `node serializer-one.mjs <impl> <keys> <works> <rounds> <workload>`
+// prints JSON {impl, keys, works, workload, cold, perSecond: [...]}: works/s of the process's
+// first round (`cold`: a fresh process, nothing compiled or warmed yet) and of each measured
+// round after it (warm).
+//
+// Workloads:
+// - `own`: every caller awaits its own result (an async function per call), and the works are
+//   `async () => {}` — what a request handler does;
+// - `own-signal`: the same, each call passing a caller `signal` (one AbortController per call,
+//   as a handler passes `request.signal`);
+// - `last`: works are `() => {}` and only the last result per key is awaited (the flattering
+//   one, kept for comparison with earlier figures).
+//
+// Implementations: `keyturn`; `seed` (only when KEYTURN_SEED names the seed's
+// keyed-serializer.js); `chain` (a bare promise chain) and `floor` (the chain with one
+// AbortController per work, the one cost no implementation that hands out a real signal avoids).
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
 
-const [impl, keysArg, worksArg, roundsArg] = process.argv.slice(2);
+const [impl, keysArg, worksArg, roundsArg, workload = 'own'] = process.argv.slice(2);
 const keys = Number(keysArg);
 const works = Number(worksArg);
 const rounds = Number(roundsArg);
-const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 
-const noop = process.env.ASYNC ? async () => {} : () => {};
+const noop = () => {};
 
 // The seed with its deadline, abort signal and late-settle report taken out: the per-key tails,
-// and the cleanup that lets an idle key go. `withAbort` adds one AbortController per work, the
-// one cost no implementation that hands out a real signal can avoid.
+// and the cleanup that lets an idle key go.
 function bareChain(withAbort) {
   const tails = new Map();
   return (key, work) => {
@@ -35,7 +45,8 @@ async function factory() {
     case 'keyturn':
       return (await import('keyturn')).createKeyedSerializer;
     case 'seed':
-      return require(process.env.KEYTURN_SEED ?? join(here, '../../shared/seeds/keyed-serializer.js')).createKeyedSerializer;
+      if (!process.env.KEYTURN_SEED) throw new Error('the seed row needs KEYTURN_SEED=<path to keyed-serializer.js>');
+      return require(process.env.KEYTURN_SEED).createKeyedSerializer;
     case 'chain':
       return () => bareChain(false);
     case 'floor':
@@ -48,18 +59,42 @@ async function factory() {
 const create = await factory();
 const names = Array.from({ length: keys }, (_, i) => `object-${i}`);
 
-async function round() {
-  const serialize = create();
+const asyncWork = async () => {};
+
+async function ownRound(serialize, withSignal) {
+  const callers = new Array(works);
+  if (withSignal) {
+    const call = async (key) => {
+      const controller = new AbortController();
+      await serialize(key, asyncWork, { signal: controller.signal });
+    };
+    for (let i = 0; i < works; i++) callers[i] = call(names[i % keys]);
+  } else {
+    const call = async (key) => {
+      await serialize(key, asyncWork);
+    };
+    for (let i = 0; i < works; i++) callers[i] = call(names[i % keys]);
+  }
+  await Promise.all(callers);
+}
+
+async function lastRound(serialize) {
   const last = new Array(keys);
-  const started = performance.now();
   for (let i = 0; i < works; i++) last[i % keys] = serialize(names[i % keys], noop);
   await Promise.all(last);
+}
+
+async function round() {
+  const serialize = create();
+  const started = performance.now();
+  if (workload === 'last') await lastRound(serialize);
+  else await ownRound(serialize, workload === 'own-signal');
   const elapsed = performance.now() - started;
   if (serialize.pending && serialize.pending() !== 0) throw new Error(`${impl}: pending() is not 0 after the round`);
   return works / (elapsed / 1000);
 }
 
-await round();
+const cold = await round();
 const perSecond = [];
 for (let i = 0; i < rounds; i++) perSecond.push(await round());
-process.stdout.write(JSON.stringify({ impl, keys, works, perSecond }) + '\n');
+process.stdout.write(JSON.stringify({ impl, keys, works, workload, cold, perSecond }) + '\n');

@@ -1,28 +1,33 @@
-// The serializer benchmark: this package, the seed, a bare promise chain and the same chain
-// with one AbortController per work (the floor), each in its own process, alternating, on
-// 100 000 no-op works over 1 key and over 1000 keys. Prints works/s (median of every measured
-// round of every process), the ratio to the seed and to the floor, and the package's size.
+// The serializer benchmark: this package beside a bare promise chain and the same chain with one
+// AbortController per work (the floor) — and the seed, when KEYTURN_SEED names its
+// keyed-serializer.js — each in its own process, alternating, on 100 000 works over 1 key and
+// over 1000 keys. Prints works/s (median over processes and rounds), cold (the first round of a
+// fresh process) and warm (the rounds after it), with the ratios to the floor and to the seed,
+// and the package's sizes. See serializer-one.mjs for the workloads.
 //
-//   node bench/serializer.mjs [--processes N] [--rounds N] [--works N] [--async]
+//   node bench/serializer.mjs [--processes N] [--rounds N] [--works N] [--workloads own,own-signal,last]
+//                             [--impls keyturn,seed,chain,floor]
+//   KEYTURN_SEED=../shared/seeds/keyed-serializer.js node bench/serializer.mjs
 //
 // Not a test: it asserts nothing about speed. Numbers vary with the machine; compare ratios.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
   const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(args[at + 1]);
+  return at === -1 ? fallback : args[at + 1];
 };
-const processes = option('processes', 5);
-const rounds = option('rounds', 5);
-const works = option('works', 100000);
-const asyncWorks = args.includes('--async');
-const impls = ['keyturn', 'seed', 'chain', 'floor'];
+const processes = Number(option('processes', 5));
+const rounds = Number(option('rounds', 5));
+const works = Number(option('works', 100000));
+const workloads = option('workloads', 'own,own-signal,last').split(',');
+const seed = process.env.KEYTURN_SEED ? resolve(process.env.KEYTURN_SEED) : undefined;
+const impls = option('impls', ['keyturn', ...(seed ? ['seed'] : []), 'chain', 'floor'].join(',')).split(',');
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -30,31 +35,44 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 };
 
-const results = {};
-for (const keys of [1, 1000]) {
-  const samples = Object.fromEntries(impls.map((impl) => [impl, []]));
-  for (let p = 0; p < processes; p++) {
-    for (const impl of impls) {
-      const out = execFileSync(process.execPath, [join(here, 'serializer-one.mjs'), impl, String(keys), String(works), String(rounds)], {
-        env: { ...process.env, ...(asyncWorks ? { ASYNC: '1' } : {}) },
-        encoding: 'utf8',
-      });
-      samples[impl].push(...JSON.parse(out).perSecond);
-    }
-  }
-  results[keys] = Object.fromEntries(impls.map((impl) => [impl, median(samples[impl])]));
-}
+const describe = {
+  own: 'every caller awaits its own result; works are async () => {}',
+  'own-signal': 'the same, each call passing a caller signal (keyturn only; the others ignore it)',
+  last: 'works are () => {}; only the last result per key is awaited',
+};
 
-const kind = asyncWorks ? 'async no-op (async () => {})' : 'no-op (() => {})';
-console.log(`keyed serializer, ${works} ${kind} works per round, ${processes} processes × ${rounds} rounds each, node ${process.version}`);
-console.log('');
-console.log('keys    implementation     works/s   × seed   × floor');
-for (const keys of [1, 1000]) {
-  for (const impl of impls) {
-    const perSecond = results[keys][impl];
-    console.log(
-      `${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(perSecond).toString().padStart(10)}   ${(perSecond / results[keys].seed).toFixed(2).padStart(5)}   ${(perSecond / results[keys].floor).toFixed(2).padStart(6)}`,
-    );
+console.log(`keyed serializer, ${works} works per round, ${processes} processes × (1 cold + ${rounds} warm) rounds, node ${process.version}`);
+if (!seed) console.log('(no seed row: set KEYTURN_SEED to the seed\'s keyed-serializer.js to add it)');
+const floors = {};
+for (const workload of workloads) {
+  console.log('');
+  console.log(`workload ${workload}: ${describe[workload]}`);
+  console.log('keys    implementation   cold works/s  × floor  × seed    warm works/s  × floor  × seed');
+  for (const keys of [1, 1000]) {
+    const cold = Object.fromEntries(impls.map((impl) => [impl, []]));
+    const warm = Object.fromEntries(impls.map((impl) => [impl, []]));
+    for (let p = 0; p < processes; p++) {
+      for (const impl of impls) {
+        const out = execFileSync(process.execPath, [join(here, 'serializer-one.mjs'), impl, String(keys), String(works), String(rounds), workload], {
+          env: { ...process.env, ...(seed ? { KEYTURN_SEED: seed } : {}) },
+          encoding: 'utf8',
+        });
+        const result = JSON.parse(out);
+        cold[impl].push(result.cold);
+        warm[impl].push(...result.perSecond);
+      }
+    }
+    const c = Object.fromEntries(impls.map((impl) => [impl, median(cold[impl])]));
+    const w = Object.fromEntries(impls.map((impl) => [impl, median(warm[impl])]));
+    // With a caller signal the floor is the plain workload's (the one a user compares with).
+    const floor = workload === 'own-signal' && floors[`own:${keys}`] ? floors[`own:${keys}`] : { cold: c.floor, warm: w.floor };
+    floors[`${workload}:${keys}`] = { cold: c.floor, warm: w.floor };
+    const ratio = (value, base) => (base ? (value / base).toFixed(2) : '—').padStart(6);
+    for (const impl of impls) {
+      console.log(
+        `${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(c[impl]).toString().padStart(13)} ${ratio(c[impl], floor.cold)}  ${ratio(c[impl], c.seed)}   ${Math.round(w[impl]).toString().padStart(13)} ${ratio(w[impl], floor.warm)}  ${ratio(w[impl], w.seed)}`,
+      );
+    }
   }
 }
 

@@ -1,4 +1,6 @@
-// Error classes of the package. Static JS, copied into pkg/ by the build.
+// Error classes of the package. Static JS, copied into pkg/ by the build; their texts come from
+// the crate (constants.js is generated from it).
+import { MESSAGES, fill } from './constants.js';
 
 /**
  * A serialized work did not settle within its deadline. Its caller's promise rejects with this,
@@ -7,10 +9,23 @@
  */
 export class SerializedWorkTimeout extends Error {
   constructor(key, timeoutMs) {
-    super(`serialized work for ${key} timed out after ${timeoutMs} ms: released, the next notification re-decides`);
+    super(fill(MESSAGES.timeout, { key, timeoutMs }));
     this.name = 'SerializedWorkTimeout';
     this.key = key;
     this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A call found its key with `maxPending` works queued or running already: it rejects with this
+ * at once and queues nothing.
+ */
+export class SerializedQueueFull extends Error {
+  constructor(key, maxPending) {
+    super(fill(MESSAGES.queueFull, { key, maxPending }));
+    this.name = 'SerializedQueueFull';
+    this.key = key;
+    this.maxPending = maxPending;
   }
 }
 
@@ -22,5 +37,27 @@ export class LockStoreError extends Error {
   constructor(message, options) {
     super(message, options);
     this.name = 'LockStoreError';
+  }
+}
+
+/** A live holder kept the lock's name for the whole wait of `withLock`. */
+export class LockUnavailable extends Error {
+  constructor(key, waitMs) {
+    super(fill(MESSAGES.lockUnavailable, { key, waitMs }));
+    this.name = 'LockUnavailable';
+    this.key = key;
+    this.waitMs = waitMs;
+  }
+}
+
+/**
+ * keyturn's wasm instance trapped (a bug, or memory exhausted): every serializer and lock made
+ * on it fails with this from then on; new ones get a fresh instance where the runtime can make
+ * one. `cause` is the trap.
+ */
+export class KeyturnInstanceFailed extends Error {
+  constructor(cause) {
+    super(fill(MESSAGES.instanceFailed, { reason: cause instanceof Error ? cause.message : String(cause) }), { cause });
+    this.name = 'KeyturnInstanceFailed';
   }
 }

@@ -24,11 +24,9 @@ function lockModule() {
   return glue;
 }
 
-/** How long one acquisition waits for a live holder before answering nothing, as the seed. */
-export const LOCK_WAIT_MS = 100;
+import { LOCK_STALE_MS, LOCK_WAIT_MS } from './constants.js';
 
-/** The age past which a held lock record is abandoned and taken over, as the seed. */
-export const LOCK_STALE_MS = 2000;
+export { LOCK_STALE_MS, LOCK_WAIT_MS };
 
 const storeError = (message, cause) => new LockStoreError(message, cause === undefined ? undefined : { cause });
 

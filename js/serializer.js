@@ -1,19 +1,30 @@
 // createKeyedSerializer over the serializer's wasm module (keyturn_wasm). Static JS, copied into
 // pkg/ by the build; the entries initialise the module before anything here runs.
-import { KeyedSerializerCore } from './keyturn_wasm.js';
-import { SerializedWorkTimeout } from './errors.js';
+//
+// The core (Rust, `SerializerBinding`) holds each busy key's line of jobs, their deadlines and
+// the counters, and decides; this file makes every host call — promises, AbortControllers,
+// timers, the works themselves — on what it answers. The core never calls into JavaScript, so
+// a host call that throws (a timer refused past a platform's quota, an AbortController that
+// cannot be made) is an ordinary error here, with no Rust state half changed.
+//
+// Microtask order is the seed's: the handlers a caller attached to a work's promise run before
+// the next work of its key starts. A work is called two microtasks after its turn comes (the
+// previous work's promise settled, or an idle key was called), as the seed's `previous.then(() =>
+// bounded(…))` and `Promise.resolve().then(work)` do.
+import * as glue from './keyturn_wasm.js';
+import { InstanceHost } from './instance.js';
+import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
+import { DEFAULT_TIMEOUT_MS } from './constants.js';
 
-export { SerializedWorkTimeout };
+export { DEFAULT_TIMEOUT_MS, SerializedWorkTimeout, SerializedQueueFull };
 
-/** 30 s, as the seed (checked against the Rust constant by the tests). */
-export const DEFAULT_TIMEOUT_MS = 30000;
-
-const ignore = () => {};
+const { SerializerBinding: Binding } = glue;
 
 // Cloudflare Workers run each request in its own I/O context: a work started from another
-// request's context has its I/O cancelled when that request ends. The workerd entry turns this
-// on, and then every work starts from a promise reaction its own caller registered (see
-// `serializeInContext`) and gets a deadline timer of its own.
+// request's context has its I/O cancelled when that request ends, and so are its timers. The
+// workerd entry turns this on; then every work starts from a promise reaction its own caller
+// registered and has a deadline timer of its own, armed in its own context and cleared when it
+// settles.
 let contextual = false;
 
 /** Called once by the workerd entry. */
@@ -21,166 +32,579 @@ export function startWorksInTheirCallersContext() {
   contextual = true;
 }
 
+let host;
+/** The serializer module's live instance (a fresh one after a failure, where possible). */
+function liveInstance() {
+  host ??= new InstanceHost(glue);
+  return host.current();
+}
+
+// What the core answers. Refusals of `enqueueOn` (negative), and line changes (bits).
+const QUEUE_FULL = -1;
+const BAD_TIMEOUT = -2;
+const TOO_MANY = -3;
+const IDLE_LINE = -4;
+const IDLE = 1;
+const NEXT = 2;
+const NOT_WAITING = 4;
+
+// A job's life, as this file sees it.
+const QUEUED = 0;
+const RUNNING = 1; // its turn came: controller made, deadline armed
+const DONE = 2; // its caller's promise settled
+const CANCELLED = 3; // its caller's signal aborted while it waited: out of the line
+
+/** What a work gets as its second argument; without a store there is no lease to fence. */
+const NO_STORE_TURN = Object.freeze({ fence: 0 });
+
+const resolved = Promise.resolve();
+const ignore = () => {};
+
 /**
- * createKeyedSerializer({ timeoutMs }) → serialize(key, work, { onLateSettle })
- *
- * `serialize(key, work)` runs `work(signal)` once every work previously queued for `key` has
- * settled, and resolves or rejects as `work` does — or rejects with a `SerializedWorkTimeout`
- * (and aborts `signal`) when `work` has not settled within `timeoutMs`; `onLateSettle(value)` is
- * then called if and when that abandoned work settles, with its resolved value (undefined when it
- * rejected). `serialize.pending()` is the number of keys with queued or running work.
+ * A rejected promise for a refused call. Handled here, as every result is in the seed (its tail
+ * handles each one): a rejection nobody awaits is never an unhandled rejection; callers that
+ * await it still see it.
  */
-export function createKeyedSerializer(options) {
-  const core = new KeyedSerializerCore(options, {
-    // Called by the core when a work's turn comes — inside a microtask or timer, never inside
-    // the `serialize` call that queued it. A synchronous throw becomes a rejection.
-    start(work, resolve, reject, onLateSettle) {
-      let controller;
-      let value;
-      try {
-        controller = new AbortController();
-        value = work(controller.signal);
-      } catch (error) {
-        reject(error);
-        return undefined;
+function refused(error) {
+  const result = Promise.reject(error);
+  result.then(undefined, ignore);
+  return result;
+}
+/** Queues `task` as a microtask; a `queueMicrotask` that throws falls back to a reaction. */
+function microtask(task) {
+  try {
+    queueMicrotask(task);
+  } catch {
+    resolved.then(task);
+  }
+}
+
+const unref = (timer) => {
+  // Node answers a Timeout object: a pending deadline must not keep a process alive (as the
+  // seed's unref'd timer does not). Browsers and Workers answer a number.
+  if (typeof timer === 'object' && timer !== null && typeof timer.unref === 'function') timer.unref();
+};
+
+const clear = (timer) => {
+  try {
+    clearTimeout(timer);
+  } catch {
+    // a timer that cannot be cleared fires into a job that has settled, which ignores it
+  }
+};
+
+/** One call: its work, its caller's resolvers and options, and how far it got. */
+class Job {
+  constructor(serializer, line, work, signal, onLateSettle, timeoutMs) {
+    this.serializer = serializer;
+    this.line = line;
+    this.work = work;
+    this.signal = signal; // the caller's
+    this.onLateSettle = onLateSettle;
+    this.timeoutMs = timeoutMs; // its own, or NaN for the serializer's
+    this.state = QUEUED;
+    this.resolve = undefined;
+    this.reject = undefined;
+    this.controller = undefined;
+    this.ticket = -1; // for a job that may leave its line early, or in contextual mode
+    this.timer = undefined; // contextual mode: its own deadline timer
+    this.prev = undefined; // contextual mode: the job queued right before it
+    this.tail = undefined; // contextual mode: settles a reaction after its caller's promise
+    this.step = undefined; // contextual mode: its start, then its call
+  }
+
+  /** The caller's signal aborted (an EventListener object: no closure per job). */
+  handleEvent() {
+    this.serializer.abortJob(this);
+  }
+}
+
+// `new Promise` runs its executor at once: this hands it the job being made, without a closure.
+let entering;
+function executor(resolve, reject) {
+  entering.resolve = resolve;
+  entering.reject = reject;
+}
+
+/** A busy key's line: its id in the core, and (contextual mode) its last job. */
+class Line {
+  constructor(serializer, key, id) {
+    this.key = key;
+    this.id = id;
+    this.last = undefined;
+    this.advance = contextual ? undefined : () => serializer.advance(this);
+  }
+}
+
+/** Whatever the call answers instead of a job: refused before anything was queued. */
+class Refusal {
+  constructor(error) {
+    this.error = error;
+  }
+}
+
+class Serializer {
+  constructor(options) {
+    this.instance = liveInstance();
+    this.core = new Binding(options, !contextual); // throws the TypeError/RangeError naming an option
+    this.timeoutMs = this.core.timeoutMs();
+    this.maxPending = this.core.maxPending();
+    this.lines = new Map();
+    // Direct mode: one timer for the earliest deadline, and the lines whose head's turn came,
+    // started two microtasks later (see the top of this file).
+    this.timer = undefined;
+    this.armedAt = Infinity;
+    this.onTimer = () => this.expire();
+    this.ready = [];
+    this.staged = [];
+    this.readyQueued = false;
+    this.stage = () => this.stageReady();
+    this.startStaged = () => this.startAll();
+    // Contextual mode: each job's own timer.
+    this.onOwnTimer = (job) => this.expireOwn(job);
+    this.settleHeld = (value, failure) => {
+      // A waiting job in a failed instance: its caller is told, and it never runs.
+      if (value instanceof Job && value.state === QUEUED) {
+        value.state = CANCELLED;
+        value.reject(failure);
       }
+    };
+  }
+
+  /** A call into the core threw: a trap fails the instance (see instance.js). */
+  failed(error) {
+    return this.instance.failed(error, this.settleHeld);
+  }
+
+  /** Checks a call and queues its job: the job, or a Refusal. Throws for bad arguments. */
+  enter(key, work, options) {
+    if (typeof work !== 'function') throw Binding.workError(work);
+    let signal;
+    let onLateSettle;
+    let timeoutMs = NaN;
+    if (options !== undefined) {
+      if (options === null || typeof options !== 'object') throw Binding.optionsError(options);
+      signal = options.signal;
+      onLateSettle = options.onLateSettle;
+      const ownTimeout = options.timeoutMs;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw Binding.signalError(signal);
+      if (onLateSettle !== undefined && typeof onLateSettle !== 'function') throw Binding.onLateSettleError(onLateSettle);
+      if (ownTimeout !== undefined) {
+        if (typeof ownTimeout !== 'number' || Number.isNaN(ownTimeout)) throw Binding.timeoutError(ownTimeout);
+        timeoutMs = ownTimeout;
+      }
+      if (signal !== undefined && signal.aborted) {
+        if (!this.lines.has(key)) Binding.checkKey(key);
+        return new Refusal(signal.reason);
+      }
+    }
+    let line = this.lines.get(key);
+    const job = new Job(this, line, work, signal, onLateSettle, timeoutMs);
+    if (line !== undefined) {
+      const ticket = this.core.enqueueOn(line.id, job, timeoutMs);
+      if (ticket < 0) {
+        if (ticket === QUEUE_FULL) return new Refusal(new SerializedQueueFull(key, this.maxPending));
+        if (ticket === BAD_TIMEOUT) throw Binding.timeoutError(timeoutMs);
+        if (ticket === TOO_MANY) throw Binding.tooManyWorks();
+        if (ticket === IDLE_LINE) throw new Error('keyturn: the line of a busy key went idle unseen'); // a bug
+      }
+      job.ticket = ticket;
+    } else {
+      line = new Line(this, key, this.core.open(key, job, timeoutMs)); // throws for a bad key or timeout
+      this.lines.set(key, line);
+      job.line = line;
+      if (signal !== undefined || contextual) job.ticket = this.core.headTicket(line.id);
+      if (!contextual) this.schedule(line);
+    }
+    return job;
+  }
+
+  /** `serialize(key, work, options)`, in direct mode. */
+  serialize(key, work, options) {
+    if (this.instance.failure !== undefined) return refused(this.instance.failure);
+    let job;
+    try {
+      job = this.enter(key, work, options);
+    } catch (error) {
+      return refused(this.failed(error));
+    }
+    if (job instanceof Refusal) return refused(job.error);
+    entering = job;
+    const result = new Promise(executor);
+    entering = undefined;
+    if (job.signal === undefined) {
+      // The key moves on once this promise settles, whatever the work did. This reaction also
+      // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
+      // tail handles every result; callers that await it still see it.
+      result.then(job.line.advance, job.line.advance);
+    } else {
+      const done = () => this.jobDone(job);
+      result.then(done, done);
+      job.signal.addEventListener('abort', job);
+    }
+    return result;
+  }
+
+  /** `serialize(key, work, options)`, in contextual mode (Workers). */
+  serializeInContext(key, work, options) {
+    if (this.instance.failure !== undefined) return refused(this.instance.failure);
+    let job;
+    try {
+      job = this.enter(key, work, options);
+    } catch (error) {
+      return refused(this.failed(error));
+    }
+    if (job instanceof Refusal) return refused(job.error);
+    entering = job;
+    const result = new Promise(executor);
+    entering = undefined;
+    const line = job.line;
+    job.prev = line.last;
+    line.last = job;
+    // Its own reaction: settles `tail` one microtask after `result`, as the seed's tail does,
+    // so the next job — which starts from a reaction on this tail, in its own caller's
+    // context — starts after this caller's handlers ran.
+    const done = () => this.jobDoneInContext(job);
+    job.tail = result.then(done, done);
+    job.step = () => this.stepInContext(job);
+    if (job.prev === undefined) microtask(job.step);
+    else job.prev.tail.then(job.step);
+    if (job.signal !== undefined) job.signal.addEventListener('abort', job);
+    return result;
+  }
+
+  // ---- direct mode: starting ----
+
+  /** A line's head waits to be started: two microtasks from now. */
+  schedule(line) {
+    this.ready.push(line);
+    if (!this.readyQueued) {
+      this.readyQueued = true;
+      microtask(this.stage);
+    }
+  }
+
+  stageReady() {
+    this.readyQueued = false;
+    const ready = this.ready;
+    if (this.staged.length === 0) {
+      this.ready = this.staged;
+      this.staged = ready;
+    } else {
+      for (let i = 0; i < ready.length; i++) this.staged.push(ready[i]);
+      ready.length = 0;
+    }
+    microtask(this.startStaged);
+  }
+
+  startAll() {
+    const staged = this.staged;
+    if (staged.length === 0) return;
+    const now = performance.now();
+    for (let i = 0; i < staged.length; i++) {
+      let job;
+      try {
+        job = this.core.startHead(staged[i].id, now);
+      } catch (error) {
+        this.failed(error);
+        break;
+      }
+      if (job !== undefined) this.run(job, now);
+    }
+    staged.length = 0;
+  }
+
+  /** Direct mode: a started job's deadline, on the shared timer, then its work. */
+  run(job, now) {
+    const deadline = now + (Number.isNaN(job.timeoutMs) ? this.timeoutMs : job.timeoutMs);
+    if (deadline < this.armedAt) {
+      try {
+        this.arm(deadline, now);
+      } catch (error) {
+        // A work whose deadline cannot be armed does not run; its caller gets the host's error.
+        job.state = RUNNING;
+        job.reject(error);
+        return;
+      }
+    }
+    if (this.begin(job)) this.call(job);
+  }
+
+  /** Makes the job's controller: false (and its caller told) if the host refused one. */
+  begin(job) {
+    job.state = RUNNING;
+    try {
+      job.controller = new AbortController();
+      return true;
+    } catch (error) {
+      job.reject(error);
+      return false;
+    }
+  }
+
+  /** Calls the work with its signal, and settles the caller's promise as the work does. */
+  call(job) {
+    const work = job.work;
+    job.work = undefined;
+    try {
+      const value = work(job.controller.signal, NO_STORE_TURN);
       if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
-        // Not a thenable: the work has settled already, and nothing is left to abort.
-        resolve(value);
-        return undefined;
+        // Not a thenable: settled already, and nothing is left to abort.
+        job.resolve(value);
+        return;
       }
       // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout
-      // must still be able to reject it.
+      // or the caller's signal must still be able to reject it.
       const run = Promise.resolve(value);
-      run.then(resolve, reject);
-      if (onLateSettle !== undefined) {
-        // Only an abandoned (aborted) work reports; a re-decision that cannot even be queued
-        // changes nothing, so what the callback throws is dropped.
-        const late = (settled) => {
-          if (!controller.signal.aborted) return;
-          try {
-            onLateSettle(settled);
-          } catch {
-            // the next notification decides
-          }
-        };
-        run.then(late, () => late(undefined));
-      }
-      return controller;
-    },
-    schedule() {
-      queueMicrotask(drain);
-    },
-    timeout(key, timeoutMs) {
-      return new SerializedWorkTimeout(key, timeoutMs);
-    },
-    contextual,
-  });
-  const drain = () => core.drain(performance.now());
+      run.then(job.resolve, job.reject);
+      if (job.onLateSettle !== undefined) this.watchLate(job, run);
+    } catch (error) {
+      job.reject(error);
+    }
+  }
 
-  // Busy keys → their line in the core: its id, the last caller promise queued on it, and the
-  // functions (one set per busy key, not per work) that move the key on. The core is the
-  // truth; this only spares a busy key's works passing the key string again.
-  const lines = new Map();
-  function openLine(key, id) {
-    const line = {
-      id,
-      tail: undefined,
-      advance() {
-        if (core.advance(id, performance.now())) lines.delete(key);
-      },
+  /** Reports a late settlement of an abandoned work to `onLateSettle` (what it throws is dropped). */
+  watchLate(job, run) {
+    const late = (value) => {
+      if (!job.controller.signal.aborted) return;
+      try {
+        this.core.lateSettled();
+      } catch (error) {
+        this.failed(error);
+      }
+      try {
+        job.onLateSettle(value);
+      } catch {
+        // a re-decision that cannot even be queued changes nothing; the next call decides
+      }
     };
-    if (contextual) {
-      line.start = () => core.startHead(id, performance.now());
-      line.finishIfLast = () => {
-        if (core.finishIfLast(id)) lines.delete(key);
-      };
-    }
-    lines.set(key, line);
-    return line;
+    run.then(late, () => late(undefined));
   }
 
-  // One executor for every call, not a closure per work: `new Promise` runs it synchronously,
-  // so it takes this call's arguments from here and leaves here the line it queued the work on
-  // (and, if the key was busy, the promise queued before it). Re-entrant calls (an options
-  // getter may call `serialize`) finish inside `enter` before it reads or writes these again,
-  // and `finally` leaves them right even when `enter` throws.
-  let callKey;
-  let callWork;
-  let callOptions;
-  let callLine;
-  let callPrevious;
-  function enter(resolve, reject) {
-    const key = callKey;
-    const work = callWork;
-    const options = callOptions;
-    let queued;
-    let previous;
+  // ---- direct mode: moving on ----
+
+  /** A plain job's promise settled: it was its line's head, which moves on. */
+  advance(line) {
+    let change;
     try {
-      const line = lines.get(key);
-      if (
-        line !== undefined &&
-        (options === undefined
-          ? core.enqueueOn(line.id, work, resolve, reject)
-          : core.enqueueOnWith(line.id, work, options, resolve, reject))
-      ) {
-        queued = line;
-        previous = line.tail;
-      } else {
-        queued = openLine(key, core.enqueue(key, work, options, resolve, reject));
+      change = this.core.finishHead(line.id);
+    } catch (error) {
+      this.failed(error);
+      return;
+    }
+    this.lineChanged(line, change);
+  }
+
+  lineChanged(line, change) {
+    if (change & IDLE) {
+      if (this.lines.get(line.key) === line) this.lines.delete(line.key);
+      // Nothing queued or running: no timer stays behind (a busy serializer keeps its one).
+      if (this.lines.size === 0 && this.timer !== undefined) {
+        clear(this.timer);
+        this.timer = undefined;
+        this.armedAt = Infinity;
       }
-    } finally {
-      callLine = queued;
-      callPrevious = previous;
+    } else if (change & NEXT && !contextual) {
+      this.schedule(line);
     }
   }
 
-  /**
-   * Queues the work and answers the caller's promise; leaves in `callLine` the line it went on
-   * (undefined if refused) and in `callPrevious` the promise queued before it, for the caller
-   * to read at once. (Not returned in an object: that would be an allocation per work.)
-   */
-  function queue(key, work, options) {
-    callKey = key;
-    callWork = work;
-    callOptions = options;
-    const result = new Promise(enter);
-    callKey = callWork = callOptions = undefined;
-    return result;
+  /** A job with a signal settled: its listener goes, and its line moves on unless it left. */
+  jobDone(job) {
+    job.signal.removeEventListener('abort', job);
+    if (job.state === CANCELLED) return;
+    job.state = DONE;
+    this.advance(job.line);
   }
 
-  function serialize(key, work, options) {
-    const result = queue(key, work, options);
-    // The key moves on once this promise settles, whatever the work did. This handler also
-    // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
-    // tail handles every result; callers that await it still see it.
-    const advance = callLine === undefined ? ignore : callLine.advance;
-    callLine = callPrevious = undefined;
-    result.then(advance, advance);
-    return result;
+  // ---- deadlines: the shared timer ----
+
+  /** Arms the shared timer for `deadline` (a new timer first, so a refusal leaves the old one). */
+  arm(deadline, now) {
+    const timer = setTimeout(this.onTimer, Math.max(1, Math.ceil(deadline - now)));
+    unref(timer);
+    const old = this.timer;
+    this.timer = timer;
+    this.armedAt = deadline;
+    if (old !== undefined) clear(old);
   }
 
-  // The same, for Workers: the work starts from a reaction registered here, in its caller's
-  // context — on the previous work's promise (when it settles or times out, this one's turn
-  // has come) or, for an idle key, a microtask queued here. Each work's own promise then
-  // finishes it if nobody queued behind it; otherwise the one behind does, in its context.
-  function serializeInContext(key, work, options) {
-    const result = queue(key, work, options);
-    const line = callLine;
-    const previous = callPrevious;
-    callLine = callPrevious = undefined;
-    if (line === undefined) {
-      result.then(undefined, ignore); // refused: queued nothing
-      return result;
+  expire() {
+    this.timer = undefined;
+    this.armedAt = Infinity;
+    const now = performance.now();
+    try {
+      let job;
+      while ((job = this.core.expireNext(now)) !== undefined) this.timeOut(job, undefined);
+      for (;;) {
+        const next = this.core.nextDeadline();
+        if (next === Infinity) return;
+        try {
+          this.arm(next, now);
+          return;
+        } catch (error) {
+          // No timer can bound the earliest work: it is given up on with the host's error.
+          const earliest = this.core.abandonEarliest();
+          if (earliest === undefined) return;
+          this.timeOut(earliest, error);
+        }
+      }
+    } catch (error) {
+      this.failed(error);
     }
-    if (previous === undefined) queueMicrotask(line.start);
-    else previous.then(line.advance, line.advance);
-    result.then(line.finishIfLast, line.finishIfLast);
-    line.tail = result;
-    return result;
   }
 
-  const entry = contextual ? serializeInContext : serialize;
-  entry.pending = () => core.pending();
-  return entry;
+  /** Tells an abandoned running job and its caller: as the seed, abort first, then reject. */
+  timeOut(job, hostError) {
+    try {
+      job.controller?.abort(hostError);
+    } catch {
+      // listeners' errors are the host's to report
+    }
+    const timeoutMs = Number.isNaN(job.timeoutMs) ? this.timeoutMs : job.timeoutMs;
+    job.reject(hostError ?? new SerializedWorkTimeout(job.line.key, timeoutMs));
+  }
+
+  // ---- the caller's signal ----
+
+  abortJob(job) {
+    const reason = job.signal.reason;
+    if (job.state === QUEUED) {
+      let change;
+      try {
+        change = this.core.cancel(job.ticket);
+      } catch (error) {
+        this.failed(error);
+        return;
+      }
+      if (change & NOT_WAITING) return;
+      job.state = CANCELLED;
+      job.signal.removeEventListener('abort', job);
+      job.reject(reason);
+      this.lineChanged(job.line, change);
+    } else if (job.state === RUNNING) {
+      try {
+        this.core.abandon(job.line.id, true);
+      } catch (error) {
+        this.failed(error);
+        return;
+      }
+      try {
+        job.controller?.abort(reason);
+      } catch {
+        // listeners' errors are the host's to report
+      }
+      job.reject(reason);
+    }
+  }
+
+  // ---- contextual mode ----
+
+  /** A job's reaction: first its start (timer, controller), a microtask later its work. */
+  stepInContext(job) {
+    if (job.state === RUNNING) {
+      if (!job.controller.signal.aborted) this.call(job);
+      return;
+    }
+    if (job.state !== QUEUED) return;
+    let started;
+    try {
+      if (!this.core.isHead(job.ticket)) {
+        // The job ahead of it left early (its caller's signal): wait for the one ahead now.
+        const ahead = this.core.jobAhead(job.ticket);
+        if (ahead !== undefined) ahead.tail.then(job.step);
+        return;
+      }
+      started = this.core.startHead(job.line.id, performance.now());
+    } catch (error) {
+      this.failed(error);
+      return;
+    }
+    if (started !== job) return;
+    const timeoutMs = Number.isNaN(job.timeoutMs) ? this.timeoutMs : job.timeoutMs;
+    try {
+      job.timer = setTimeout(this.onOwnTimer, Math.max(1, Math.ceil(timeoutMs)), job);
+      unref(job.timer);
+    } catch (error) {
+      job.state = RUNNING;
+      job.reject(error);
+      return;
+    }
+    if (this.begin(job)) microtask(job.step);
+  }
+
+  expireOwn(job) {
+    job.timer = undefined;
+    if (job.state !== RUNNING) return;
+    try {
+      if (!this.core.abandon(job.line.id, false)) return;
+    } catch (error) {
+      this.failed(error);
+      return;
+    }
+    this.timeOut(job, undefined);
+  }
+
+  jobDoneInContext(job) {
+    if (job.timer !== undefined) {
+      clear(job.timer);
+      job.timer = undefined;
+    }
+    if (job.signal !== undefined) job.signal.removeEventListener('abort', job);
+    if (job.state === CANCELLED) return;
+    job.state = DONE;
+    let change;
+    try {
+      change = this.core.finishTicket(job.ticket);
+    } catch (error) {
+      this.failed(error);
+      return;
+    }
+    // The next job starts from its own reaction on this job's tail.
+    if (change & IDLE && this.lines.get(job.line.key) === job.line) this.lines.delete(job.line.key);
+  }
+
+  // ---- looking ----
+
+  pending(key, all) {
+    if (this.instance.failure !== undefined) throw this.instance.failure;
+    try {
+      if (all) return this.core.keys();
+      const line = this.lines.get(key);
+      return line === undefined ? 0 : this.core.pendingIn(line.id);
+    } catch (error) {
+      throw this.failed(error);
+    }
+  }
+
+  stats() {
+    if (this.instance.failure !== undefined) throw this.instance.failure;
+    try {
+      return this.core.stats();
+    } catch (error) {
+      throw this.failed(error);
+    }
+  }
+}
+
+/**
+ * createKeyedSerializer({ timeoutMs, maxPending }) → serialize(key, work, { signal, timeoutMs, onLateSettle })
+ *
+ * `serialize(key, work)` runs `work(signal, turn)` once every work previously queued for `key`
+ * has settled, and resolves or rejects as `work` does — or rejects with a
+ * `SerializedWorkTimeout` (and aborts `signal`) when `work` has not settled within its deadline;
+ * `onLateSettle(value)` is then called if and when that abandoned work settles.
+ * `serialize.pending()` is the number of keys with queued or running work, `pending(key)` the
+ * works of one key, `stats()` the counters.
+ */
+export function createKeyedSerializer(options) {
+  const serializer = new Serializer(options);
+  const serialize = contextual
+    ? (key, work, callOptions) => serializer.serializeInContext(key, work, callOptions)
+    : (key, work, callOptions) => serializer.serialize(key, work, callOptions);
+  serialize.pending = function pending(key) {
+    return serializer.pending(key, arguments.length === 0);
+  };
+  serialize.stats = () => serializer.stats();
+  return serialize;
 }

@@ -15,7 +15,8 @@ for module in wasm:js-serializer:3 lock:js-lock:2; do
   CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
     --target wasm32-unknown-unknown --no-default-features --features "$feature" \
     --target-dir "target/$name"
-  wasm-bindgen --target web --out-dir pkg --out-name "keyturn_$name" \
+  # The reset-state function lets the package's JS make a fresh instance after a trap.
+  wasm-bindgen --target web --experimental-reset-state-function --out-dir pkg --out-name "keyturn_$name" \
     "target/$name/wasm32-unknown-unknown/release/keyturn.wasm"
   # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
   node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
@@ -23,8 +24,10 @@ for module in wasm:js-serializer:3 lock:js-lock:2; do
     --enable-sign-ext --enable-reference-types --enable-multivalue \
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
 done
-cp js/api.js js/serializer.js js/lock.js js/errors.js js/browser.js js/workerd.js js/node.mjs \
-  js/index.d.ts js/package.json pkg/
+cp js/api.js js/serializer.js js/lock.js js/errors.js js/instance.js js/browser.js js/workerd.js \
+  js/node.mjs js/index.d.ts js/package.json pkg/
+# Constants and message templates, from their one source: the crate.
+cargo run --quiet --example js_constants > pkg/constants.js
 cp -r js/stores pkg/stores
 # `require` on Node < 22 cannot load ES modules, so the CommonJS entry is one bundle of the same
 # sources (the glue's import.meta is only used by the async init path, which it never takes).

@@ -1,67 +1,55 @@
-//! Time, injected: the platform's monotonic clock and timers on wasm, a [`ManualClock`] in tests.
+//! Time, injected: the platform's clocks and timers on wasm (in the binding, `src/js/`), a
+//! [`ManualClock`] in tests.
 //!
 //! Nothing here busy-waits: on Cloudflare Workers the clock moves only across I/O, so the only
 //! way to let time pass is a timer.
 
+use core::fmt;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-/// A sleep in progress, as returned by [`Clock::sleep`].
+/// A sleep in progress, as returned by [`Clock::sleep`]. Dropping it cancels it (and clears
+/// its platform timer).
 pub type Sleep = Pin<Box<dyn Future<Output = ()>>>;
 
-/// A source of time and of sleeps.
+/// The platform refused a timer (`setTimeout` threw: on Cloudflare Workers past 10 000 active
+/// timeouts in one request, for one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerError {
+    /// What the platform said.
+    pub message: String,
+}
+
+impl fmt::Display for TimerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the platform refused a timer: {}", self.message)
+    }
+}
+
+impl std::error::Error for TimerError {}
+
+/// A source of time and of sleeps. On wasm, `PlatformClock` (`performance.now()`, a monotonic
+/// clock) and `WallClock` (`Date.now()`, epoch milliseconds, for lock records that other
+/// isolates compare) with `setTimeout`; in tests, a [`ManualClock`].
 pub trait Clock {
     /// Milliseconds on a clock that never goes back (its origin is the clock's own).
     fn now_ms(&self) -> f64;
     /// A future that completes once `ms` milliseconds have passed on this clock.
-    fn sleep(&self, ms: f64) -> Sleep;
+    ///
+    /// # Errors
+    /// The platform refused the timer; nothing is armed.
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError>;
 }
 
 impl<C: Clock + ?Sized> Clock for Rc<C> {
     fn now_ms(&self) -> f64 {
         (**self).now_ms()
     }
-    fn sleep(&self, ms: f64) -> Sleep {
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         (**self).sleep(ms)
-    }
-}
-
-/// The platform clock on wasm32: `performance.now()` and `setTimeout` through gloo-timers.
-///
-/// `performance.now()` rather than `Date.now()`: it does not jump when the wall clock is set.
-#[cfg(target_arch = "wasm32")]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PlatformClock;
-
-#[cfg(target_arch = "wasm32")]
-impl Clock for PlatformClock {
-    fn now_ms(&self) -> f64 {
-        crate::js::sys::performance_now()
-    }
-    fn sleep(&self, ms: f64) -> Sleep {
-        Box::pin(gloo_timers::future::TimeoutFuture::new(
-            crate::js::sys::timer_delay(ms),
-        ))
-    }
-}
-
-/// Wall-clock time on wasm32: `Date.now()` (epoch milliseconds) and gloo-timers sleeps. The
-/// clock a [`LockManager`](crate::LockManager) needs: lock records carry times that other
-/// isolates compare with their own clocks, which `performance.now()` (per-isolate origin) is not.
-#[cfg(target_arch = "wasm32")]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WallClock;
-
-#[cfg(target_arch = "wasm32")]
-impl Clock for WallClock {
-    fn now_ms(&self) -> f64 {
-        js_sys::Date::now()
-    }
-    fn sleep(&self, ms: f64) -> Sleep {
-        PlatformClock.sleep(ms)
     }
 }
 
@@ -114,6 +102,19 @@ impl ManualClock {
         woken.into_iter().for_each(Waker::wake);
     }
 
+    /// A sleep of `ms` on this clock: [`Clock::sleep`], which never fails here.
+    pub fn after(&self, ms: f64) -> Sleep {
+        let state = Rc::new(RefCell::new(SleepState::default()));
+        let mut inner = self.inner.borrow_mut();
+        if ms <= 0.0 {
+            state.borrow_mut().done = true;
+        } else {
+            let end = inner.now + ms;
+            inner.sleepers.push((end, state.clone()));
+        }
+        Box::pin(ManualSleep { state })
+    }
+
     /// How many sleeps are still waiting: not ended, and not dropped.
     pub fn sleepers(&self) -> usize {
         self.inner
@@ -129,16 +130,8 @@ impl Clock for ManualClock {
     fn now_ms(&self) -> f64 {
         self.inner.borrow().now
     }
-    fn sleep(&self, ms: f64) -> Sleep {
-        let state = Rc::new(RefCell::new(SleepState::default()));
-        let mut inner = self.inner.borrow_mut();
-        let end = inner.now + ms.max(0.0);
-        if ms <= 0.0 {
-            state.borrow_mut().done = true;
-        } else {
-            inner.sleepers.push((end, state.clone()));
-        }
-        Box::pin(ManualSleep { state })
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
+        Ok(self.after(ms))
     }
 }
 

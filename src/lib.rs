@@ -35,6 +35,7 @@
 pub mod clock;
 mod key;
 pub mod lock;
+pub mod messages;
 pub mod queue;
 pub mod random;
 pub mod record;
@@ -47,14 +48,16 @@ pub mod store;
 #[doc(hidden)]
 pub mod js;
 
-pub use clock::{Clock, ManualClock};
+pub use clock::{Clock, ManualClock, TimerError};
+#[cfg(target_arch = "wasm32")]
+pub use js::platform::{PlatformClock, PlatformRandom, WallClock};
 pub use key::{validate_key, KeyError, MAX_KEY_BYTES};
 #[cfg(target_arch = "wasm32")]
 pub use lock::acquire_lock;
 pub use lock::{Lock, LockError, LockManager, LockOptions, LOCK_STALE_MS, LOCK_WAIT_MS};
 pub use random::{Random, SeededRandom};
 pub use serializer::{
-    KeyedSerializer, SerializeError, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS,
-    MAX_TIMEOUT_MS,
+    KeyedSerializer, MaxPendingOutOfRange, SerializeError, SerializerOptionError,
+    SerializerOptions, Stats, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 pub use store::{LockStore, MemoryStore, StoreError, Versioned};

@@ -38,7 +38,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::clock::{Clock, Sleep};
+use crate::clock::{Clock, Sleep, TimerError};
 use crate::key::{validate_key, KeyError};
 use crate::queue::{KeyedQueue, Ticket};
 use crate::random::Random;
@@ -133,6 +133,8 @@ pub enum LockError {
     /// The store failed. An acquisition that fails holds nothing; a release that fails may have
     /// left the record held (it then goes stale and is taken over).
     Store(StoreError),
+    /// The platform refused a timer for a wait; the acquisition holds nothing.
+    Timer(TimerError),
 }
 
 impl fmt::Display for LockError {
@@ -141,11 +143,18 @@ impl fmt::Display for LockError {
             LockError::InvalidName(error) => write!(f, "lock name {error}"),
             LockError::InvalidOption(error) => error.fmt(f),
             LockError::Store(error) => error.fmt(f),
+            LockError::Timer(error) => error.fmt(f),
         }
     }
 }
 
 impl std::error::Error for LockError {}
+
+impl From<TimerError> for LockError {
+    fn from(error: TimerError) -> Self {
+        LockError::Timer(error)
+    }
+}
 
 impl From<StoreError> for LockError {
     fn from(error: StoreError) -> Self {
@@ -475,7 +484,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             Wake {
                 inner,
                 ticket,
-                sleep: inner.clock.sleep(until - now),
+                sleep: inner.clock.sleep(until - now)?,
             }
             .await;
         }
@@ -678,7 +687,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             let pause = (MAX_POLL_MS * (0.5 + inner.random.unit() / 2.0))
                 .min(deadline - inner.clock.now_ms());
             if pause > 0.0 {
-                inner.clock.sleep(pause).await;
+                inner.clock.sleep(pause)?.await;
             }
         }
         // Once a create found a record, polls only read: records are never deleted.
@@ -763,7 +772,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             }
             let pause = (poll * (0.5 + inner.random.unit() / 2.0)).min(deadline - now);
             poll = (poll * 2.0).min(MAX_POLL_MS);
-            inner.clock.sleep(pause).await;
+            inner.clock.sleep(pause)?.await;
         }
     }
 
@@ -788,11 +797,11 @@ pub async fn acquire_lock<S: LockStore>(
     store: S,
     name: &str,
     options: LockOptions,
-) -> Result<Option<Lock<S, crate::clock::WallClock, crate::random::PlatformRandom>>, LockError> {
+) -> Result<Option<Lock<S, crate::js::platform::WallClock, crate::js::platform::PlatformRandom>>, LockError> {
     LockManager::new(
         store,
-        crate::clock::WallClock,
-        crate::random::PlatformRandom,
+        crate::js::platform::WallClock,
+        crate::js::platform::PlatformRandom,
     )
     .acquire(name, options)
     .await

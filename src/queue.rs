@@ -58,6 +58,24 @@ pub struct Ticket {
     generation: u32,
 }
 
+/// Bits of a packed ticket that are the slot's index (see [`Ticket::pack`]).
+const PACKED_INDEX_BITS: u32 = 24;
+
+/// The generation bits a packed ticket keeps: 53 - 24, so a packed ticket is an exact f64.
+const PACKED_GENERATION_MASK: u32 = (1 << (53 - PACKED_INDEX_BITS)) - 1;
+
+/// Most entries a queue holds at once: what a packed ticket can name.
+pub const MAX_ENTRIES: usize = 1 << PACKED_INDEX_BITS;
+
+impl Ticket {
+    /// The ticket as one number that JavaScript holds exactly: the slot index in the low 24
+    /// bits, the low 29 bits of the generation above. [`Lines::unpack`] reads it back.
+    pub fn pack(self) -> f64 {
+        let generation = u64::from(self.generation & PACKED_GENERATION_MASK);
+        ((generation << PACKED_INDEX_BITS) | u64::from(self.index)) as f64
+    }
+}
+
 /// Names the line of a busy key, for as long as the key stays busy; the id is reused after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LineId(pub u32);
@@ -259,6 +277,29 @@ impl<P, L: Default> Lines<P, L> {
         }
     }
 
+    /// The live entry named by a [`Ticket::pack`]ed number; `None` for anything else (a stale
+    /// ticket, a number that is no ticket) — never a panic, whatever JavaScript passes.
+    pub fn unpack(&self, packed: f64) -> Option<Ticket> {
+        if !(0.0..9_007_199_254_740_992.0).contains(&packed) || packed.fract() != 0.0 {
+            return None;
+        }
+        let packed = packed as u64;
+        let index = (packed & ((1 << PACKED_INDEX_BITS) - 1)) as u32;
+        let generation = (packed >> PACKED_INDEX_BITS) as u32;
+        let slot = self.slots.get(index as usize)?;
+        slot.entry.as_ref()?;
+        (slot.generation & PACKED_GENERATION_MASK == generation).then_some(Ticket {
+            index,
+            generation: slot.generation,
+        })
+    }
+
+    /// Whether another entry can be pushed: at most [`MAX_ENTRIES`] live at once (a packed
+    /// ticket could not name more).
+    pub fn has_room(&self) -> bool {
+        self.len < MAX_ENTRIES
+    }
+
     /// The payload of a live entry.
     pub fn get(&self, ticket: Ticket) -> Option<&P> {
         self.live(ticket).map(|entry| &entry.payload)
@@ -288,6 +329,12 @@ impl<P, L: Default> Lines<P, L> {
     pub fn next_in_line(&self, ticket: Ticket) -> Option<Ticket> {
         let next = self.live(ticket)?.next;
         (next != NONE).then(|| self.ticket_at(next))
+    }
+
+    /// The entry right ahead of a live one in its line.
+    pub fn prev_in_line(&self, ticket: Ticket) -> Option<Ticket> {
+        let prev = self.live(ticket)?.prev;
+        (prev != NONE).then(|| self.ticket_at(prev))
     }
 
     /// How many entries wait behind a live one in its line, counting at most `max` (so the
@@ -321,6 +368,16 @@ impl<P, L: Default> Lines<P, L> {
             .get_mut(line.0 as usize)?
             .as_mut()
             .map(|line| &mut line.data)
+    }
+
+    /// The data of a busy key's line.
+    pub fn line_data(&self, line: LineId) -> Option<&L> {
+        self.line(line.0).map(|line| &line.data)
+    }
+
+    /// The key of a busy line.
+    pub fn line_key(&self, line: LineId) -> Option<&Rc<str>> {
+        self.line(line.0).map(|line| &line.key)
     }
 
     /// How many entries wait in a line, its head included; 0 for an idle one.

@@ -1,4 +1,5 @@
-//! Randomness, injected: the platform's crypto on wasm, a seeded generator in tests.
+//! Randomness, injected: the platform's crypto on wasm (`PlatformRandom`, in the binding), a
+//! seeded generator in tests.
 
 use std::cell::Cell;
 
@@ -32,24 +33,6 @@ pub trait Random {
 impl<R: Random + ?Sized> Random for std::rc::Rc<R> {
     fn fill(&self, bytes: &mut [u8]) {
         (**self).fill(bytes)
-    }
-}
-
-/// `crypto.getRandomValues`: Workers, browsers, Node and Deno all have it. Never `Math.random`.
-#[cfg(target_arch = "wasm32")]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PlatformRandom;
-
-#[cfg(target_arch = "wasm32")]
-impl Random for PlatformRandom {
-    fn fill(&self, bytes: &mut [u8]) {
-        thread_local! {
-            static POOL: std::cell::RefCell<Pool> = std::cell::RefCell::new(Pool::new());
-        }
-        POOL.with(|pool| {
-            pool.borrow_mut()
-                .take(bytes, crate::js::sys::get_random_values)
-        });
     }
 }
 

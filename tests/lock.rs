@@ -46,7 +46,7 @@ impl TestStore {
     async fn weather(&self) -> Result<(), StoreError> {
         if self.max_lag_ms > 0.0 {
             let lag = (self.random_unit() * self.max_lag_ms).floor();
-            self.clock.sleep(lag).await;
+            self.clock.after(lag).await;
         }
         if self.random_unit() < self.fail_rate {
             self.failures.set(self.failures.get() + 1);
@@ -268,7 +268,7 @@ fn a_stale_record_is_taken_over_by_cas_and_the_late_release_changes_nothing() {
                 .is_none(),
             "fresh: not taken"
         );
-        c.sleep(2001.0).await;
+        c.after(2001.0).await;
         let taker = b2
             .acquire("k", LockOptions::default())
             .await
@@ -310,7 +310,7 @@ fn a_local_holder_past_stale_ms_is_taken_over_by_a_local_waiter() {
                 .is_none(),
             "live: waited out"
         );
-        c.sleep(1800.0 - c.now_ms()).await;
+        c.after(1800.0 - c.now_ms()).await;
         let started = c.now_ms();
         let taker = l
             .acquire("k", options(1000.0, 2000.0))
@@ -386,10 +386,10 @@ fn fences_rise_across_releases_takeovers_and_handoffs() {
         let f = fences.clone();
         let c = clock.clone();
         executor.spawn(async move {
-            c.sleep((round * 37 % 100) as f64).await;
+            c.after((round * 37 % 100) as f64).await;
             if let Some(lock) = locks.acquire("k", options(5000.0, 500.0)).await.unwrap() {
                 f.borrow_mut().push(lock.fence());
-                c.sleep(10.0).await;
+                c.after(10.0).await;
                 if round % 4 == 0 {
                     drop(lock); // dies holding it: taken over after 500 ms
                 } else {
@@ -420,7 +420,7 @@ fn a_record_that_is_not_ours_is_never_released_and_taken_over_only_when_unchange
             .is_none());
         let started = c.now_ms();
         // Another writer changes it meanwhile: the clock starts again.
-        c.sleep(1500.0).await;
+        c.after(1500.0).await;
         m.put("k", "garbage");
         let lock = l
             .acquire("k", options(5000.0, 2000.0))
@@ -533,7 +533,7 @@ fn sixteen_local_contenders(hold_ms: f64, stale_ms: f64) -> (Vec<(usize, u64)>, 
                 .unwrap()
                 .expect("queued, not refused");
             o.borrow_mut().push((i, lock.fence()));
-            c.sleep(hold_ms).await;
+            c.after(hold_ms).await;
             lock.release().await.unwrap();
         });
     }
@@ -673,7 +673,7 @@ fn contend_randomly(isolates: u64) {
                         assert_eq!(holders.get(), 1, "two holders at once");
                         holds.borrow_mut().push(lock.fence());
                         let seen = counter.get();
-                        clock.sleep((next(&seed) % 4) as f64).await; // an await inside the hold
+                        clock.after((next(&seed) % 4) as f64).await; // an await inside the hold
                         counter.set(seen + 1);
                         holders.set(holders.get() - 1);
                         if lock.release().await.is_err() {
@@ -684,7 +684,7 @@ fn contend_randomly(isolates: u64) {
                     Err(LockError::Store(_)) => errors.set(errors.get() + 1),
                     Err(other) => panic!("{other}"),
                 }
-                clock.sleep((next(&seed) % 5) as f64).await;
+                clock.after((next(&seed) % 5) as f64).await;
             }
         });
     }

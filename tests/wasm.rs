@@ -6,18 +6,22 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use gloo_timers::future::TimeoutFuture;
 use keyturn::js::errors::key_from_js;
-use keyturn::js::serializer::KeyedSerializerCore;
-use keyturn::{KeyedSerializer, SerializeError, WorkSignal};
+use keyturn::js::serializer::SerializerBinding;
+use keyturn::{Clock, KeyedSerializer, PlatformClock, SerializeError, WorkSignal};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 type Log = Rc<RefCell<Vec<String>>>;
 
+/// A real platform sleep of `ms`.
+async fn sleep(ms: f64) {
+    PlatformClock.sleep(ms).expect("a timer").await;
+}
+
 fn spawn_run(
-    serializer: &Rc<KeyedSerializer<keyturn::clock::PlatformClock>>,
+    serializer: &Rc<KeyedSerializer<PlatformClock>>,
     log: &Log,
     key: &'static str,
     name: &'static str,
@@ -30,7 +34,7 @@ fn spawn_run(
                 let log = log.clone();
                 async move {
                     log.borrow_mut().push(format!("start {name}"));
-                    TimeoutFuture::new(ms).await;
+                    sleep(f64::from(ms)).await;
                     log.borrow_mut().push(format!("end {name}"));
                 }
             })
@@ -48,7 +52,7 @@ async fn rust_api_runs_one_key_in_order_and_keys_side_by_side() {
     spawn_run(&serializer, &log, "a", "a1", 20);
     spawn_run(&serializer, &log, "a", "a2", 1);
     spawn_run(&serializer, &log, "b", "b1", 5);
-    TimeoutFuture::new(120).await;
+    sleep(120.0).await;
     assert_eq!(
         *log.borrow(),
         ["start a1", "start b1", "end b1", "end a1", "start a2", "end a2"]
@@ -62,9 +66,9 @@ async fn rust_api_deadline_drops_the_work_on_a_real_timer() {
     let log: Log = Rc::default();
     spawn_run(&serializer, &log, "k", "slow", 10_000);
     spawn_run(&serializer, &log, "k", "next", 1);
-    TimeoutFuture::new(15).await;
+    sleep(15.0).await;
     assert_eq!(*log.borrow(), ["start slow"], "not before the deadline");
-    TimeoutFuture::new(150).await;
+    sleep(150.0).await;
     assert_eq!(
         *log.borrow(),
         ["start slow", "timeout slow", "start next", "end next"]
@@ -98,35 +102,115 @@ fn keys_from_javascript_are_checked_without_panicking() {
 
 #[test]
 fn the_binding_refuses_bad_options_with_the_right_error_class() {
-    let host = js_sys::Object::new();
-    let noop = js_sys::Function::new_no_args("");
-    for name in ["start", "schedule", "timeout"] {
-        js_sys::Reflect::set(&host, &name.into(), &noop).unwrap();
-    }
     let options = |json: &str| js_sys::JSON::parse(json).unwrap();
     let cases = [
         (options(r#"{"timeoutMs": 0}"#), "RangeError"),
         (options(r#"{"timeoutMs": 2147483648}"#), "RangeError"),
         (options(r#"{"timeoutMs": "5"}"#), "TypeError"),
+        (options(r#"{"maxPending": 0}"#), "RangeError"),
+        (options(r#"{"maxPending": 1.5}"#), "RangeError"),
+        (options(r#"{"maxPending": "3"}"#), "TypeError"),
         (JsValue::NULL, "TypeError"),
         (JsValue::from_f64(3.0), "TypeError"),
     ];
     for (value, name) in cases {
-        let error: js_sys::Error = KeyedSerializerCore::new(value, host.clone().into())
+        let error: js_sys::Error = SerializerBinding::new(value, true)
             .unwrap_err()
             .unchecked_into();
         assert_eq!(String::from(error.name()), name);
     }
-    assert!(KeyedSerializerCore::new(JsValue::UNDEFINED, host.clone().into()).is_ok());
-    assert!(KeyedSerializerCore::new(options(r#"{"timeoutMs": 1.5}"#), host.into()).is_ok());
-    assert!(KeyedSerializerCore::new(JsValue::UNDEFINED, JsValue::UNDEFINED).is_err());
+    assert!(SerializerBinding::new(JsValue::UNDEFINED, true).is_ok());
+    let binding = SerializerBinding::new(options(r#"{"timeoutMs": 1.5, "maxPending": 3}"#), false).unwrap();
+    assert_eq!((binding.timeout_ms(), binding.max_pending()), (1.5, 3.0));
+}
+
+/// Replaces the global `setTimeout`/`clearTimeout` with ones that count live timers and can
+/// be told to throw on given calls; gives back the counters and a restore function.
+fn counting_timers(throw_on: &[u32]) -> (js_sys::Object, js_sys::Function) {
+    let script = format!(
+        r#"
+        const realSet = globalThis.setTimeout, realClear = globalThis.clearTimeout;
+        const throwOn = new Set({throw_on:?});
+        const stats = {{ calls: 0, live: 0, max: 0 }};
+        const live = new Set();
+        globalThis.setTimeout = (f, ms, ...args) => {{
+          stats.calls += 1;
+          if (throwOn.has(stats.calls)) throw new Error('no timer for you');
+          const handle = realSet(() => {{ live.delete(handle); stats.live = live.size; f(...args); }}, ms);
+          live.add(handle); stats.live = live.size; stats.max = Math.max(stats.max, live.size);
+          return handle;
+        }};
+        globalThis.clearTimeout = (handle) => {{ live.delete(handle); stats.live = live.size; realClear(handle); }};
+        return [stats, () => {{ globalThis.setTimeout = realSet; globalThis.clearTimeout = realClear; }}];
+        "#
+    );
+    let pair: js_sys::Array = js_sys::Function::new_no_args(&script)
+        .call0(&JsValue::UNDEFINED)
+        .unwrap()
+        .unchecked_into();
+    (pair.get(0).unchecked_into(), pair.get(1).unchecked_into())
+}
+
+fn stat(stats: &js_sys::Object, name: &str) -> f64 {
+    js_sys::Reflect::get(stats, &name.into()).unwrap().as_f64().unwrap()
+}
+
+#[test]
+async fn rust_api_clears_each_deadline_timer_when_its_work_settles() {
+    let (stats, restore) = counting_timers(&[]);
+    let serializer = Rc::new(KeyedSerializer::new(60_000.0).unwrap());
+    let log: Log = Rc::default();
+    for i in 0..30 {
+        spawn_run(&serializer, &log, if i % 2 == 0 { "a" } else { "b" }, "w", 1);
+    }
+    sleep(400.0).await;
+    restore.call0(&JsValue::UNDEFINED).unwrap();
+    assert_eq!(log.borrow().len(), 60, "every work started and ended");
+    assert_eq!(serializer.pending(), 0);
+    // At most two works ran at once (keys a and b), each with its deadline and its own 1 ms
+    // sleep; and this test's own sleep.
+    assert!(stat(&stats, "max") <= 5.0, "live timers peaked at {}", stat(&stats, "max"));
+    assert_eq!(stat(&stats, "live"), 0.0, "no deadline timer outlives its work");
+}
+
+#[test]
+async fn rust_api_work_whose_deadline_cannot_be_armed_does_not_run() {
+    // The 1st setTimeout is this test's own sleep (the spawned tasks run after it), the 2nd
+    // the first work's deadline.
+    let (_stats, restore) = counting_timers(&[2]);
+    let serializer = Rc::new(KeyedSerializer::new(1_000.0).unwrap());
+    let ran = Rc::new(RefCell::new(Vec::new()));
+    let outcomes = Rc::new(RefCell::new(Vec::new()));
+    for name in ["refused", "next"] {
+        let (s, ran, outcomes) = (serializer.clone(), ran.clone(), outcomes.clone());
+        spawn_local(async move {
+            let outcome = s
+                .run("k", |_| async move {
+                    ran.borrow_mut().push(name);
+                })
+                .await;
+            outcomes.borrow_mut().push(match outcome {
+                Ok(()) => "ok".to_string(),
+                Err(error) => error.to_string(),
+            });
+        });
+    }
+    sleep(50.0).await;
+    restore.call0(&JsValue::UNDEFINED).unwrap();
+    assert_eq!(*ran.borrow(), ["next"]);
+    assert_eq!(
+        *outcomes.borrow(),
+        [
+            "the platform refused a timer: no timer for you".to_string(),
+            "ok".to_string()
+        ]
+    );
+    assert_eq!(serializer.pending(), 0);
 }
 
 #[test]
 async fn rust_lock_api_on_real_timers_and_crypto() {
-    use keyturn::clock::WallClock;
-    use keyturn::random::PlatformRandom;
-    use keyturn::{acquire_lock, LockManager, LockOptions, MemoryStore};
+    use keyturn::{acquire_lock, LockManager, LockOptions, MemoryStore, PlatformRandom, WallClock};
 
     let store = Rc::new(MemoryStore::new());
     let first = acquire_lock(store.clone(), "board", LockOptions::default())

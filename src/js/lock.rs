@@ -12,11 +12,12 @@ use super::errors::{
     describe, field, key_from_js, optional_function, optional_number, options_object, range_error,
     type_error,
 };
-use crate::clock::{Clock, PlatformClock, Sleep};
+use crate::clock::{Clock, Sleep, TimerError};
+use super::platform::PlatformClock;
 use crate::lock::{
     FirstCall, FirstOutcome, Lock, LockError, LockManager, LockOptions, OptionError, ReleaseWrite,
 };
-use crate::random::PlatformRandom;
+use super::platform::PlatformRandom;
 use crate::store::{LockStore, StoreError, Versioned};
 
 /// A JS object with `create`, `read` and `replace`, each returning a value or a promise.
@@ -230,7 +231,7 @@ impl Clock for JsClock {
         }
     }
 
-    fn sleep(&self, ms: f64) -> Sleep {
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         PlatformClock.sleep(ms)
     }
 }
@@ -408,6 +409,7 @@ fn lock_error(store_error: &Function, error: LockError) -> JsValue {
                 .unwrap_or_else(|e| e)
         }
         LockError::InvalidName(error) => super::errors::key_error("name", error),
+        LockError::Timer(error) => js_sys::Error::new(&error.to_string()).into(),
         LockError::InvalidOption(OptionError::WaitMs(_)) => {
             range_error(&["options.waitMs must be a finite number, 0 or more"])
         }

@@ -4,12 +4,14 @@
 //! JavaScript exception unwinds through wasm without running Rust destructors:
 //! - nothing that comes from JavaScript reaches an `unwrap()`: every value is checked and a bad
 //!   one becomes a `TypeError` or `RangeError` naming the argument;
-//! - no `RefCell` borrow is held across a call into JavaScript (a work, a resolve function, an
-//!   abort listener can all call back in), so re-entrant calls always find the state free.
+//! - every call into the host that can throw is a `catch` binding, made with no Rust state
+//!   half changed — or, better, not made from Rust at all: the package's JS drives the cores
+//!   and makes the host calls itself;
+//! - no `RefCell` borrow is held across a call into JavaScript.
 
 pub mod errors;
 #[cfg(feature = "js-lock")]
 pub mod lock;
+pub mod platform;
 #[cfg(feature = "js-serializer")]
 pub mod serializer;
-pub(crate) mod sys;

@@ -1,393 +1,349 @@
-//! `createKeyedSerializer` for JavaScript: [`SerializerCore`] over JS promises.
+//! `createKeyedSerializer` for JavaScript: [`SerializerCore`] over JS jobs.
 //!
-//! How one work travels, and why it is cheap (see `js/api.js` for the JS half):
-//! - `serialize` makes the caller's promise and hands its resolve/reject to Rust, which queues
-//!   them in the key's line. The key → line index of busy keys is a JS `Map` on the JS side: a
-//!   lookup there is cheaper than passing the string into wasm and hashing it again, and the
-//!   wasm carries no hash table (4.6 KB). The first work of a busy period passes the key
-//!   (validated here) and gets its line's id; later works pass only the id.
-//! - `serialize` attaches the line's `advance` function (one per busy key, not per work) to the
-//!   caller's promise, so the key moves on when that promise settles: a work's settlement feeds
-//!   the promise directly (`run.then(resolve, reject)`, no closure) and a timeout rejects it.
-//! - A work starts from a batch drained in one microtask (an idle key) or in `advance` (a busy
-//!   key, already a later microtask), with an AbortController made on the JS side.
-//! - One gloo-timers timer, armed for the earliest deadline, serves every running work.
+//! The package's JS (`js/serializer.js`) drives the core and makes every host call itself —
+//! promises, `AbortController`, timers, the works — acting on what the core answers; the core
+//! never calls into JavaScript. So nothing the host throws can unwind through wasm with Rust
+//! state half changed: each export here runs to completion and returns.
+//!
+//! A queued work is one JS object (its "job": the work, its caller's resolvers, its controller)
+//! held in the core's line. Lines are known by id: the JS keeps the key → line map of busy
+//! keys, which spares passing the key string into wasm for every work.
 
-use std::cell::{Cell, RefCell};
-use std::rc::{Rc, Weak};
-
-use js_sys::Function;
+use js_sys::{Object, Reflect};
 use wasm_bindgen::prelude::*;
-use web_sys::AbortController;
 
 use super::errors::{
-    describe, field, key_error, key_from_js, optional_function, optional_number, options_object,
-    range_error, spell, type_error,
+    describe, field, key_error, key_from_js, optional_number, options_object, range_error, spell,
+    type_error,
 };
-use super::sys::{arm_timer, performance_now};
-use crate::queue::{LineId, Ticket};
-use crate::serializer::{validate_timeout_ms, SerializerCore, DEFAULT_TIMEOUT_MS};
+use crate::queue::LineId;
+use crate::serializer::{
+    Abandon, EnqueueError, SerializerCore, SerializerOptionError, SerializerOptions,
+    DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};
 
-#[wasm_bindgen]
-extern "C" {
-    /// A function called through the hot-path bindings below.
-    #[derive(Clone)]
-    type Callable;
-    // Called without wasm-bindgen's `catch` wrapper (a closure and an `apply` per call):
-    // resolve/reject functions never throw, and the host's functions catch everything.
-    #[wasm_bindgen(method, js_name = call)]
-    fn call_start(
-        this: &Callable,
-        context: &JsValue,
-        work: &JsValue,
-        resolve: &Callable,
-        reject: &Callable,
-        on_late: &JsValue,
-    ) -> JsValue;
-    #[wasm_bindgen(method, js_name = call)]
-    fn call1(this: &Callable, context: &JsValue, value: &JsValue) -> JsValue;
-    #[wasm_bindgen(method, js_name = call)]
-    fn call2(this: &Callable, context: &JsValue, first: &JsValue, second: &JsValue) -> JsValue;
-}
+/// What [`SerializerBinding::enqueue_on`] answers instead of a ticket: the reason nothing was
+/// queued.
+const REFUSED_QUEUE_FULL: f64 = -1.0;
+const REFUSED_TIMEOUT: f64 = -2.0;
+const REFUSED_TOO_MANY: f64 = -3.0;
+const REFUSED_IDLE_LINE: f64 = -4.0;
 
-/// One work's JavaScript side: what to call, whom to tell, and how to abort it. Plain JS
-/// values (`undefined` when spent or absent) rather than `Option`s: one slab slot is read per
-/// work, and the smaller it is the fewer cache lines a busy isolate touches.
-struct JsJob {
-    work: JsValue,
-    resolve: JsValue,
-    /// Lent out (taken and put back) while the work starts, never cloned: a clone of a JS
-    /// value costs a slot in wasm-bindgen's externref table.
-    reject: JsValue,
-    on_late_settle: JsValue,
-    /// `undefined` until started, and after a synchronous settlement.
-    controller: JsValue,
-}
-
-/// The functions the package's static JS gives the core (see `js/api.js`); none throws.
-struct Host {
-    /// `start(work, resolve, reject, onLateSettle)`: calls `work(signal)` with a new
-    /// AbortController's signal, feeds its outcome to resolve/reject, reports a late settlement
-    /// of an aborted work to `onLateSettle`, and returns the controller — or `undefined` when
-    /// the work settled synchronously and there is nothing left to abort, so the controller
-    /// dies young instead of living until the key advances.
-    start: Callable,
-    /// `schedule()`: queues one microtask that calls `drain()`.
-    schedule: Function,
-    /// `timeout(key, timeoutMs)`: a `SerializedWorkTimeout`.
-    timeout: Callable,
-    /// `contextual`: true on Cloudflare Workers (see [`Shared::contextual`]).
-    contextual: bool,
-}
-
-struct Shared {
-    core: RefCell<SerializerCore<JsJob>>,
-    host: Host,
-    /// Idle-key works entered since the last drain, in entry order.
-    ready: RefCell<Vec<Ticket>>,
-    drain_queued: Cell<bool>,
-    timer_armed: Cell<bool>,
-}
-
-impl Shared {
-    /// On Cloudflare Workers each request runs in its own I/O context: I/O a work starts in
-    /// another request's context is cancelled when that request ends, and so are its timers.
-    /// So there every work is started by a promise reaction its own caller registered (the JS
-    /// side: on the previous work's promise, or a microtask for an idle key) and gets its own
-    /// deadline timer, armed in its own context — the seed's shape, which workerd runs
-    /// correctly. Elsewhere one shared timer and direct starts are cheaper.
-    fn contextual(&self) -> bool {
-        self.host.contextual
-    }
-}
+/// Bits of what a line change answers: the line went idle; its (new) head waits to be started.
+const IDLE: u32 = 1;
+const NEXT: u32 = 2;
+/// [`SerializerBinding::cancel`]: the work was not waiting (it runs, or is gone).
+const NOT_WAITING: u32 = 4;
 
 /// The engine behind one `createKeyedSerializer()`; the package does not export it.
 #[wasm_bindgen]
-pub struct KeyedSerializerCore {
-    shared: Rc<Shared>,
+pub struct SerializerBinding {
+    core: SerializerCore<JsValue>,
 }
 
-impl core::fmt::Debug for KeyedSerializerCore {
+impl core::fmt::Debug for SerializerBinding {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KeyedSerializerCore")
-            .field("core", &self.shared.core)
-            .finish()
+        self.core.fmt(f)
     }
 }
 
-fn host_function(host: &js_sys::Object, name: &str) -> Result<Function, JsValue> {
-    optional_function(field(host, name)?, name)?
-        .ok_or_else(|| type_error(&["host.", name, " is missing"]))
+fn option_error(error: SerializerOptionError) -> JsValue {
+    match error {
+        SerializerOptionError::TimeoutMs(error) => timeout_error("options.timeoutMs", error.0),
+        SerializerOptionError::MaxPending(error) => range_error(&[
+            "options.maxPending must be a whole number from 1 up, or Infinity, got ",
+            &spell(error.0),
+        ]),
+    }
+}
+
+fn timeout_error(what: &str, value: f64) -> JsValue {
+    range_error(&[
+        what,
+        " must be a finite number from 1 to ",
+        &spell(f64::from(MAX_TIMEOUT_MS)),
+        ", got ",
+        &spell(value),
+    ])
+}
+
+/// The timeout a JS call passed: `NaN` stands for none (the serializer's).
+fn own_timeout(timeout_ms: f64) -> Option<f64> {
+    (!timeout_ms.is_nan()).then_some(timeout_ms)
+}
+
+fn line_change(next: bool, idle: bool) -> u32 {
+    (if idle { IDLE } else { 0 }) | (if next { NEXT } else { 0 })
 }
 
 #[wasm_bindgen]
-impl KeyedSerializerCore {
-    /// `options` as given to `createKeyedSerializer`; `host` from the package's static JS.
+impl SerializerBinding {
+    /// `options` as given to `createKeyedSerializer` (its `timeoutMs` and `maxPending`; the
+    /// JS reads the rest); `shared_timer`: one timer for every deadline (else one per work).
+    /// Throws a `TypeError`/`RangeError` naming the option.
     #[wasm_bindgen(constructor)]
-    pub fn new(options: JsValue, host: JsValue) -> Result<KeyedSerializerCore, JsValue> {
-        let timeout_ms = match options_object(&options, "options")? {
-            Some(object) => optional_number(field(&object, "timeoutMs")?, "options.timeoutMs")?,
-            None => None,
-        }
-        .unwrap_or(f64::from(DEFAULT_TIMEOUT_MS));
-        let timeout_ms = validate_timeout_ms(timeout_ms).map_err(|_| {
-            range_error(&[
-                "options.timeoutMs must be a finite number from 1 to 2147483647, got ",
-                &spell(timeout_ms),
-            ])
-        })?;
-        let host = options_object(&host, "host")?
-            .ok_or_else(|| type_error(&["host must be an object"]))?;
-        let host = Host {
-            start: host_function(&host, "start")?.unchecked_into(),
-            schedule: host_function(&host, "schedule")?,
-            timeout: host_function(&host, "timeout")?.unchecked_into(),
-            contextual: field(&host, "contextual")?.is_truthy(),
+    pub fn new(options: JsValue, shared_timer: bool) -> Result<SerializerBinding, JsValue> {
+        let (timeout_ms, max_pending) = match options_object(&options, "options")? {
+            Some(object) => (
+                optional_number(field(&object, "timeoutMs")?, "options.timeoutMs")?,
+                optional_number(field(&object, "maxPending")?, "options.maxPending")?,
+            ),
+            None => (None, None),
         };
-        Ok(KeyedSerializerCore {
-            shared: Rc::new(Shared {
-                core: RefCell::new(SerializerCore::new(timeout_ms)),
-                host,
-                ready: RefCell::new(Vec::new()),
-                drain_queued: Cell::new(false),
-                timer_armed: Cell::new(false),
-            }),
+        let options = SerializerOptions::new(
+            timeout_ms.unwrap_or(f64::from(DEFAULT_TIMEOUT_MS)),
+            max_pending.unwrap_or(f64::INFINITY),
+        )
+        .map_err(option_error)?;
+        Ok(SerializerBinding {
+            core: SerializerCore::new(options, shared_timer),
         })
     }
 
-    /// Queues `work` under `key`, which the caller knows is idle (it keeps the key → line map
-    /// of busy keys), and returns the id of the key's new line, for
-    /// [`enqueue_on`](Self::enqueue_on) and [`advance`](Self::advance). Throws (so the caller's
-    /// promise rejects) on bad arguments, having changed nothing.
-    pub fn enqueue(
-        &self,
-        key: JsValue,
-        work: JsValue,
-        options: JsValue,
-        resolve: JsValue,
-        reject: JsValue,
-    ) -> Result<u32, JsValue> {
+    /// The serializer's deadline for works without their own, in milliseconds.
+    #[wasm_bindgen(js_name = timeoutMs)]
+    pub fn timeout_ms(&self) -> f64 {
+        self.core.options().timeout_ms()
+    }
+
+    /// The bound on a key's works (`Infinity` for none).
+    #[wasm_bindgen(js_name = maxPending)]
+    pub fn max_pending(&self) -> f64 {
+        match self.core.options().max_pending() {
+            usize::MAX => f64::INFINITY,
+            max => max as f64,
+        }
+    }
+
+    /// Queues `job` under `key`, which the JS knows is idle, with its own deadline
+    /// (`timeout_ms`, `NaN` for the serializer's), and answers the id of the key's new line.
+    /// Its head — this job — waits to be started. Throws for a bad key or deadline, having
+    /// changed nothing.
+    pub fn open(&mut self, key: JsValue, job: JsValue, timeout_ms: f64) -> Result<u32, JsValue> {
         let key = key_from_js(&key, "key")?;
-        let job = job_from_js(work, &options, resolve, reject)?;
-        let shared = &self.shared;
-        let opened = shared.core.borrow_mut().open(&key, job);
-        let pushed = opened.map_err(|error| key_error("key", error))?;
-        if !shared.contextual() {
-            shared.ready.borrow_mut().push(pushed.ticket);
-            if !shared.drain_queued.replace(true) {
-                let _ = shared.host.schedule.call0(&JsValue::UNDEFINED);
+        match self.core.open(&key, job, own_timeout(timeout_ms)) {
+            Ok(pushed) => Ok(pushed.line.0),
+            Err(EnqueueError::InvalidKey(error)) => Err(key_error("key", error)),
+            Err(EnqueueError::InvalidTimeout(error)) => {
+                Err(timeout_error("options.timeoutMs", error.0))
             }
+            Err(_) => Err(too_many_works()),
         }
-        Ok(pushed.line.0)
     }
 
-    /// Queues `work` behind the works of a busy key, by its line id. Returns `false`, having
-    /// queued nothing, when that line is idle; throws on bad arguments.
+    /// Checks `key` as [`open`](Self::open) would, queueing nothing: for a call refused before
+    /// it queues (its signal was aborted already), whose bad key must still be reported.
+    #[wasm_bindgen(js_name = checkKey)]
+    pub fn check_key(key: JsValue) -> Result<(), JsValue> {
+        key_from_js(&key, "key").map(|_| ())
+    }
+
+    /// Queues `job` behind the works of the busy line `line`: its ticket (a number ≥ 0), or
+    /// why nothing was queued (a negative number: the key is at `maxPending`, the deadline is
+    /// out of range, too many works, the line is idle).
     #[wasm_bindgen(js_name = enqueueOn)]
-    pub fn enqueue_on(
-        &self,
-        line: u32,
-        work: JsValue,
-        resolve: JsValue,
-        reject: JsValue,
-    ) -> Result<bool, JsValue> {
-        self.enqueue_on_with(line, work, JsValue::UNDEFINED, resolve, reject)
-    }
-
-    /// [`enqueue_on`](Self::enqueue_on) with `options`. Two entries rather than one, because
-    /// every JS value passed in costs a slot in the externref table, and most calls have none.
-    #[wasm_bindgen(js_name = enqueueOnWith)]
-    pub fn enqueue_on_with(
-        &self,
-        line: u32,
-        work: JsValue,
-        options: JsValue,
-        resolve: JsValue,
-        reject: JsValue,
-    ) -> Result<bool, JsValue> {
-        let job = job_from_js(work, &options, resolve, reject)?;
-        Ok(self
-            .shared
-            .core
-            .borrow_mut()
-            .submit_on(LineId(line), job)
-            .is_some())
-    }
-
-    /// Starts the idle-key works entered before this microtask, in entry order. `now` is
-    /// `performance.now()`, read on the JS side, where it costs no crossing.
-    pub fn drain(&self, now: f64) {
-        self.shared.drain_queued.set(false);
-        let ready = std::mem::take(&mut *self.shared.ready.borrow_mut());
-        for ticket in ready {
-            start(&self.shared, ticket, now);
+    pub fn enqueue_on(&mut self, line: u32, job: JsValue, timeout_ms: f64) -> f64 {
+        match self.core.enqueue_on(LineId(line), job, own_timeout(timeout_ms)) {
+            Ok(ticket) => ticket.pack(),
+            Err(EnqueueError::QueueFull { .. }) => REFUSED_QUEUE_FULL,
+            Err(EnqueueError::InvalidTimeout(_)) => REFUSED_TIMEOUT,
+            Err(EnqueueError::IdleLine) => REFUSED_IDLE_LINE,
+            Err(_) => REFUSED_TOO_MANY,
         }
     }
 
-    /// The head work of a line is done — its caller promise settled: the next work starts.
-    /// Returns whether the key went idle, so the JS side forgets the line id.
-    pub fn advance(&self, line: u32, now: f64) -> bool {
-        let released = self.shared.core.borrow_mut().finish_head(LineId(line));
-        let Some(released) = released else {
-            return false;
-        };
-        if let Some(next) = released.next {
-            start(&self.shared, next, now);
+    /// The error for a call's `options.timeoutMs` that is not a number in range.
+    #[wasm_bindgen(js_name = timeoutError)]
+    pub fn js_timeout_error(value: JsValue) -> JsValue {
+        match value.as_f64() {
+            Some(value) => timeout_error("options.timeoutMs", value),
+            None => wrong_type("options.timeoutMs", "a number or undefined", &value),
         }
-        released.idle
     }
 
-    /// Starts the head of a line if it has not started: on Workers, an idle key's first work,
-    /// from a microtask its caller queued.
+    /// The error for a `work` that is not a function.
+    #[wasm_bindgen(js_name = workError)]
+    pub fn work_error(value: JsValue) -> JsValue {
+        wrong_type("work", "a function", &value)
+    }
+
+    /// The error for a call's `options` that is not an object.
+    #[wasm_bindgen(js_name = optionsError)]
+    pub fn options_error(value: JsValue) -> JsValue {
+        wrong_type("options", "an object or undefined", &value)
+    }
+
+    /// The error for a call's `options.signal` that is not an `AbortSignal`.
+    #[wasm_bindgen(js_name = signalError)]
+    pub fn signal_error(value: JsValue) -> JsValue {
+        wrong_type("options.signal", "an AbortSignal or undefined", &value)
+    }
+
+    /// The error for a call's `options.onLateSettle` that is not a function.
+    #[wasm_bindgen(js_name = onLateSettleError)]
+    pub fn on_late_settle_error(value: JsValue) -> JsValue {
+        wrong_type("options.onLateSettle", "a function or undefined", &value)
+    }
+
+    /// The error for too many works queued at once.
+    #[wasm_bindgen(js_name = tooManyWorks)]
+    pub fn too_many_works_error() -> JsValue {
+        too_many_works()
+    }
+
+    /// The ticket of a line's head (for a job that may be cancelled).
+    #[wasm_bindgen(js_name = headTicket)]
+    pub fn head_ticket(&self, line: u32) -> f64 {
+        self.core.head(LineId(line)).map_or(-1.0, |ticket| ticket.pack())
+    }
+
+    /// Starts the head of `line` at `now` if it waits to be started: answers its job, else
+    /// `undefined`. The JS then arms its deadline and calls its work.
     #[wasm_bindgen(js_name = startHead)]
-    pub fn start_head(&self, line: u32, now: f64) {
-        let head = self.shared.core.borrow().head(LineId(line));
-        if let Some(head) = head {
-            start(&self.shared, head, now);
+    pub fn start_head(&mut self, line: u32, now: f64) -> JsValue {
+        match self.core.start_head(LineId(line), now) {
+            Some(started) => started.payload.clone(),
+            None => JsValue::UNDEFINED,
         }
     }
 
-    /// On Workers, from the reaction a work registered on its own promise: if nobody waits
-    /// behind the head, it is finished and the key goes idle (returns true). If somebody
-    /// waits, their reaction (in their own context) finishes it and starts them.
-    #[wasm_bindgen(js_name = finishIfLast)]
-    pub fn finish_if_last(&self, line: u32) -> bool {
-        let mut core = self.shared.core.borrow_mut();
-        let Some(head) = core.head(LineId(line)) else {
-            return false;
-        };
-        if core.next_in_line(head).is_some() {
-            return false;
+    /// The head of `line` left it (its caller's promise settled): answers [`IDLE`] when the
+    /// key went idle, [`NEXT`] when a next work waits to be started.
+    #[wasm_bindgen(js_name = finishHead)]
+    pub fn finish_head(&mut self, line: u32) -> u32 {
+        match self.core.finish_head(LineId(line)) {
+            Some(released) => line_change(released.next.is_some(), released.idle),
+            None => IDLE,
         }
-        core.finish(head).is_some_and(|released| released.idle)
+    }
+
+    /// A work (by ticket) left its line — its caller's promise settled — with a timer per
+    /// work: answers as [`finish_head`](Self::finish_head) (0 for a work no longer queued).
+    #[wasm_bindgen(js_name = finishTicket)]
+    pub fn finish_ticket(&mut self, ticket: f64) -> u32 {
+        let released = self
+            .core
+            .unpack(ticket)
+            .and_then(|ticket| self.core.finish(ticket));
+        released.map_or(0, |released| line_change(released.next.is_some(), released.idle))
+    }
+
+    /// Takes a waiting work (by ticket) out of its line: its caller gave up. Answers as
+    /// [`finish_head`](Self::finish_head), or [`NOT_WAITING`] when it is not waiting.
+    pub fn cancel(&mut self, ticket: f64) -> u32 {
+        let Some(ticket) = self.core.unpack(ticket) else {
+            return NOT_WAITING;
+        };
+        if !self.core.is_waiting(ticket) {
+            return NOT_WAITING;
+        }
+        match self.core.finish(ticket) {
+            Some(released) => line_change(released.next.is_some(), released.idle),
+            None => NOT_WAITING,
+        }
+    }
+
+    /// Gives up on the running head of `line`: its deadline passed (`aborted` false; with a
+    /// timer per work), or its caller's signal aborted. `false` when it is not running.
+    pub fn abandon(&mut self, line: u32, aborted: bool) -> bool {
+        let why = if aborted {
+            Abandon::Aborted
+        } else {
+            Abandon::TimedOut
+        };
+        self.core
+            .head(LineId(line))
+            .is_some_and(|head| self.core.abandon(head, why))
+    }
+
+    /// With a shared timer: the job of a running work whose deadline is at or before `now`,
+    /// abandoned as timed out; `undefined` when none is. Call until `undefined`.
+    #[wasm_bindgen(js_name = expireNext)]
+    pub fn expire_next(&mut self, now: f64) -> JsValue {
+        let Some(ticket) = self.core.expire(now) else {
+            return JsValue::UNDEFINED;
+        };
+        self.core.payload(ticket).cloned().unwrap_or_default()
+    }
+
+    /// With a shared timer: the earliest deadline of a running work (`Infinity` for none).
+    #[wasm_bindgen(js_name = nextDeadline)]
+    pub fn next_deadline(&mut self) -> f64 {
+        self.core.next_deadline().unwrap_or(f64::INFINITY)
+    }
+
+    /// With a shared timer whose arming the host refused: the running work with the earliest
+    /// deadline, abandoned (it cannot be bounded), for the JS to fail with the host's error;
+    /// `undefined` when none runs.
+    #[wasm_bindgen(js_name = abandonEarliest)]
+    pub fn abandon_earliest(&mut self) -> JsValue {
+        let Some(ticket) = self.core.earliest() else {
+            return JsValue::UNDEFINED;
+        };
+        self.core.abandon(ticket, Abandon::TimedOut);
+        self.core.payload(ticket).cloned().unwrap_or_default()
+    }
+
+    /// In contextual mode, the job right ahead of a waiting one (whose settlement it waits for).
+    #[wasm_bindgen(js_name = jobAhead)]
+    pub fn job_ahead(&self, ticket: f64) -> JsValue {
+        self.core
+            .unpack(ticket)
+            .and_then(|ticket| self.core.ahead_of(ticket))
+            .and_then(|ahead| self.core.payload(ahead).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Whether the work of `ticket` is the head of its line.
+    #[wasm_bindgen(js_name = isHead)]
+    pub fn is_head(&self, ticket: f64) -> bool {
+        self.core
+            .unpack(ticket)
+            .is_some_and(|ticket| self.core.is_head(ticket))
+    }
+
+    /// An abandoned work settled after all.
+    #[wasm_bindgen(js_name = lateSettled)]
+    pub fn late_settled(&mut self) {
+        self.core.late_settled();
+    }
+
+    /// Works of `line` queued or running (abandoned ones not counted).
+    #[wasm_bindgen(js_name = pendingIn)]
+    pub fn pending_in(&self, line: u32) -> u32 {
+        self.core.pending_in(LineId(line)) as u32
     }
 
     /// Keys with queued or running work.
-    pub fn pending(&self) -> u32 {
-        self.shared.core.borrow().pending() as u32
+    pub fn keys(&self) -> u32 {
+        self.core.keys() as u32
+    }
+
+    /// `stats()`: counters since creation, and what is live now.
+    pub fn stats(&self) -> Result<Object, JsValue> {
+        let stats = self.core.stats();
+        let object = Object::new();
+        let fields: [(&str, f64); 8] = [
+            ("keys", stats.keys as f64),
+            ("running", stats.running as f64),
+            ("waiting", stats.waiting as f64),
+            ("started", stats.started as f64),
+            ("timedOut", stats.timed_out as f64),
+            ("aborted", stats.aborted as f64),
+            ("refused", stats.refused as f64),
+            ("lateSettled", stats.late_settled as f64),
+        ];
+        for (name, value) in fields {
+            Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_f64(value))?;
+        }
+        Ok(object)
     }
 }
 
-/// A work and its caller's resolve/reject from JS, checked.
-#[inline(never)]
-fn job_from_js(
-    work: JsValue,
-    options: &JsValue,
-    resolve: JsValue,
-    reject: JsValue,
-) -> Result<JsJob, JsValue> {
-    if !work.is_function() {
-        return Err(type_error(&[
-            "work must be a function, got ",
-            &describe(&work),
-        ]));
-    }
-    let on_late_settle = match options_object(options, "options")? {
-        Some(object) => optional_function(field(&object, "onLateSettle")?, "options.onLateSettle")?
-            .map_or(JsValue::UNDEFINED, JsValue::from),
-        None => JsValue::UNDEFINED,
-    };
-    Ok(JsJob {
-        work,
-        resolve,
-        reject,
-        on_late_settle,
-        controller: JsValue::UNDEFINED,
-    })
+fn wrong_type(what: &str, expected: &str, value: &JsValue) -> JsValue {
+    type_error(&[what, " must be ", expected, ", got ", &describe(value)])
 }
 
-/// Starts the work whose turn came at `now`: its deadline, then `work(signal)` via the host.
-fn start(shared: &Rc<Shared>, ticket: Ticket, now: f64) {
-    let (work, resolve, reject, on_late_settle) = {
-        let mut core = shared.core.borrow_mut();
-        let Some(job) = core.start(ticket, now) else {
-            return;
-        };
-        let take = std::mem::take::<JsValue>;
-        (
-            take(&mut job.work),
-            take(&mut job.resolve),
-            take(&mut job.reject),
-            take(&mut job.on_late_settle),
-        )
-    };
-    if shared.contextual() {
-        // Its own timer, in its own request's context (which lives while its caller waits).
-        schedule_expiry(shared, Some(ticket), shared.core.borrow().timeout_ms());
-    } else if !shared.timer_armed.replace(true) {
-        // Nothing else runs (the timer is armed while anything does): this deadline is first.
-        schedule_expiry(shared, None, shared.core.borrow().timeout_ms());
-    }
-    let controller = shared.host.start.call_start(
-        &JsValue::UNDEFINED,
-        &work,
-        resolve.unchecked_ref(),
-        reject.unchecked_ref(),
-        &on_late_settle,
-    );
-    // The job is still the head: it leaves only through `advance`, a later microtask.
-    if let Some(job) = shared.core.borrow_mut().payload_mut(ticket) {
-        job.controller = controller;
-        job.reject = reject;
-    }
-}
-
-/// Arms a deadline timer: the shared one (`work` is `None`), or on Workers one work's own, armed
-/// in its own context. One closure type for both, so the wasm carries one copy of the timer
-/// machinery. A timer can fire a little before the clock reads the deadline: the shared one
-/// re-arms in `expire`; a work's own is armed again here for what is left.
-fn schedule_expiry(shared: &Rc<Shared>, work: Option<Ticket>, delay_ms: f64) {
-    let weak: Weak<Shared> = Rc::downgrade(shared);
-    arm_timer(delay_ms, move || {
-        let Some(shared) = weak.upgrade() else { return };
-        if work.is_none() {
-            shared.timer_armed.set(false);
-        }
-        expire(&shared);
-        let left = work.and_then(|ticket| shared.core.borrow().deadline(ticket));
-        if let Some(deadline) = left {
-            schedule_expiry(&shared, work, deadline - performance_now());
-        }
-    });
-}
-
-/// The timer fired: abort and reject every work past its deadline (their keys advance when
-/// those rejections land), and re-arm for the earliest deadline left.
-fn expire(shared: &Rc<Shared>) {
-    let now = performance_now();
-    let expired = shared.core.borrow_mut().expire(now);
-    let timeout_ms = JsValue::from(shared.core.borrow().timeout_ms());
-    for ticket in expired {
-        let taken = {
-            let mut core = shared.core.borrow_mut();
-            let key = core.key(ticket).map(|key| JsValue::from_str(key));
-            let job = core.payload_mut(ticket);
-            let take = std::mem::take::<JsValue>;
-            key.zip(job.map(|job| (take(&mut job.controller), take(&mut job.reject))))
-        };
-        let Some((key, (controller, reject))) = taken else {
-            continue;
-        };
-        if reject.is_undefined() {
-            continue; // never: a running job's reject is back in place before any timer fires
-        }
-        // As the seed: abort first (listeners run now), then reject the caller. A work that
-        // settled synchronously left no controller (and cannot be past its deadline anyway).
-        if let Some(controller) = controller.dyn_ref::<AbortController>() {
-            controller.abort();
-        }
-        let error = shared
-            .host
-            .timeout
-            .call2(&JsValue::UNDEFINED, &key, &timeout_ms);
-        reject
-            .unchecked_ref::<Callable>()
-            .call1(&JsValue::UNDEFINED, &error);
-    }
-    let next = shared.core.borrow().next_deadline();
-    if let (Some(deadline), false) = (next, shared.contextual()) {
-        if !shared.timer_armed.replace(true) {
-            schedule_expiry(shared, None, deadline - performance_now());
-        }
-    }
+fn too_many_works() -> JsValue {
+    range_error(&["too many works are queued in this isolate"])
 }

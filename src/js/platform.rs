@@ -1,0 +1,184 @@
+//! The platform's clocks, timers and randomness for Rust callers on wasm, as the [`Clock`] and
+//! [`Random`] the core takes.
+//!
+//! Every host call that can throw goes through a `catch` binding: `setTimeout` throws on
+//! Cloudflare Workers past 10 000 active timeouts in one request, and an exception unwinding
+//! through wasm would skip Rust's cleanup. A refused timer is a [`TimerError`]; nothing here
+//! calls `unwrap_throw`.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use wasm_bindgen::prelude::*;
+
+use crate::clock::{Clock, Sleep, TimerError};
+use crate::random::{Pool, Random};
+use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
+
+#[wasm_bindgen]
+extern "C" {
+    /// `performance.now()`: monotonic, present in Workers, browsers, Node and Deno.
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+
+    /// `crypto.getRandomValues(bytes)`: Workers, browsers, Node and Deno.
+    #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(bytes: &mut [u8]) -> Result<(), JsValue>;
+
+    /// The global `setTimeout` (never `window`'s: Workers and Node have no window).
+    #[wasm_bindgen(catch, js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, ms: f64) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(catch, js_name = clearTimeout)]
+    fn clear_timeout(handle: &JsValue) -> Result<(), JsValue>;
+}
+
+/// A delay for `setTimeout` that is never 0 (a timer fires in a later task, never early) and
+/// never past what timers honour.
+fn timer_delay(ms: f64) -> f64 {
+    let ms = ms.ceil();
+    if ms.is_nan() || ms < 1.0 {
+        1.0
+    } else {
+        ms.min(f64::from(MAX_TIMEOUT_MS))
+    }
+}
+
+/// What a thrown JS value says, for an error message.
+pub(crate) fn thrown_message(error: &JsValue) -> String {
+    if let Some(error) = error.dyn_ref::<js_sys::Error>() {
+        return String::from(error.message());
+    }
+    error
+        .as_string()
+        .unwrap_or_else(|| String::from("a non-error value was thrown"))
+}
+
+/// The platform clock on wasm32: `performance.now()` and `setTimeout`.
+///
+/// `performance.now()` rather than `Date.now()`: it does not jump when the wall clock is set.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlatformClock;
+
+impl Clock for PlatformClock {
+    fn now_ms(&self) -> f64 {
+        performance_now()
+    }
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
+        TimerSleep::arm(ms)
+    }
+}
+
+/// Wall-clock time on wasm32: `Date.now()` (epoch milliseconds) and `setTimeout`. The clock
+/// a [`LockManager`](crate::LockManager) needs: lock records carry times that other isolates
+/// compare with their own clocks, which `performance.now()` (per-isolate origin) is not.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now_ms(&self) -> f64 {
+        js_sys::Date::now()
+    }
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
+        TimerSleep::arm(ms)
+    }
+}
+
+#[derive(Default)]
+struct SleepState {
+    done: bool,
+    waker: Option<Waker>,
+}
+
+/// One `setTimeout`, cleared when the future is dropped, so no timer outlives its sleep.
+struct TimerSleep {
+    state: Rc<RefCell<SleepState>>,
+    handle: JsValue,
+    _callback: Closure<dyn FnMut()>,
+}
+
+impl TimerSleep {
+    fn arm(ms: f64) -> Result<Sleep, TimerError> {
+        let state = Rc::new(RefCell::new(SleepState::default()));
+        let fired = state.clone();
+        let callback = Closure::<dyn FnMut()>::new(move || {
+            let waker = {
+                let mut fired = fired.borrow_mut();
+                fired.done = true;
+                fired.waker.take()
+            };
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        });
+        let handle = set_timeout(callback.as_ref().unchecked_ref(), timer_delay(ms)).map_err(
+            |error| TimerError {
+                message: thrown_message(&error),
+            },
+        )?;
+        Ok(Box::pin(TimerSleep {
+            state,
+            handle,
+            _callback: callback,
+        }))
+    }
+}
+
+impl Drop for TimerSleep {
+    fn drop(&mut self) {
+        if !self.state.borrow().done {
+            // A clearTimeout that throws leaves a timer that fires into a dropped closure,
+            // which wasm-bindgen turns into a no-op; nothing to do about it here.
+            let _ = clear_timeout(&self.handle);
+        }
+    }
+}
+
+impl Future for TimerSleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.state.borrow_mut();
+        if state.done {
+            Poll::Ready(())
+        } else {
+            state.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+/// `crypto.getRandomValues`: Workers, browsers, Node and Deno all have it. Never `Math.random`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlatformRandom;
+
+impl Random for PlatformRandom {
+    fn fill(&self, bytes: &mut [u8]) {
+        thread_local! {
+            static POOL: RefCell<Pool> = RefCell::new(Pool::new());
+        }
+        POOL.with(|pool| {
+            pool.borrow_mut().take(bytes, |block| {
+                if get_random_values(block).is_err() {
+                    // Never seen (every runtime this runs on has crypto, and a block is far
+                    // under its 64 KiB limit), but not a reason to trap: bytes that are at
+                    // least distinct per call, so two tokens never collide.
+                    let seed = js_sys::Date::now().to_bits() ^ performance_now().to_bits();
+                    crate::random::SeededRandom::new(seed).fill(block);
+                }
+            })
+        });
+    }
+}
+
+impl KeyedSerializer<PlatformClock> {
+    /// A serializer on the platform clock whose works each get `timeout_ms` milliseconds.
+    ///
+    /// # Errors
+    /// [`TimeoutOutOfRange`] unless `timeout_ms` is a finite number in `1..=MAX_TIMEOUT_MS`.
+    pub fn new(timeout_ms: f64) -> Result<Self, TimeoutOutOfRange> {
+        Self::with_clock(timeout_ms, PlatformClock)
+    }
+}

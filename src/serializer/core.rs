@@ -1,0 +1,513 @@
+//! The serializer's step machine: per-key lines of works, their deadlines and counters, with no
+//! I/O, no timers and no executor. Both front ends drive it — the Rust [`KeyedSerializer`]
+//! (futures) and the JavaScript binding (promises) — by telling it what happened (a call came
+//! in, a work's turn came, it settled, it was abandoned, time passed) and doing what it answers.
+//!
+//! [`KeyedSerializer`]: super::KeyedSerializer
+
+use core::fmt;
+
+use super::{validate_timeout_ms, SerializerOptions, TimeoutOutOfRange};
+use crate::key::{validate_key, KeyError};
+use crate::queue::{LineId, Lines, Pushed, Ticket, MAX_ENTRIES};
+
+/// Where a work is in its life.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    /// Waiting for its turn, or at the head but not started yet.
+    Queued,
+    /// Its turn came at some time; past `deadline` it is abandoned.
+    Running { deadline: f64 },
+    /// Given up on — timed out, or cancelled by its caller — but still the head of its line
+    /// until its front end has told its caller and calls [`SerializerCore::finish`]. It no
+    /// longer counts against `maxPending`.
+    Abandoned,
+}
+
+struct Job<P> {
+    payload: P,
+    /// This work's deadline in milliseconds (the serializer's, or its own).
+    timeout_ms: f64,
+    state: State,
+}
+
+/// Per line: the works that count against `maxPending` (queued or running, not abandoned).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counted(u32);
+
+/// Why a running work was given up on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abandon {
+    /// Its deadline passed.
+    TimedOut,
+    /// Its caller cancelled it (an aborted `signal` in JavaScript, a dropped future in Rust).
+    Aborted,
+}
+
+/// Why a call was refused; nothing was queued.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnqueueError {
+    /// The key is empty or too long.
+    InvalidKey(KeyError),
+    /// The call's own deadline is out of range.
+    InvalidTimeout(TimeoutOutOfRange),
+    /// The key already has `max_pending` works queued or running.
+    QueueFull {
+        /// The serializer's bound.
+        max_pending: usize,
+    },
+    /// [`MAX_ENTRIES`] works are queued already, under every key together.
+    TooManyWorks,
+    /// The line named is idle (a front end's stale id); nothing was queued.
+    IdleLine,
+}
+
+impl fmt::Display for EnqueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnqueueError::InvalidKey(error) => write!(f, "key {error}"),
+            EnqueueError::InvalidTimeout(error) => error.fmt(f),
+            EnqueueError::QueueFull { max_pending } => {
+                write!(f, "the key has {max_pending} works queued or running already")
+            }
+            EnqueueError::TooManyWorks => {
+                write!(f, "{MAX_ENTRIES} works are queued already")
+            }
+            EnqueueError::IdleLine => f.write_str("the line is idle"),
+        }
+    }
+}
+
+impl std::error::Error for EnqueueError {}
+
+/// A work whose turn came, from [`SerializerCore::start_head`].
+#[derive(Debug)]
+pub struct Started<'a, P> {
+    /// The work.
+    pub ticket: Ticket,
+    /// What was queued with it.
+    pub payload: &'a mut P,
+    /// When it is abandoned, on the clock `start_head` was given.
+    pub deadline: f64,
+    /// Its deadline's length in milliseconds, for its timeout error.
+    pub timeout_ms: f64,
+}
+
+/// A work that left its line, from [`SerializerCore::finish`].
+#[derive(Debug)]
+pub struct Released<P> {
+    /// What was queued with it.
+    pub payload: P,
+    /// The line's new head, when the work was the head and another waits behind it: its turn
+    /// has come, and its front end starts it.
+    pub next: Option<Ticket>,
+    /// Whether the key went idle (its [`LineId`] is free for reuse).
+    pub idle: bool,
+}
+
+/// Counters since the core was made, and what is live now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Keys with works queued or running.
+    pub keys: usize,
+    /// Works whose turn came and that have neither settled nor been abandoned.
+    pub running: usize,
+    /// Works waiting for their turn.
+    pub waiting: usize,
+    /// Works whose turn came.
+    pub started: u64,
+    /// Works abandoned at their deadline.
+    pub timed_out: u64,
+    /// Works cancelled by their caller, waiting or running.
+    pub aborted: u64,
+    /// Calls refused because their key had `max_pending` works.
+    pub refused: u64,
+    /// Abandoned works that settled later.
+    pub late_settled: u64,
+}
+
+/// Per-key FIFO lines of works, the deadlines of the running ones and the counters, with no
+/// I/O of its own.
+///
+/// A front end queues works ([`open`](Self::open) for an idle key, [`enqueue_on`](Self::enqueue_on)
+/// for a busy one), starts the head of a line when its turn comes ([`start_head`](Self::start_head)),
+/// and reports what happened: a work settled ([`finish`](Self::finish)), was abandoned at its
+/// deadline or cancelled while running ([`abandon`](Self::abandon)) or cancelled while waiting
+/// ([`finish`](Self::finish) before it started). With a shared timer it arms one timer for
+/// [`next_deadline`](Self::next_deadline) and calls [`expire`](Self::expire) when it fires.
+///
+/// Keys are found by the front end (the JS binding keeps a JS `Map`, the Rust front end a
+/// `HashMap`): the core knows lines by [`LineId`].
+pub struct SerializerCore<P> {
+    lines: Lines<Job<P>, Counted>,
+    options: SerializerOptions,
+    /// Whether the core orders deadlines for one shared timer (else each work has its own).
+    shared_timer: bool,
+    /// Running works' deadlines, a min-heap of `(deadline, ticket)`. Entries of works that
+    /// ended stay until they reach the top or the heap is compacted (see `push_deadline`).
+    deadlines: Vec<(f64, Ticket)>,
+    running: usize,
+    counted: usize,
+    stats: Stats,
+}
+
+impl<P> fmt::Debug for SerializerCore<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SerializerCore")
+            .field("options", &self.options)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<P> SerializerCore<P> {
+    /// A core with these (already validated) options. `shared_timer`: whether its front end
+    /// runs one timer for every deadline ([`next_deadline`](Self::next_deadline) and
+    /// [`expire`](Self::expire)) or one per work (then the core keeps no deadline order).
+    pub fn new(options: SerializerOptions, shared_timer: bool) -> Self {
+        SerializerCore {
+            lines: Lines::new(),
+            options,
+            shared_timer,
+            deadlines: Vec::new(),
+            running: 0,
+            counted: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The options the core was made with.
+    pub fn options(&self) -> SerializerOptions {
+        self.options
+    }
+
+    fn timeout_of(&self, own: Option<f64>) -> Result<f64, EnqueueError> {
+        match own {
+            None => Ok(self.options.timeout_ms),
+            Some(ms) => validate_timeout_ms(ms).map_err(EnqueueError::InvalidTimeout),
+        }
+    }
+
+    fn job(payload: P, timeout_ms: f64) -> Job<P> {
+        Job {
+            payload,
+            timeout_ms,
+            state: State::Queued,
+        }
+    }
+
+    /// Queues a work under `key`, which the front end knows is idle, with its own deadline
+    /// (`timeout_ms`) or the serializer's (`None`). It is the head of its new line: its turn
+    /// has come, and the front end starts it.
+    ///
+    /// # Errors
+    /// A bad key or deadline, or too many works; nothing was queued.
+    pub fn open(
+        &mut self,
+        key: &str,
+        payload: P,
+        timeout_ms: Option<f64>,
+    ) -> Result<Pushed, EnqueueError> {
+        validate_key(key).map_err(EnqueueError::InvalidKey)?;
+        let timeout_ms = self.timeout_of(timeout_ms)?;
+        if !self.lines.has_room() {
+            return Err(EnqueueError::TooManyWorks);
+        }
+        let pushed = self.lines.open(key, Self::job(payload, timeout_ms));
+        self.count(pushed.line, 1);
+        Ok(pushed)
+    }
+
+    /// Queues a work behind the others of a busy key, known by its line.
+    ///
+    /// # Errors
+    /// A bad deadline, a key at `maxPending` (counted in [`Stats::refused`]), too many works,
+    /// or an idle line; nothing was queued.
+    pub fn enqueue_on(
+        &mut self,
+        line: LineId,
+        payload: P,
+        timeout_ms: Option<f64>,
+    ) -> Result<Ticket, EnqueueError> {
+        let timeout_ms = self.timeout_of(timeout_ms)?;
+        let Some(&Counted(counted)) = self.lines.line_data(line) else {
+            return Err(EnqueueError::IdleLine);
+        };
+        if counted as usize >= self.options.max_pending {
+            self.stats.refused += 1;
+            return Err(EnqueueError::QueueFull {
+                max_pending: self.options.max_pending,
+            });
+        }
+        if !self.lines.has_room() {
+            return Err(EnqueueError::TooManyWorks);
+        }
+        let ticket = self
+            .lines
+            .push_on(line, Self::job(payload, timeout_ms))
+            .ok_or(EnqueueError::IdleLine)?;
+        self.count(line, 1);
+        Ok(ticket)
+    }
+
+    fn count(&mut self, line: LineId, delta: i32) {
+        if let Some(Counted(counted)) = self.lines.line_data_mut(line) {
+            *counted = counted.saturating_add_signed(delta);
+        }
+        self.counted = self.counted.saturating_add_signed(delta as isize);
+    }
+
+    /// Starts the head of a line if its turn has come and it has not started: it runs from
+    /// `now` until its deadline. `None` when the head has started already (or the line is idle).
+    pub fn start_head(&mut self, line: LineId, now: f64) -> Option<Started<'_, P>> {
+        let ticket = self.lines.head(line)?;
+        let job = self.lines.get_mut(ticket)?;
+        if job.state != State::Queued {
+            return None;
+        }
+        let deadline = now + job.timeout_ms;
+        job.state = State::Running { deadline };
+        self.running += 1;
+        self.stats.started += 1;
+        if self.shared_timer {
+            self.push_deadline(deadline, ticket);
+        }
+        let job = self.lines.get_mut(ticket)?;
+        Some(Started {
+            ticket,
+            payload: &mut job.payload,
+            deadline,
+            timeout_ms: job.timeout_ms,
+        })
+    }
+
+    /// Gives up on a running work: it timed out, or its caller cancelled it. It stays the head
+    /// of its line (the next work's turn comes at [`finish`](Self::finish)) but no longer
+    /// counts as running nor against `maxPending`. `false`, changing nothing, for a work that
+    /// is not running.
+    pub fn abandon(&mut self, ticket: Ticket, why: Abandon) -> bool {
+        let Some(job) = self.lines.get_mut(ticket) else {
+            return false;
+        };
+        if !matches!(job.state, State::Running { .. }) {
+            return false;
+        }
+        job.state = State::Abandoned;
+        self.running -= 1;
+        match why {
+            Abandon::TimedOut => self.stats.timed_out += 1,
+            Abandon::Aborted => self.stats.aborted += 1,
+        }
+        if let Some(line) = self.lines.line_of(ticket) {
+            self.count(line, -1);
+        }
+        true
+    }
+
+    /// A work leaves its line: it settled (running or abandoned), or it was cancelled before
+    /// it started (counted in [`Stats::aborted`]). When it was the head, the next work's turn
+    /// comes ([`Released::next`]). `None` for a stale ticket.
+    pub fn finish(&mut self, ticket: Ticket) -> Option<Released<P>> {
+        let line = self.lines.line_of(ticket)?;
+        match self.lines.get(ticket)?.state {
+            State::Queued => {
+                self.stats.aborted += 1;
+                self.count(line, -1);
+            }
+            State::Running { .. } => {
+                self.running -= 1;
+                self.count(line, -1);
+            }
+            State::Abandoned => {}
+        }
+        let removed = self.lines.remove(ticket)?;
+        Some(Released {
+            payload: removed.payload.payload,
+            next: removed.next,
+            idle: removed.idle,
+        })
+    }
+
+    /// [`finish`](Self::finish) for the head of a line.
+    pub fn finish_head(&mut self, line: LineId) -> Option<Released<P>> {
+        let head = self.lines.head(line)?;
+        self.finish(head)
+    }
+
+    /// An abandoned work settled after all.
+    pub fn late_settled(&mut self) {
+        self.stats.late_settled += 1;
+    }
+
+    fn live_deadline(&self, entry: (f64, Ticket)) -> bool {
+        matches!(self.lines.get(entry.1), Some(job) if job.state == State::Running { deadline: entry.0 })
+    }
+
+    /// Adds a running work's deadline to the heap. Entries of works that ended are dropped when
+    /// they reach the top; and when they outnumber the live ones twice over the heap is rebuilt
+    /// from the live ones, so it holds at most about three entries per running work (amortised
+    /// O(1) per work: deadlines mostly come in rising order, so a push rarely sifts).
+    fn push_deadline(&mut self, deadline: f64, ticket: Ticket) {
+        if self.deadlines.len() >= 2 * self.running + 64 {
+            let mut deadlines = std::mem::take(&mut self.deadlines);
+            deadlines.retain(|&entry| self.live_deadline(entry));
+            for at in (0..deadlines.len() / 2).rev() {
+                sift_down(&mut deadlines, at);
+            }
+            self.deadlines = deadlines;
+        }
+        let last = self.deadlines.len();
+        self.deadlines.push((deadline, ticket));
+        sift_up(&mut self.deadlines, last);
+    }
+
+    fn pop_ended_deadlines(&mut self) {
+        while let Some(&top) = self.deadlines.first() {
+            if self.live_deadline(top) {
+                return;
+            }
+            pop(&mut self.deadlines);
+        }
+    }
+
+    /// The earliest deadline of a running work (with a shared timer), if any runs.
+    pub fn next_deadline(&mut self) -> Option<f64> {
+        self.pop_ended_deadlines();
+        self.deadlines.first().map(|&(deadline, _)| deadline)
+    }
+
+    /// The running work with the earliest deadline at or before `now`, abandoned as timed out
+    /// (with a shared timer); `None` when no deadline has passed. Call until `None`.
+    pub fn expire(&mut self, now: f64) -> Option<Ticket> {
+        self.pop_ended_deadlines();
+        let &(deadline, ticket) = self.deadlines.first()?;
+        if deadline > now {
+            return None;
+        }
+        pop(&mut self.deadlines);
+        self.abandon(ticket, Abandon::TimedOut);
+        Some(ticket)
+    }
+
+    /// The running work with the earliest deadline, whatever the time (with a shared timer):
+    /// the one to give up on when no timer can be armed for it.
+    pub fn earliest(&mut self) -> Option<Ticket> {
+        self.pop_ended_deadlines();
+        self.deadlines.first().map(|&(_, ticket)| ticket)
+    }
+
+    /// Entries in the deadline heap, ended works' included (for tests of its bound).
+    pub fn deadline_entries(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// The head of a busy line.
+    pub fn head(&self, line: LineId) -> Option<Ticket> {
+        self.lines.head(line)
+    }
+
+    /// The line a queued or running work is in.
+    pub fn line_of(&self, ticket: Ticket) -> Option<LineId> {
+        self.lines.line_of(ticket)
+    }
+
+    /// The key of a busy line.
+    pub fn key(&self, line: LineId) -> Option<&str> {
+        self.lines.line_key(line).map(|key| &**key)
+    }
+
+    /// What was queued with a work.
+    pub fn payload(&self, ticket: Ticket) -> Option<&P> {
+        self.lines.get(ticket).map(|job| &job.payload)
+    }
+
+    /// What was queued with a work, mutably.
+    pub fn payload_mut(&mut self, ticket: Ticket) -> Option<&mut P> {
+        self.lines.get_mut(ticket).map(|job| &mut job.payload)
+    }
+
+    /// Whether a work is running (started, not settled, not abandoned).
+    pub fn is_running(&self, ticket: Ticket) -> bool {
+        matches!(self.lines.get(ticket), Some(job) if matches!(job.state, State::Running { .. }))
+    }
+
+    /// Whether a work is waiting: queued, its turn not come or not started yet.
+    pub fn is_waiting(&self, ticket: Ticket) -> bool {
+        matches!(self.lines.get(ticket), Some(job) if job.state == State::Queued)
+    }
+
+    /// Whether a work is the head of its line.
+    pub fn is_head(&self, ticket: Ticket) -> bool {
+        self.lines.is_head(ticket)
+    }
+
+    /// The work right ahead of `ticket` in its line.
+    pub fn ahead_of(&self, ticket: Ticket) -> Option<Ticket> {
+        self.lines.prev_in_line(ticket)
+    }
+
+    /// The live work named by a [`Ticket::pack`]ed number, if any.
+    pub fn unpack(&self, packed: f64) -> Option<Ticket> {
+        self.lines.unpack(packed)
+    }
+
+    /// Works of a line that count against `maxPending`: queued or running, not abandoned.
+    pub fn pending_in(&self, line: LineId) -> usize {
+        self.lines.line_data(line).map_or(0, |counted| counted.0 as usize)
+    }
+
+    /// Keys with queued or running work (abandoned works that have not left their line yet
+    /// included: their key moves on a moment later).
+    pub fn keys(&self) -> usize {
+        self.lines.keys()
+    }
+
+    /// Counters since creation, and what is live now.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            keys: self.lines.keys(),
+            running: self.running,
+            waiting: self.counted - self.running,
+            ..self.stats
+        }
+    }
+}
+
+fn sift_up(heap: &mut [(f64, Ticket)], mut at: usize) {
+    while at > 0 {
+        let parent = (at - 1) / 2;
+        if heap[parent].0 <= heap[at].0 {
+            break;
+        }
+        heap.swap(parent, at);
+        at = parent;
+    }
+}
+
+fn sift_down(heap: &mut [(f64, Ticket)], mut at: usize) {
+    loop {
+        let (left, right) = (2 * at + 1, 2 * at + 2);
+        let mut least = at;
+        if left < heap.len() && heap[left].0 < heap[least].0 {
+            least = left;
+        }
+        if right < heap.len() && heap[right].0 < heap[least].0 {
+            least = right;
+        }
+        if least == at {
+            return;
+        }
+        heap.swap(at, least);
+        at = least;
+    }
+}
+
+fn pop(heap: &mut Vec<(f64, Ticket)>) {
+    if heap.is_empty() {
+        return;
+    }
+    let last = heap.len() - 1;
+    heap.swap(0, last);
+    heap.pop();
+    sift_down(heap, 0);
+}

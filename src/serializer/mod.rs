@@ -1,0 +1,523 @@
+//! The keyed serializer: async work for one key runs one at a time, each with a deadline.
+//!
+//! [`SerializerCore`] is the step machine both front ends drive: [`KeyedSerializer`] here, for
+//! Rust callers (futures, cancelled by drop), and the JavaScript binding (promises).
+
+pub mod core;
+
+use ::core::fmt;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+pub use self::core::{Abandon, EnqueueError, Released, SerializerCore, Started, Stats};
+use crate::clock::{Clock, Sleep, TimerError};
+use crate::key::KeyError;
+use crate::messages;
+use crate::queue::{KeyHash, LineId, Ticket};
+
+/// The default deadline of one work: 30 s is over ten times the slowest legitimate run of a
+/// handful of store round-trips, and short enough that a stalled dependency holds one key for
+/// half a minute rather than until restart.
+pub const DEFAULT_TIMEOUT_MS: u32 = 30_000;
+
+/// The longest deadline accepted: the largest delay `setTimeout` honours (2^31 - 1 ms, ~24.8 days).
+pub const MAX_TIMEOUT_MS: u32 = i32::MAX as u32;
+
+/// A `timeoutMs` that is not a finite number in `1..=MAX_TIMEOUT_MS`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeoutOutOfRange(pub f64);
+
+impl fmt::Display for TimeoutOutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "timeoutMs must be a finite number from 1 to {MAX_TIMEOUT_MS}, got {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for TimeoutOutOfRange {}
+
+/// Checks a deadline in milliseconds; fractions are allowed, as `setTimeout` allows them.
+pub fn validate_timeout_ms(ms: f64) -> Result<f64, TimeoutOutOfRange> {
+    if ms.is_finite() && (1.0..=f64::from(MAX_TIMEOUT_MS)).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(TimeoutOutOfRange(ms))
+    }
+}
+
+/// A `maxPending` that is neither a whole number from 1 up nor infinity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MaxPendingOutOfRange(pub f64);
+
+impl fmt::Display for MaxPendingOutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "maxPending must be a whole number from 1 up, or Infinity, got {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for MaxPendingOutOfRange {}
+
+/// Checks a bound on a key's works (queued or running): a whole number ≥ 1, or `+∞` for none.
+/// Bounds past what a queue can hold mean no bound.
+pub fn validate_max_pending(max: f64) -> Result<usize, MaxPendingOutOfRange> {
+    if max == f64::INFINITY || (max >= 1.0 && max.fract() == 0.0 && max >= usize::MAX as f64) {
+        Ok(usize::MAX)
+    } else if max >= 1.0 && max.fract() == 0.0 {
+        Ok(max as usize)
+    } else {
+        Err(MaxPendingOutOfRange(max))
+    }
+}
+
+/// What a serializer may vary, checked: make it with [`SerializerOptions::new`], or take the
+/// default (30 s deadlines, no bound).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SerializerOptions {
+    timeout_ms: f64,
+    max_pending: usize,
+}
+
+/// An option [`SerializerOptions::new`] refused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SerializerOptionError {
+    /// `timeoutMs` is out of range.
+    TimeoutMs(TimeoutOutOfRange),
+    /// `maxPending` is out of range.
+    MaxPending(MaxPendingOutOfRange),
+}
+
+impl fmt::Display for SerializerOptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SerializerOptionError::TimeoutMs(error) => error.fmt(f),
+            SerializerOptionError::MaxPending(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SerializerOptionError {}
+
+impl SerializerOptions {
+    /// Each work's deadline in milliseconds (see [`validate_timeout_ms`]), and the most works
+    /// one key may have queued or running (see [`validate_max_pending`]; `f64::INFINITY` for no
+    /// bound).
+    ///
+    /// # Errors
+    /// The first option out of range.
+    pub fn new(timeout_ms: f64, max_pending: f64) -> Result<Self, SerializerOptionError> {
+        Ok(SerializerOptions {
+            timeout_ms: validate_timeout_ms(timeout_ms).map_err(SerializerOptionError::TimeoutMs)?,
+            max_pending: validate_max_pending(max_pending)
+                .map_err(SerializerOptionError::MaxPending)?,
+        })
+    }
+
+    /// Each work's deadline, in milliseconds.
+    pub fn timeout_ms(&self) -> f64 {
+        self.timeout_ms
+    }
+
+    /// Most works one key may have queued or running; `usize::MAX` for no bound.
+    pub fn max_pending(&self) -> usize {
+        self.max_pending
+    }
+}
+
+impl Default for SerializerOptions {
+    fn default() -> Self {
+        SerializerOptions {
+            timeout_ms: f64::from(DEFAULT_TIMEOUT_MS),
+            max_pending: usize::MAX,
+        }
+    }
+}
+
+/// Tells a work that its deadline passed, or that its caller gave up on it. Cheap to clone;
+/// every clone sees the same flag.
+#[derive(Debug, Clone, Default)]
+pub struct WorkSignal {
+    aborted: Rc<Cell<bool>>,
+}
+
+impl WorkSignal {
+    /// Whether the work was abandoned. A work checks this before every write that must not
+    /// land late — anything it spawned outside its own future keeps running otherwise.
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.get()
+    }
+}
+
+/// Why [`KeyedSerializer::run`] did not return the work's output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SerializeError {
+    /// The key was refused; nothing was queued.
+    InvalidKey(KeyError),
+    /// The call's own deadline was out of range; nothing was queued.
+    InvalidTimeout(TimeoutOutOfRange),
+    /// The key had `max_pending` works queued or running; nothing was queued.
+    QueueFull {
+        /// The key.
+        key: String,
+        /// The serializer's bound.
+        max_pending: usize,
+    },
+    /// Too many works are queued under every key together; nothing was queued.
+    TooManyWorks,
+    /// The work did not finish within its deadline and was dropped.
+    TimedOut {
+        /// The key the work ran under.
+        key: String,
+        /// The deadline it had, in milliseconds.
+        timeout_ms: f64,
+    },
+    /// The work's deadline could not be armed (the platform refused a timer); it did not run.
+    Timer(TimerError),
+}
+
+impl fmt::Display for SerializeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SerializeError::InvalidKey(error) => write!(f, "key {error}"),
+            SerializeError::InvalidTimeout(error) => error.fmt(f),
+            SerializeError::QueueFull { key, max_pending } => f.write_str(&messages::fill(
+                messages::QUEUE_FULL,
+                &[("key", key), ("maxPending", &max_pending.to_string())],
+            )),
+            SerializeError::TooManyWorks => EnqueueError::TooManyWorks.fmt(f),
+            SerializeError::TimedOut { key, timeout_ms } => f.write_str(&messages::fill(
+                messages::TIMEOUT,
+                &[("key", key), ("timeoutMs", &timeout_ms.to_string())],
+            )),
+            SerializeError::Timer(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SerializeError {}
+
+impl SerializeError {
+    fn refused(key: &str, error: EnqueueError) -> Self {
+        match error {
+            EnqueueError::InvalidKey(error) => SerializeError::InvalidKey(error),
+            EnqueueError::InvalidTimeout(error) => SerializeError::InvalidTimeout(error),
+            EnqueueError::QueueFull { max_pending } => SerializeError::QueueFull {
+                key: key.to_owned(),
+                max_pending,
+            },
+            EnqueueError::TooManyWorks | EnqueueError::IdleLine => SerializeError::TooManyWorks,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Turn {
+    waker: Option<Waker>,
+}
+
+struct Front {
+    core: SerializerCore<Turn>,
+    /// Busy keys and their lines.
+    index: HashMap<Rc<str>, LineId, KeyHash>,
+}
+
+/// Runs async work one at a time per key, each with a deadline — for Rust callers.
+///
+/// Works under one key never overlap and start in the order [`run`](Self::run) was called (FIFO,
+/// the order the calls were made, not the order anything else happened). Works under different
+/// keys run concurrently. An idle key holds no memory.
+///
+/// A work still running at its deadline is **dropped**: in Rust that really stops it at its next
+/// `.await`, unlike JavaScript, where an abandoned promise keeps running. What it does not undo
+/// is I/O already sent: a request in flight when the deadline passed can still land after the
+/// next work has read the state, so a work checks [`WorkSignal::is_aborted`] before each write
+/// it hands to something that outlives it (a spawned task, a request it does not await).
+///
+/// A bound on a key's works ([`SerializerOptions::new`]) refuses calls past it at once,
+/// so a stalled key sheds load instead of queueing without end.
+///
+/// Single-threaded (`!Send`), like everything on one wasm isolate. See the crate docs for when
+/// to use this and when a lock is what is needed.
+///
+/// # Examples
+///
+/// On wasm, `KeyedSerializer::new(timeout_ms)` runs on the platform clock. Anywhere, a
+/// [`ManualClock`](crate::ManualClock) makes time explicit — here a second work waits for the
+/// first, and a third, on another key, does not:
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::pin;
+/// use std::task::{Context, Poll, Waker};
+/// use keyturn::{KeyedSerializer, ManualClock, SerializeError};
+///
+/// let clock = ManualClock::new();
+/// let serializer = KeyedSerializer::with_clock(50.0, clock.clone())?;
+/// let mut cx = Context::from_waker(Waker::noop());
+///
+/// let mut first = pin!(serializer.run("order-1", |_signal| std::future::pending::<()>()));
+/// let mut second = pin!(serializer.run("order-1", |_signal| async { "second" }));
+/// let mut other = pin!(serializer.run("order-2", |_signal| async { "other" }));
+/// assert!(first.as_mut().poll(&mut cx).is_pending());
+/// assert!(second.as_mut().poll(&mut cx).is_pending(), "waits for the first");
+/// assert_eq!(other.as_mut().poll(&mut cx), Poll::Ready(Ok("other")));
+/// assert_eq!(serializer.pending_for("order-1"), 2);
+///
+/// clock.advance(50.0); // the first work's deadline passes: it is dropped
+/// assert!(matches!(first.as_mut().poll(&mut cx), Poll::Ready(Err(SerializeError::TimedOut { .. }))));
+/// assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(Ok("second")));
+/// assert_eq!(serializer.stats().timed_out, 1);
+/// # Ok::<(), keyturn::TimeoutOutOfRange>(())
+/// ```
+pub struct KeyedSerializer<C: Clock> {
+    front: Rc<RefCell<Front>>,
+    clock: C,
+}
+
+impl<C: Clock> fmt::Debug for KeyedSerializer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedSerializer")
+            .field("core", &self.front.borrow().core)
+            .finish()
+    }
+}
+
+impl<C: Clock> KeyedSerializer<C> {
+    /// A serializer on `clock` whose works each get `timeout_ms` milliseconds, with no bound
+    /// on a key's works.
+    ///
+    /// # Errors
+    /// [`TimeoutOutOfRange`] unless `timeout_ms` is a finite number in `1..=MAX_TIMEOUT_MS`.
+    pub fn with_clock(timeout_ms: f64, clock: C) -> Result<Self, TimeoutOutOfRange> {
+        let options = SerializerOptions {
+            timeout_ms: validate_timeout_ms(timeout_ms)?,
+            ..SerializerOptions::default()
+        };
+        Ok(Self::with_options(options, clock))
+    }
+
+    /// A serializer on `clock` with `options`.
+    pub fn with_options(options: SerializerOptions, clock: C) -> Self {
+        KeyedSerializer {
+            front: Rc::new(RefCell::new(Front {
+                core: SerializerCore::new(options, false),
+                index: HashMap::default(),
+            })),
+            clock,
+        }
+    }
+
+    /// Runs `work(signal)` once every work queued earlier under `key` has finished, timed out
+    /// or been cancelled, and returns its output — or [`SerializeError::TimedOut`] when it has
+    /// not finished within the serializer's deadline after it started, in which case `signal`
+    /// is aborted and the work's future is dropped before the next work starts.
+    ///
+    /// # Cancel safety
+    /// Dropping the returned future gives up the turn at once: while it waits, it leaves the
+    /// line and nobody waits for it; while its work runs, the work is dropped and the next work
+    /// under the key starts. Either counts in [`Stats::aborted`].
+    ///
+    /// # Errors
+    /// A refused call queues nothing: [`SerializeError::InvalidKey`] for an empty key or one
+    /// over [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES), [`SerializeError::QueueFull`] when the key
+    /// has `max_pending` works already. [`SerializeError::Timer`] when the platform refused the
+    /// deadline's timer: the work did not run.
+    pub async fn run<F, Fut>(&self, key: &str, work: F) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal) -> Fut,
+        Fut: Future,
+    {
+        self.run_inner(key, None, work).await
+    }
+
+    /// [`run`](Self::run) with this call's own deadline instead of the serializer's.
+    ///
+    /// # Cancel safety
+    /// As [`run`](Self::run).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), and [`SerializeError::InvalidTimeout`] for a deadline that
+    /// [`validate_timeout_ms`] refuses (nothing queued).
+    pub async fn run_with_timeout<F, Fut>(
+        &self,
+        key: &str,
+        timeout_ms: f64,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal) -> Fut,
+        Fut: Future,
+    {
+        self.run_inner(key, Some(timeout_ms), work).await
+    }
+
+    async fn run_inner<F, Fut>(
+        &self,
+        key: &str,
+        timeout_ms: Option<f64>,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal) -> Fut,
+        Fut: Future,
+    {
+        let ticket = self.enqueue(key, timeout_ms)?;
+        let mut turn = TurnGuard {
+            front: &self.front,
+            key,
+            ticket,
+            running: false,
+        };
+        WaitTurn {
+            front: &self.front,
+            ticket,
+        }
+        .await;
+        let timeout_ms = {
+            let mut front = self.front.borrow_mut();
+            let line = front.core.line_of(ticket);
+            let now = self.clock.now_ms();
+            line.and_then(|line| front.core.start_head(line, now))
+                .map_or(0.0, |started| started.timeout_ms)
+        };
+        let deadline = match self.clock.sleep(timeout_ms) {
+            Ok(deadline) => deadline,
+            // Left as settled (not cancelled): the guard just finishes it.
+            Err(error) => return Err(SerializeError::Timer(error)),
+        };
+        turn.running = true;
+        let signal = WorkSignal::default();
+        let outcome = {
+            let work = pin!(work(signal.clone()));
+            FirstOf { work, deadline }.await
+        };
+        // The work's future is dropped by now; the guard moves the key on after this.
+        turn.running = false;
+        outcome.ok_or_else(|| {
+            signal.aborted.set(true);
+            self.front
+                .borrow_mut()
+                .core
+                .abandon(ticket, Abandon::TimedOut);
+            SerializeError::TimedOut {
+                key: key.to_owned(),
+                timeout_ms,
+            }
+        })
+    }
+
+    fn enqueue(&self, key: &str, timeout_ms: Option<f64>) -> Result<Ticket, SerializeError> {
+        let mut front = self.front.borrow_mut();
+        let Front { core, index } = &mut *front;
+        let queued = match index.get(key) {
+            Some(&line) => core.enqueue_on(line, Turn::default(), timeout_ms),
+            None => core.open(key, Turn::default(), timeout_ms).map(|pushed| {
+                index.insert(Rc::from(key), pushed.line);
+                pushed.ticket
+            }),
+        };
+        queued.map_err(|error| SerializeError::refused(key, error))
+    }
+
+    /// The number of keys with queued or running work.
+    pub fn pending(&self) -> usize {
+        self.front.borrow().core.keys()
+    }
+
+    /// The number of works queued or running under `key` (what `max_pending` bounds); 0 when
+    /// the key is idle.
+    pub fn pending_for(&self, key: &str) -> usize {
+        let front = self.front.borrow();
+        front
+            .index
+            .get(key)
+            .map_or(0, |&line| front.core.pending_in(line))
+    }
+
+    /// Counters since creation, and what is live now.
+    pub fn stats(&self) -> Stats {
+        self.front.borrow().core.stats()
+    }
+}
+
+/// Leaves the line when dropped — after the work finished, timed out, or was cancelled — and
+/// wakes whoever's turn it now is.
+struct TurnGuard<'a> {
+    front: &'a RefCell<Front>,
+    key: &'a str,
+    ticket: Ticket,
+    /// The work is in flight: a drop now cancels it.
+    running: bool,
+}
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut front = self.front.borrow_mut();
+            let Front { core, index } = &mut *front;
+            if self.running {
+                core.abandon(self.ticket, Abandon::Aborted);
+            }
+            let released = core.finish(self.ticket);
+            if released.as_ref().is_some_and(|released| released.idle) {
+                index.remove(self.key);
+            }
+            released
+                .and_then(|released| released.next)
+                .and_then(|next| core.payload_mut(next))
+                .and_then(|turn| turn.waker.take())
+        };
+        // Woken outside the borrow: a waker may poll, and a poll borrows the queue.
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+struct WaitTurn<'a> {
+    front: &'a RefCell<Front>,
+    ticket: Ticket,
+}
+
+impl Future for WaitTurn<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut front = self.front.borrow_mut();
+        if front.core.is_head(self.ticket) {
+            return Poll::Ready(());
+        }
+        if let Some(turn) = front.core.payload_mut(self.ticket) {
+            turn.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+/// The work's output, or `None` once the deadline has passed first.
+struct FirstOf<'a, W: Future> {
+    work: Pin<&'a mut W>,
+    deadline: Sleep,
+}
+
+impl<W: Future> Future for FirstOf<'_, W> {
+    type Output = Option<W::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(output) = self.work.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
