@@ -110,7 +110,8 @@ class Job {
     this.timer = undefined; // contextual mode: its own deadline timer
     this.prev = undefined; // contextual mode: the job queued right before it
     this.tail = undefined; // contextual mode: settles a reaction after its caller's promise
-    this.step = undefined; // contextual mode: its start, then its call
+    this.step = undefined; // contextual mode: its reaction once its turn may have come
+    this.due = false; // contextual mode: its turn came; it starts a microtask later
   }
 
   /** The caller's signal aborted (an EventListener object: no closure per job). */
@@ -500,22 +501,33 @@ class Serializer {
 
   // ---- contextual mode ----
 
-  /** A job's reaction: first its start (timer, controller), a microtask later its work. */
+  /**
+   * A job's reaction, in its caller's context: when its turn has come, it starts a microtask
+   * later — deadline timer, controller, work — as the seed's `bounded` then `Promise.resolve()
+   * .then(work)` do. Until then it still waits (and a caller's abort takes it out of the line).
+   */
   stepInContext(job) {
-    if (job.state === RUNNING) {
-      if (!job.controller.signal.aborted) this.call(job);
-      return;
-    }
     if (job.state !== QUEUED) return;
-    let started;
-    try {
-      if (!this.core.isHead(job.ticket)) {
-        // The job ahead of it left early (its caller's signal): wait for the one ahead now.
-        const ahead = this.core.jobAhead(job.ticket);
-        if (ahead !== undefined) ahead.tail.then(job.step);
+    if (!job.due) {
+      try {
+        if (!this.core.isHead(job.ticket)) {
+          // The job ahead of it left early (its caller's signal): wait for the one ahead now.
+          const ahead = this.core.jobAhead(job.ticket);
+          if (ahead !== undefined) ahead.tail.then(job.step);
+          return;
+        }
+      } catch (error) {
+        this.failed(error);
         return;
       }
-      started = this.core.startHead(job.line.id, performance.now());
+      job.due = true;
+      microtask(job.step);
+      return;
+    }
+    const now = performance.now();
+    let started;
+    try {
+      started = this.core.startHead(job.line.id, now);
     } catch (error) {
       this.failed(error);
       return;
@@ -526,11 +538,12 @@ class Serializer {
       job.timer = setTimeout(this.onOwnTimer, Math.max(1, Math.ceil(timeoutMs)), job);
       unref(job.timer);
     } catch (error) {
+      // A work whose deadline cannot be armed does not run; its caller gets the host's error.
       job.state = RUNNING;
       job.reject(error);
       return;
     }
-    if (this.begin(job)) microtask(job.step);
+    if (this.begin(job)) this.call(job);
   }
 
   expireOwn(job) {

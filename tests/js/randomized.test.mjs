@@ -105,3 +105,96 @@ test('random works keep per-key entry order and never overlap except after a tim
   assert.deepEqual([...lateReported].sort((a, b) => a - b), [...lateExpected].sort((a, b) => a - b));
   assert.deepEqual(unhandled, []);
 });
+
+test('random callers with signals aborting at random moments, own deadlines and a bound per key', async () => {
+  let seed = 20261201;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+  const MAX_PENDING = 8;
+  const serialize = createKeyedSerializer({ timeoutMs: 10, maxPending: MAX_PENDING });
+  const KEYS = 60;
+  const WORKS = 8000;
+  const accepted = Array.from({ length: KEYS }, () => []); // seqs queued, in entry order
+  const started = Array.from({ length: KEYS }, () => []);
+  const state = new Map(); // seq → { ended, signal }
+  const lastStarted = new Array(KEYS).fill(-1);
+  const overlaps = [];
+  const counts = { fulfilled: 0, rejected: 0, timedOut: 0, aborted: 0, refused: 0, abortedBeforeStart: 0 };
+  const all = [];
+  const aborters = [];
+  for (let seq = 0; seq < WORKS; seq++) {
+    const key = Math.floor(random() * KEYS);
+    const delay = Math.floor(random() * 14);
+    const ownTimeout = random() < 0.3 ? 1 + Math.floor(random() * 20) : undefined;
+    const controller = random() < 0.3 ? new AbortController() : undefined;
+    const never = random() < 0.03;
+    const work = (signal) => {
+      const previous = state.get(lastStarted[key]);
+      if (previous !== undefined && !previous.ended && !previous.signal.aborted) {
+        overlaps.push(`key ${key}: work ${seq} started while work ${lastStarted[key]} ran`);
+      }
+      lastStarted[key] = seq;
+      started[key].push(seq);
+      const mine = { ended: false, signal };
+      state.set(seq, mine);
+      if (never) return new Promise(() => {});
+      return sleep(delay).then(() => {
+        mine.ended = true;
+        return seq;
+      });
+    };
+    const pendingBefore = serialize.pending(`key-${key}`);
+    const result = serialize(`key-${key}`, work, { signal: controller?.signal, timeoutMs: ownTimeout });
+    if (pendingBefore < MAX_PENDING) accepted[key].push(seq);
+    all.push(
+      result.then(
+        (value) => {
+          assert.equal(value, seq);
+          counts.fulfilled += 1;
+        },
+        (error) => {
+          if (error instanceof SerializedWorkTimeout) {
+            assert.equal(error.timeoutMs, ownTimeout ?? 10);
+            counts.timedOut += 1;
+          } else if (error?.name === 'SerializedQueueFull') {
+            assert.equal(pendingBefore, MAX_PENDING, 'refused only at the bound');
+            counts.refused += 1;
+          } else if (error === `abort ${seq}`) {
+            counts.aborted += 1;
+            if (!state.has(seq)) counts.abortedBeforeStart += 1;
+          } else {
+            assert.fail(`unexpected rejection of ${seq}: ${error}`);
+          }
+        },
+      ),
+    );
+    if (controller !== undefined) {
+      // Abort at a random moment: at once, after a few microtasks, or after some time.
+      const when = random();
+      if (when < 0.2) controller.abort(`abort ${seq}`);
+      else if (when < 0.5) aborters.push(Promise.resolve().then(() => controller.abort(`abort ${seq}`)));
+      else aborters.push(sleep(Math.floor(random() * 30)).then(() => controller.abort(`abort ${seq}`)));
+    }
+    if (random() < 0.05) await sleep(1);
+  }
+  await Promise.all(all);
+  await Promise.all(aborters);
+  await sleep(40);
+  assert.deepEqual(overlaps, [], 'no work started while the previous one of its key ran, unless that one was abandoned');
+  // Per key, the works that started are the accepted ones in entry order, less those cancelled before they started.
+  for (let key = 0; key < KEYS; key++) {
+    const startedSet = new Set(started[key]);
+    assert.deepEqual(started[key], accepted[key].filter((seq) => startedSet.has(seq)), `key ${key} order`);
+  }
+  assert.equal(serialize.pending(), 0);
+  const stats = serialize.stats();
+  assert.equal(stats.refused, counts.refused);
+  assert.equal(stats.timedOut, counts.timedOut);
+  assert.equal(stats.aborted, counts.aborted);
+  assert.equal(stats.started, started.reduce((n, list) => n + list.length, 0));
+  assert.equal(stats.running + stats.waiting + stats.keys, 0);
+  assert.ok(counts.refused > 50 && counts.aborted > 300 && counts.abortedBeforeStart > 50 && counts.timedOut > 200 && counts.fulfilled > 2000, JSON.stringify(counts));
+  assert.deepEqual(unhandled, []);
+});
