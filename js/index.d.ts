@@ -16,45 +16,116 @@ export class SerializedWorkTimeout extends Error {
   readonly timeoutMs: number;
 }
 
+/**
+ * A call found its key with `maxPending` works queued or running already: it rejects with this
+ * at once and queues nothing.
+ */
+export class SerializedQueueFull extends Error {
+  constructor(key: string, maxPending: number);
+  readonly name: 'SerializedQueueFull';
+  /** The key the call was refused for. */
+  readonly key: string;
+  /** The serializer's bound. */
+  readonly maxPending: number;
+}
+
+/**
+ * keyturn's wasm instance trapped (a bug, or memory exhausted). The call that met it, and every
+ * later call of a serializer or lock made on that instance, rejects with this (`cause` is the
+ * trap); works that were waiting in it are rejected with it too. Serializers and locks made
+ * afterwards get a fresh instance (Node, browsers, Deno and workerd can make one).
+ */
+export class KeyturnInstanceFailed extends Error {
+  constructor(cause: unknown);
+  readonly name: 'KeyturnInstanceFailed';
+}
+
 export interface SerializeOptions {
   /**
-   * Called once when a work that timed out settles after all, with what it resolved
-   * (`undefined` when it rejected); what it throws is ignored. Never called for a work that
-   * settled in time, nor for one that never settles.
+   * Called once when a work that was abandoned — it timed out, or its caller's `signal`
+   * aborted while it ran — settles after all, with what it resolved (`undefined` when it
+   * rejected); what it throws is ignored. Never called for a work that settled in time, nor
+   * for one that never settles.
    */
   onLateSettle?: (value: unknown) => void;
+  /**
+   * The caller's signal. Already aborted: the call rejects with `signal.reason` at once and
+   * queues nothing. Aborted while the work waits: the call rejects with the reason, the work
+   * leaves the line at once and never runs. Aborted while it runs: the work's own signal
+   * aborts with the same reason, the call rejects with it, and the key moves on (the work is
+   * abandoned, as at a timeout). Once the work settled, aborting changes nothing, and no
+   * listener stays on the signal.
+   */
+  signal?: AbortSignal;
+  /** This work's deadline in milliseconds instead of the serializer's: a finite number from 1 to 2^31 - 1. */
+  timeoutMs?: number;
+}
+
+/** What a work gets besides its signal. */
+export interface Turn {
+  /** Without a store: 0. */
+  readonly fence: number;
+}
+
+/** Counters since the serializer was made, and what is live now. */
+export interface SerializerStats {
+  /** Keys with works queued or running now. */
+  keys: number;
+  /** Works running now (their turn came; neither settled nor abandoned). */
+  running: number;
+  /** Works waiting for their turn now. */
+  waiting: number;
+  /** Works whose turn came, since creation. */
+  started: number;
+  /** Works abandoned at their deadline. */
+  timedOut: number;
+  /** Works cancelled by their caller's signal, waiting or running. */
+  aborted: number;
+  /** Calls refused by `maxPending`. */
+  refused: number;
+  /** Abandoned works that settled later. */
+  lateSettled: number;
 }
 
 export interface Serialize {
   /**
-   * Runs `work(signal)` once every work queued earlier for `key` has settled or timed out, and
-   * settles as `work` does — or rejects with a {@link SerializedWorkTimeout} (aborting `signal`)
-   * when `work` has not settled within the serializer's `timeoutMs`.
+   * Runs `work(signal, turn)` once every work queued earlier for `key` has settled, timed out
+   * or been cancelled, and settles as `work` does — or rejects with a
+   * {@link SerializedWorkTimeout} (aborting `signal`) when `work` has not settled within its
+   * deadline, with the caller's `signal.reason` when that aborts, or at once with a
+   * {@link SerializedQueueFull} when the key has `maxPending` works. The handlers a caller
+   * attaches to the returned promise run before the next work of the key starts.
    *
    * Rejects with a `TypeError` when `key` is not a non-empty, well-formed string, `work` is not
    * a function or an option has the wrong type, and with a `RangeError` when `key` is over 512
-   * UTF-8 bytes; a rejected call queues nothing.
+   * UTF-8 bytes or `timeoutMs` is out of range; a rejected call queues nothing.
    */
   <T>(
     key: string,
-    work: (signal: AbortSignal) => T | PromiseLike<T>,
+    work: (signal: AbortSignal, turn: Turn) => T | PromiseLike<T>,
     options?: SerializeOptions,
   ): Promise<Awaited<T>>;
   /** The number of keys with queued or running work; 0 once all work has settled. */
   pending(): number;
+  /** The works queued or running for `key` (abandoned ones not counted); 0 when it is idle. */
+  pending(key: string): number;
+  /** Counters since creation, and what is live now. */
+  stats(): SerializerStats;
 }
 
 export interface KeyedSerializerOptions {
   /** Deadline of each work in milliseconds, a finite number from 1 to 2^31 - 1; default 30 000. */
   timeoutMs?: number;
+  /** Most works one key may have queued or running: a whole number from 1 up, or `Infinity` (the default). */
+  maxPending?: number;
 }
 
 /**
  * A per-key serializer: works for one key never overlap and start in the order they entered
  * `serialize`; works for different keys run concurrently. Within one isolate only.
  *
- * Throws a `TypeError` when `options` or `options.timeoutMs` has the wrong type and a
- * `RangeError` when `timeoutMs` is out of range.
+ * Throws a `TypeError` when `options` or one of its fields has the wrong type and a
+ * `RangeError` when `timeoutMs` or `maxPending` is out of range.
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;
 

@@ -37,3 +37,26 @@ test('the serializer across concurrent requests in workerd: each work runs in it
   ]);
   assert.ok(Date.now() - started >= 100, 'the hung work held the key until its deadline');
 });
+
+// workerd allows 10 000 active timeouts per request: one request with far more works than that
+// must run them all (a deadline timer lives only while its work runs), and a request that used
+// up its own quota gets an answer — the isolate serves the next request either way.
+test('workerd at its limits: 100 000 works in one request, on 1 key and on 1000 keys', async () => {
+  const limits = workerdWith('tests/workerd/limits-worker.mjs');
+  try {
+    for (const keys of [1, 1000]) {
+      const response = await limits.dispatchFetch(`http://worker/serialize?works=100000&keys=${keys}`);
+      const body = await response.json();
+      assert.deepEqual({ ...body, ms: undefined }, { works: 100000, keys, ms: undefined, outOfOrder: 0, overlaps: 0, failed: 0, pending: 0 });
+    }
+    const filled = await (await limits.dispatchFetch('http://worker/fill-timers')).json();
+    assert.equal(filled.armed, 10000, 'the request used up its quota');
+    assert.match(filled.refusal, /QuotaExceededError/);
+    assert.ok('value' in filled.outcome || /QuotaExceededError/.test(filled.outcome.error), JSON.stringify(filled.outcome));
+    assert.equal(filled.pending, 0);
+    const next = await (await limits.dispatchFetch('http://worker/serialize?works=50&keys=5')).json();
+    assert.equal(next.failed, 0, 'the isolate serves the next request');
+  } finally {
+    await limits.dispose();
+  }
+});

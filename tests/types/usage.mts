@@ -22,6 +22,38 @@ async function handle(): Promise<void> {
 }
 void [handle, pending];
 
+import { KeyturnInstanceFailed, SerializedQueueFull, type SerializerStats, type Turn } from 'keyturn';
+
+const bounded = createKeyedSerializer({ timeoutMs: 1000, maxPending: 8 });
+async function controls(request: { signal: AbortSignal }): Promise<void> {
+  try {
+    const fence: number = await bounded('order-1', async (signal: AbortSignal, turn: Turn) => (signal.aborted ? -1 : turn.fence), {
+      signal: request.signal,
+      timeoutMs: 250,
+    });
+    void fence;
+  } catch (error) {
+    if (error instanceof SerializedQueueFull) {
+      const max: number = error.maxPending;
+      const name: 'SerializedQueueFull' = error.name;
+      void [max, name, error.key];
+    }
+    if (error instanceof KeyturnInstanceFailed) void error.cause;
+  }
+  const depth: number = bounded.pending('order-1');
+  const stats: SerializerStats = bounded.stats();
+  const counters: number[] = [stats.keys, stats.running, stats.waiting, stats.started, stats.timedOut, stats.aborted, stats.refused, stats.lateSettled];
+  void [depth, counters];
+}
+void controls;
+
+// @ts-expect-error maxPending is a number
+createKeyedSerializer({ maxPending: '8' });
+// @ts-expect-error signal is an AbortSignal
+bounded('key', () => 1, { signal: true });
+// @ts-expect-error timeoutMs is a number
+bounded('key', () => 1, { timeoutMs: '5' });
+
 // @ts-expect-error the key is a string
 serialize(5, () => 1);
 // @ts-expect-error work is a function
