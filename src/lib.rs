@@ -19,10 +19,16 @@
 //!   aborted and the key moves on. In JavaScript the abandoned promise cannot be stopped, so a
 //!   write already sent can land late; `onLateSettle` reports when it settles. In Rust the work
 //!   future is dropped, which stops it at its next `.await`.
+//! - A caller may give up: in JavaScript its `signal` takes a waiting work out of the line at
+//!   once, or abandons a running one; in Rust dropping the `run` future does the same. A bound
+//!   per key ([`SerializerOptions`]) refuses calls past it at once instead of queueing them.
 //! - A lock is a lease without renewal: a holder past `staleMs` can be taken over while it
 //!   still works, so protected writes carry [`Lock::fence`] and the resource refuses older ones.
 //!   Staleness compares record times across isolates' clocks.
 //! - Single-threaded: one wasm instance per isolate, nothing here is `Send`.
+//! - Nothing the host throws unwinds through Rust: the JavaScript bindings' cores never call
+//!   into JavaScript, and the platform calls Rust makes on wasm (timers, crypto) are `catch`
+//!   bindings — a refused timer is a [`TimerError`], not a trap.
 //!
 //! ## When not to use it
 //! - The serializer to order work across isolates: a Cloudflare Worker runs many isolates, so

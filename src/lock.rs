@@ -797,7 +797,10 @@ pub async fn acquire_lock<S: LockStore>(
     store: S,
     name: &str,
     options: LockOptions,
-) -> Result<Option<Lock<S, crate::js::platform::WallClock, crate::js::platform::PlatformRandom>>, LockError> {
+) -> Result<
+    Option<Lock<S, crate::js::platform::WallClock, crate::js::platform::PlatformRandom>>,
+    LockError,
+> {
     LockManager::new(
         store,
         crate::js::platform::WallClock,

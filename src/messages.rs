@@ -60,7 +60,10 @@ mod tests {
 
     #[test]
     fn fills_known_names_and_keeps_the_rest() {
-        assert_eq!(fill("{a} and {b}", &[("a", "1"), ("b", "{a}")]), "1 and {a}");
+        assert_eq!(
+            fill("{a} and {b}", &[("a", "1"), ("b", "{a}")]),
+            "1 and {a}"
+        );
         assert_eq!(fill("{unknown} {a", &[("a", "1")]), "{unknown} {a");
         assert_eq!(fill("", &[]), "");
     }

@@ -22,7 +22,10 @@ use keyturn::{
 // ---- the core ------------------------------------------------------------------------------
 
 fn core<P>(timeout_ms: f64, max_pending: f64) -> SerializerCore<P> {
-    SerializerCore::new(SerializerOptions::new(timeout_ms, max_pending).unwrap(), true)
+    SerializerCore::new(
+        SerializerOptions::new(timeout_ms, max_pending).unwrap(),
+        true,
+    )
 }
 
 #[test]
@@ -32,10 +35,17 @@ fn core_times_works_from_their_start_and_expires_them_earliest_first() {
     let b = core.open("b", "b1", None).unwrap();
     let a2 = core.enqueue_on(a.line, "a2", None).unwrap();
     assert!(a.is_head && b.is_head);
-    assert_eq!(core.next_deadline(), None, "nothing runs before it is started");
+    assert_eq!(
+        core.next_deadline(),
+        None,
+        "nothing runs before it is started"
+    );
     assert_eq!(core.start_head(a.line, 0.0).unwrap().deadline, 100.0);
     assert_eq!(*core.start_head(b.line, 30.0).unwrap().payload, "b1");
-    assert!(core.start_head(a.line, 40.0).is_none(), "a work starts once");
+    assert!(
+        core.start_head(a.line, 40.0).is_none(),
+        "a work starts once"
+    );
     assert_eq!(core.next_deadline(), Some(100.0));
     assert_eq!(core.expire(99.9), None);
     assert_eq!(core.expire(100.0), Some(a.ticket));
@@ -44,9 +54,15 @@ fn core_times_works_from_their_start_and_expires_them_earliest_first() {
     // An abandoned work stays the head until it is finished, but counts no more.
     assert_eq!((core.keys(), core.pending_in(a.line)), (2, 1));
     let stats = core.stats();
-    assert_eq!((stats.running, stats.waiting, stats.started, stats.timed_out), (1, 1, 2, 1));
+    assert_eq!(
+        (stats.running, stats.waiting, stats.started, stats.timed_out),
+        (1, 1, 2, 1)
+    );
     let released = core.finish_head(a.line).unwrap();
-    assert_eq!((released.payload, released.next, released.idle), ("a1", Some(a2), false));
+    assert_eq!(
+        (released.payload, released.next, released.idle),
+        ("a1", Some(a2), false)
+    );
     core.start_head(a.line, 100.0).unwrap();
     // b settles in time: its deadline goes; a2 is now the earliest.
     assert!(core.finish_head(b.line).unwrap().idle);
@@ -55,7 +71,10 @@ fn core_times_works_from_their_start_and_expires_them_earliest_first() {
     assert!(core.finish_head(a.line).unwrap().idle);
     assert_eq!((core.keys(), core.next_deadline()), (0, None));
     let stats = core.stats();
-    assert_eq!((stats.keys, stats.running, stats.waiting, stats.timed_out), (0, 0, 0, 2));
+    assert_eq!(
+        (stats.keys, stats.running, stats.waiting, stats.timed_out),
+        (0, 0, 0, 2)
+    );
 }
 
 #[test]
@@ -133,7 +152,10 @@ fn core_bounds_a_key_and_abandoned_works_stop_counting() {
     let third = core.enqueue_on(a.line, 3, None).unwrap();
     // A waiting work cancelled leaves the line at once and counts as aborted.
     let cancelled = core.finish(third).unwrap();
-    assert_eq!((cancelled.payload, cancelled.next, cancelled.idle), (3, None, false));
+    assert_eq!(
+        (cancelled.payload, cancelled.next, cancelled.idle),
+        (3, None, false)
+    );
     let stats = core.stats();
     assert_eq!((stats.aborted, stats.refused, stats.timed_out), (1, 1, 1));
     // A running work cancelled by its caller: abandoned, then it leaves when told.
@@ -176,14 +198,25 @@ fn core_refuses_bad_keys_and_deadlines_and_queues_nothing() {
         Err(EnqueueError::IdleLine),
         "an idle line queues nothing"
     );
-    assert_eq!((core.keys(), core.stats()), (0, Stats { aborted: 1, ..Stats::default() }));
+    assert_eq!(
+        (core.keys(), core.stats()),
+        (
+            0,
+            Stats {
+                aborted: 1,
+                ..Stats::default()
+            }
+        )
+    );
 }
 
 #[test]
 fn options_bounds() {
     assert!(SerializerOptions::new(10.0, 1.0).is_ok());
     assert_eq!(
-        SerializerOptions::new(10.0, f64::INFINITY).unwrap().max_pending(),
+        SerializerOptions::new(10.0, f64::INFINITY)
+            .unwrap()
+            .max_pending(),
         usize::MAX
     );
     for bad in [0.0, -1.0, 1.5, f64::NAN, f64::NEG_INFINITY] {
@@ -504,7 +537,10 @@ fn a_bound_refuses_calls_past_it_and_the_counters_say_what_happened() {
         "serialized work for k refused: 2 works are queued or running for it already"
     );
     let stats = serializer.stats();
-    assert_eq!((stats.keys, stats.running, stats.waiting, stats.refused), (1, 1, 1, 1));
+    assert_eq!(
+        (stats.keys, stats.running, stats.waiting, stats.refused),
+        (1, 1, 1, 1)
+    );
     clock.advance(50.0);
     executor.run_until_stalled();
     assert!(matches!(
@@ -516,7 +552,13 @@ fn a_bound_refuses_calls_past_it_and_the_counters_say_what_happened() {
     assert_eq!(second.borrow_mut().take(), Some(Ok(())));
     let stats = serializer.stats();
     assert_eq!(
-        (stats.started, stats.timed_out, stats.running, stats.waiting, stats.keys),
+        (
+            stats.started,
+            stats.timed_out,
+            stats.running,
+            stats.waiting,
+            stats.keys
+        ),
         (2, 1, 0, 0, 0)
     );
 }

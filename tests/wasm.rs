@@ -120,7 +120,8 @@ fn the_binding_refuses_bad_options_with_the_right_error_class() {
         assert_eq!(String::from(error.name()), name);
     }
     assert!(SerializerBinding::new(JsValue::UNDEFINED, true).is_ok());
-    let binding = SerializerBinding::new(options(r#"{"timeoutMs": 1.5, "maxPending": 3}"#), false).unwrap();
+    let binding =
+        SerializerBinding::new(options(r#"{"timeoutMs": 1.5, "maxPending": 3}"#), false).unwrap();
     assert_eq!((binding.timeout_ms(), binding.max_pending()), (1.5, 3.0));
 }
 
@@ -152,7 +153,10 @@ fn counting_timers(throw_on: &[u32]) -> (js_sys::Object, js_sys::Function) {
 }
 
 fn stat(stats: &js_sys::Object, name: &str) -> f64 {
-    js_sys::Reflect::get(stats, &name.into()).unwrap().as_f64().unwrap()
+    js_sys::Reflect::get(stats, &name.into())
+        .unwrap()
+        .as_f64()
+        .unwrap()
 }
 
 #[test]
@@ -161,7 +165,13 @@ async fn rust_api_clears_each_deadline_timer_when_its_work_settles() {
     let serializer = Rc::new(KeyedSerializer::new(60_000.0).unwrap());
     let log: Log = Rc::default();
     for i in 0..30 {
-        spawn_run(&serializer, &log, if i % 2 == 0 { "a" } else { "b" }, "w", 1);
+        spawn_run(
+            &serializer,
+            &log,
+            if i % 2 == 0 { "a" } else { "b" },
+            "w",
+            1,
+        );
     }
     sleep(400.0).await;
     restore.call0(&JsValue::UNDEFINED).unwrap();
@@ -169,8 +179,16 @@ async fn rust_api_clears_each_deadline_timer_when_its_work_settles() {
     assert_eq!(serializer.pending(), 0);
     // At most two works ran at once (keys a and b), each with its deadline and its own 1 ms
     // sleep; and this test's own sleep.
-    assert!(stat(&stats, "max") <= 5.0, "live timers peaked at {}", stat(&stats, "max"));
-    assert_eq!(stat(&stats, "live"), 0.0, "no deadline timer outlives its work");
+    assert!(
+        stat(&stats, "max") <= 5.0,
+        "live timers peaked at {}",
+        stat(&stats, "max")
+    );
+    assert_eq!(
+        stat(&stats, "live"),
+        0.0,
+        "no deadline timer outlives its work"
+    );
 }
 
 #[test]

@@ -12,12 +12,12 @@ use super::errors::{
     describe, field, key_from_js, optional_function, optional_number, options_object, range_error,
     type_error,
 };
-use crate::clock::{Clock, Sleep, TimerError};
 use super::platform::PlatformClock;
+use super::platform::PlatformRandom;
+use crate::clock::{Clock, Sleep, TimerError};
 use crate::lock::{
     FirstCall, FirstOutcome, Lock, LockError, LockManager, LockOptions, OptionError, ReleaseWrite,
 };
-use super::platform::PlatformRandom;
 use crate::store::{LockStore, StoreError, Versioned};
 
 /// A JS object with `create`, `read` and `replace`, each returning a value or a promise.

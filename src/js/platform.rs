@@ -114,11 +114,12 @@ impl TimerSleep {
                 waker.wake();
             }
         });
-        let handle = set_timeout(callback.as_ref().unchecked_ref(), timer_delay(ms)).map_err(
-            |error| TimerError {
-                message: thrown_message(&error),
-            },
-        )?;
+        let handle =
+            set_timeout(callback.as_ref().unchecked_ref(), timer_delay(ms)).map_err(|error| {
+                TimerError {
+                    message: thrown_message(&error),
+                }
+            })?;
         Ok(Box::pin(TimerSleep {
             state,
             handle,

@@ -143,7 +143,10 @@ impl SerializerBinding {
     /// out of range, too many works, the line is idle).
     #[wasm_bindgen(js_name = enqueueOn)]
     pub fn enqueue_on(&mut self, line: u32, job: JsValue, timeout_ms: f64) -> f64 {
-        match self.core.enqueue_on(LineId(line), job, own_timeout(timeout_ms)) {
+        match self
+            .core
+            .enqueue_on(LineId(line), job, own_timeout(timeout_ms))
+        {
             Ok(ticket) => ticket.pack(),
             Err(EnqueueError::QueueFull { .. }) => REFUSED_QUEUE_FULL,
             Err(EnqueueError::InvalidTimeout(_)) => REFUSED_TIMEOUT,
@@ -194,7 +197,9 @@ impl SerializerBinding {
     /// The ticket of a line's head (for a job that may be cancelled).
     #[wasm_bindgen(js_name = headTicket)]
     pub fn head_ticket(&self, line: u32) -> f64 {
-        self.core.head(LineId(line)).map_or(-1.0, |ticket| ticket.pack())
+        self.core
+            .head(LineId(line))
+            .map_or(-1.0, |ticket| ticket.pack())
     }
 
     /// Starts the head of `line` at `now` if it waits to be started: answers its job, else
@@ -225,7 +230,9 @@ impl SerializerBinding {
             .core
             .unpack(ticket)
             .and_then(|ticket| self.core.finish(ticket));
-        released.map_or(0, |released| line_change(released.next.is_some(), released.idle))
+        released.map_or(0, |released| {
+            line_change(released.next.is_some(), released.idle)
+        })
     }
 
     /// Takes a waiting work (by ticket) out of its line: its caller gave up. Answers as

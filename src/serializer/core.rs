@@ -68,7 +68,10 @@ impl fmt::Display for EnqueueError {
             EnqueueError::InvalidKey(error) => write!(f, "key {error}"),
             EnqueueError::InvalidTimeout(error) => error.fmt(f),
             EnqueueError::QueueFull { max_pending } => {
-                write!(f, "the key has {max_pending} works queued or running already")
+                write!(
+                    f,
+                    "the key has {max_pending} works queued or running already"
+                )
             }
             EnqueueError::TooManyWorks => {
                 write!(f, "{MAX_ENTRIES} works are queued already")
@@ -453,7 +456,9 @@ impl<P> SerializerCore<P> {
 
     /// Works of a line that count against `maxPending`: queued or running, not abandoned.
     pub fn pending_in(&self, line: LineId) -> usize {
-        self.lines.line_data(line).map_or(0, |counted| counted.0 as usize)
+        self.lines
+            .line_data(line)
+            .map_or(0, |counted| counted.0 as usize)
     }
 
     /// Keys with queued or running work (abandoned works that have not left their line yet

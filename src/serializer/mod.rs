@@ -117,7 +117,8 @@ impl SerializerOptions {
     /// The first option out of range.
     pub fn new(timeout_ms: f64, max_pending: f64) -> Result<Self, SerializerOptionError> {
         Ok(SerializerOptions {
-            timeout_ms: validate_timeout_ms(timeout_ms).map_err(SerializerOptionError::TimeoutMs)?,
+            timeout_ms: validate_timeout_ms(timeout_ms)
+                .map_err(SerializerOptionError::TimeoutMs)?,
             max_pending: validate_max_pending(max_pending)
                 .map_err(SerializerOptionError::MaxPending)?,
         })
