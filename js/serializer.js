@@ -107,16 +107,23 @@ class Job {
     this.reject = undefined;
     this.controller = undefined;
     this.ticket = -1; // for a job that may leave its line early, or in contextual mode
-    this.timer = undefined; // contextual mode: its own deadline timer
-    this.prev = undefined; // contextual mode: the job queued right before it
-    this.tail = undefined; // contextual mode: settles a reaction after its caller's promise
-    this.step = undefined; // contextual mode: its reaction once its turn may have come
-    this.due = false; // contextual mode: its turn came; it starts a microtask later
   }
 
   /** The caller's signal aborted (an EventListener object: no closure per job). */
   handleEvent() {
     this.serializer.abortJob(this);
+  }
+}
+
+/** A job in contextual mode (Workers), which starts from its own reactions. */
+class ContextJob extends Job {
+  constructor(serializer, line, work, signal, onLateSettle, timeoutMs) {
+    super(serializer, line, work, signal, onLateSettle, timeoutMs);
+    this.timer = undefined; // its own deadline timer
+    this.prev = undefined; // the job queued right before it
+    this.tail = undefined; // settles a reaction after its caller's promise
+    this.step = undefined; // its reaction once its turn may have come
+    this.due = false; // its turn came; it starts a microtask later
   }
 }
 
@@ -200,7 +207,7 @@ class Serializer {
       }
     }
     let line = this.lines.get(key);
-    const job = new Job(this, line, work, signal, onLateSettle, timeoutMs);
+    const job = contextual ? new ContextJob(this, line, work, signal, onLateSettle, timeoutMs) : new Job(this, line, work, signal, onLateSettle, timeoutMs);
     if (line !== undefined) {
       const ticket = this.core.enqueueOn(line.id, job, timeoutMs);
       if (ticket < 0) {
@@ -357,7 +364,14 @@ class Serializer {
       // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout
       // or the caller's signal must still be able to reject it.
       const run = Promise.resolve(value);
-      run.then(job.resolve, job.reject);
+      run.then((settled) => {
+        // Let go of the controller as soon as the work settles: a job queued a while ago is in
+        // the old generation, and its pointer to the young controller would keep the signal
+        // alive through every scavenge until the job itself is collected (a quarter of the
+        // per-work cost, measured on Node 20).
+        job.controller = undefined;
+        job.resolve(settled);
+      }, job.reject);
       if (job.onLateSettle !== undefined) this.watchLate(job, run);
     } catch (error) {
       job.reject(error);
@@ -366,8 +380,9 @@ class Serializer {
 
   /** Reports a late settlement of an abandoned work to `onLateSettle` (what it throws is dropped). */
   watchLate(job, run) {
+    const { signal } = job.controller;
     const late = (value) => {
-      if (!job.controller.signal.aborted) return;
+      if (!signal.aborted) return;
       try {
         this.core.lateSettled();
       } catch (error) {
