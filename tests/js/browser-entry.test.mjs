@@ -29,10 +29,48 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
     const slow = serialize('k', () => new Promise(() => {})).catch((e) => e);
     const results = [await a, await b];
     const timeout = await slow;
+    // The controls: a caller's signal (waiting and running), a bound per key, the seed's order.
+    const { SerializedQueueFull, KeyturnInstanceFailed } = await import('/pkg/browser.js');
+    const bounded = createKeyedSerializer({ maxPending: 2 });
+    const controls = [];
+    let release;
+    const gate = new Promise((r) => (release = r));
+    const running = new AbortController();
+    const waiting = new AbortController();
+    let workSignal;
+    const held = bounded('c', (signal) => { workSignal = signal; controls.push('held'); return gate; }, { signal: running.signal });
+    const cancelled = bounded('c', () => controls.push('never'), { signal: waiting.signal });
+    const refused = await bounded('c', () => controls.push('never')).catch((e) => e);
+    waiting.abort('left');
+    const left = await cancelled.catch((e) => e);
+    await new Promise((r) => setTimeout(r, 1));
+    held.then(() => {}, () => controls.push('handler'));
+    const after = bounded('c', () => controls.push('after'));
+    running.abort('gone');
+    const gone = await held.catch((e) => e);
+    await after;
+    const idleBeforeTrap = serialize.pending() === 0;
+    const controlsOk = refused instanceof SerializedQueueFull && refused.maxPending === 2 && left === 'left' && gone === 'gone'
+      && workSignal.reason === 'gone' && controls.join() === 'held,handler,after' && bounded.stats().aborted === 2;
+    release();
+    // A trap in the instance: a clear error, then a fresh instance for a new serializer.
+    const { SerializerBinding } = await import('/pkg/keyturn_wasm.js');
+    const original = SerializerBinding.prototype.enqueueOn;
+    SerializerBinding.prototype.enqueueOn = function (...args) {
+      SerializerBinding.prototype.enqueueOn = original;
+      this.__wbg_ptr = 0xfffffff0;
+      return original.apply(this, args);
+    };
+    const busyKey = serialize('t', () => new Promise((r) => setTimeout(r, 5)));
+    await new Promise((r) => setTimeout(r, 1)); // running: it finishes despite the trap
+    const trapped = await serialize('t', () => 1).catch((e) => e);
+    await busyKey;
+    const fresh = createKeyedSerializer();
+    const trapOk = trapped instanceof KeyturnInstanceFailed && (await fresh('t', async () => 'fresh')) === 'fresh';
     const ok = results[0] === true && results[1] === 'b' && log.join() === 'a,b'
       && timeout instanceof SerializedWorkTimeout && timeout.key === 'k' && DEFAULT_TIMEOUT_MS === 30000
-      && serialize.pending() === 0 && lockOk;
-    out.textContent = ok ? 'PASS' : 'FAIL ' + JSON.stringify({ results, log, timeout: String(timeout) });
+      && idleBeforeTrap && lockOk && controlsOk && trapOk;
+    out.textContent = ok ? 'PASS' : 'FAIL ' + JSON.stringify({ results, log, timeout: String(timeout), controls, controlsOk, trapOk, trapped: String(trapped) });
   } catch (error) {
     out.textContent = 'FAIL ' + error;
   }
@@ -40,7 +78,7 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
 
 const types = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
 
-test('the browser entry loads, serializes and locks in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
+test('the browser entry loads, serializes (with its controls, and a fresh instance after a trap) and locks in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
   const server = createServer(async (request, response) => {
     const url = new URL(request.url, 'http://127.0.0.1');
     if (url.pathname === '/') {

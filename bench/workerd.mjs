@@ -1,0 +1,58 @@
+// The serializer inside workerd (Miniflare): 100 000 async works in one request, every caller
+// awaiting its own result, over 1 key and over 1000 keys — beside the seed, bundled the same way,
+// when KEYTURN_SEED names its keyed-serializer.js. Each sample is a fresh workerd; prints the
+// median works/s of N samples.
+//
+//   node bench/workerd.mjs [--samples N]
+//   KEYTURN_SEED=../shared/seeds/keyed-serializer.js node bench/workerd.mjs
+//
+// Not a test: it asserts nothing about speed. workerd's clock moves only across I/O, so each
+// request's time is taken here, around the request.
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { workerdWith } from '../tests/runtimes/workerd.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const at = args.indexOf('--samples');
+const samples = at === -1 ? 5 : Number(args[at + 1]);
+const seed = process.env.KEYTURN_SEED ? resolve(process.env.KEYTURN_SEED) : undefined;
+const bundled = join(here, 'runtimes', 'seed-serializer.mjs');
+if (seed) {
+  execFileSync(join(here, '../node_modules/.bin/esbuild'), [seed, '--bundle', '--format=esm', '--platform=neutral', `--outfile=${bundled}`, '--log-level=warning']);
+}
+const impls = seed ? ['keyturn', 'seed'] : ['keyturn'];
+const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
+
+console.log(`serializer in workerd: 100000 async works in one request, every caller awaiting its own result; median of ${samples} fresh workerd runs`);
+if (!seed) console.log('(no seed row: set KEYTURN_SEED to the seed\'s keyed-serializer.js to add it)');
+console.log('');
+console.log('keys    implementation      works/s   × seed');
+try {
+  for (const keys of [1, 1000]) {
+    const rates = Object.fromEntries(impls.map((impl) => [impl, []]));
+    for (let s = 0; s < samples; s++) {
+      for (const impl of impls) {
+        const mf = workerdWith('bench/runtimes/serializer-worker.mjs');
+        await mf.dispatchFetch(`http://bench/?works=1000&keys=${keys}&impl=${impl}`); // load and warm the isolate a little
+        const started = performance.now();
+        const response = await mf.dispatchFetch(`http://bench/?works=100000&keys=${keys}&impl=${impl}`);
+        const body = await response.json();
+        const elapsed = performance.now() - started;
+        await mf.dispose();
+        if (body.failed || body.outOfOrder || body.overlaps) throw new Error(`${impl}: ${JSON.stringify(body)}`);
+        rates[impl].push(100000 / (elapsed / 1000));
+      }
+    }
+    for (const impl of impls) {
+      const rate = median(rates[impl]);
+      const ratio = seed ? (rate / median(rates.seed)).toFixed(2) : '—';
+      console.log(`${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(rate).toString().padStart(11)}   ${ratio.padStart(6)}`);
+    }
+  }
+} finally {
+  if (seed) rmSync(bundled, { force: true });
+}
