@@ -524,16 +524,22 @@ class Serializer {
   stepInContext(job) {
     if (job.state !== QUEUED) return;
     if (!job.due) {
-      try {
-        if (!this.core.isHead(job.ticket)) {
-          // The job ahead of it left early (its caller's signal): wait for the one ahead now.
-          const ahead = this.core.jobAhead(job.ticket);
-          if (ahead !== undefined) ahead.tail.then(job.step);
+      // The job it waited for settled: it was the head, so this one is now — unless that one
+      // left the line early (its caller's signal), when the core says who is ahead now.
+      if (job.prev !== undefined && job.prev.state === CANCELLED) {
+        try {
+          if (!this.core.isHead(job.ticket)) {
+            const ahead = this.core.jobAhead(job.ticket);
+            if (ahead !== undefined) {
+              job.prev = ahead;
+              ahead.tail.then(job.step);
+            }
+            return;
+          }
+        } catch (error) {
+          this.failed(error);
           return;
         }
-      } catch (error) {
-        this.failed(error);
-        return;
       }
       job.due = true;
       microtask(job.step);
