@@ -158,6 +158,7 @@ class Serializer {
     this.timeoutMs = this.core.timeoutMs();
     this.maxPending = this.core.maxPending();
     this.lines = new Map();
+    this.admitted = undefined;
     // Direct mode: one timer for the earliest deadline, and the lines whose head's turn came,
     // started two microtasks later (see the top of this file).
     this.timer = undefined;
@@ -227,8 +228,13 @@ class Serializer {
     return job;
   }
 
-  /** `serialize(key, work, options)`, in direct mode. */
-  serialize(key, work, options) {
+  /**
+   * Checks and queues a call: answers its caller's promise, and leaves its job in `admitted`
+   * (undefined when the call was refused) for the caller to read at once — not returned in an
+   * object, which would be an allocation per call.
+   */
+  admit(key, work, options) {
+    this.admitted = undefined;
     if (this.instance.failure !== undefined) return refused(this.instance.failure);
     let job;
     try {
@@ -240,6 +246,16 @@ class Serializer {
     entering = job;
     const result = new Promise(executor);
     entering = undefined;
+    this.admitted = job;
+    return result;
+  }
+
+  /** `serialize(key, work, options)`, in direct mode. */
+  serialize(key, work, options) {
+    const result = this.admit(key, work, options);
+    const job = this.admitted;
+    if (job === undefined) return result;
+    this.admitted = undefined;
     if (job.signal === undefined) {
       // The key moves on once this promise settles, whatever the work did. This reaction also
       // makes a rejection nobody awaits not an unhandled rejection, as in the seed, whose own
@@ -255,17 +271,10 @@ class Serializer {
 
   /** `serialize(key, work, options)`, in contextual mode (Workers). */
   serializeInContext(key, work, options) {
-    if (this.instance.failure !== undefined) return refused(this.instance.failure);
-    let job;
-    try {
-      job = this.enter(key, work, options);
-    } catch (error) {
-      return refused(this.failed(error));
-    }
-    if (job instanceof Refusal) return refused(job.error);
-    entering = job;
-    const result = new Promise(executor);
-    entering = undefined;
+    const result = this.admit(key, work, options);
+    const job = this.admitted;
+    if (job === undefined) return result;
+    this.admitted = undefined;
     const line = job.line;
     job.prev = line.last;
     line.last = job;

@@ -66,10 +66,30 @@ struct ManualInner {
     sleepers: Vec<(f64, Rc<RefCell<SleepState>>)>,
 }
 
+/// Whether a sleep has ended, and whom to wake when it does: shared by a sleep future and
+/// whatever ends it (a manual clock's `advance`, a platform timer's callback).
 #[derive(Debug, Default)]
-struct SleepState {
-    done: bool,
+pub(crate) struct SleepState {
+    pub(crate) done: bool,
     waker: Option<Waker>,
+}
+
+impl SleepState {
+    /// Ends the sleep; answers whom to wake (outside any borrow: a waker may poll).
+    pub(crate) fn end(&mut self) -> Option<Waker> {
+        self.done = true;
+        self.waker.take()
+    }
+
+    /// A sleep future's poll.
+    pub(crate) fn poll(&mut self, cx: &Context<'_>) -> Poll<()> {
+        if self.done {
+            Poll::Ready(())
+        } else {
+            self.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
 }
 
 impl ManualClock {
@@ -93,8 +113,7 @@ impl ManualClock {
                 if *end > now {
                     return true;
                 }
-                state.done = true;
-                woken.extend(state.waker.take());
+                woken.extend(state.end());
                 false
             });
             woken
@@ -149,12 +168,6 @@ impl Drop for ManualSleep {
 impl Future for ManualSleep {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut state = self.state.borrow_mut();
-        if state.done {
-            Poll::Ready(())
-        } else {
-            state.waker = Some(cx.waker().clone());
-            Poll::Pending
-        }
+        self.state.borrow_mut().poll(cx)
     }
 }

@@ -10,11 +10,11 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use wasm_bindgen::prelude::*;
 
-use crate::clock::{Clock, Sleep, TimerError};
+use crate::clock::{Clock, Sleep, SleepState, TimerError};
 use crate::random::{Pool, Random};
 use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
 
@@ -87,12 +87,6 @@ impl Clock for WallClock {
     }
 }
 
-#[derive(Default)]
-struct SleepState {
-    done: bool,
-    waker: Option<Waker>,
-}
-
 /// One `setTimeout`, cleared when the future is dropped, so no timer outlives its sleep.
 struct TimerSleep {
     state: Rc<RefCell<SleepState>>,
@@ -105,11 +99,7 @@ impl TimerSleep {
         let state = Rc::new(RefCell::new(SleepState::default()));
         let fired = state.clone();
         let callback = Closure::<dyn FnMut()>::new(move || {
-            let waker = {
-                let mut fired = fired.borrow_mut();
-                fired.done = true;
-                fired.waker.take()
-            };
+            let waker = fired.borrow_mut().end();
             if let Some(waker) = waker {
                 waker.wake();
             }
@@ -141,13 +131,7 @@ impl Drop for TimerSleep {
 impl Future for TimerSleep {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut state = self.state.borrow_mut();
-        if state.done {
-            Poll::Ready(())
-        } else {
-            state.waker = Some(cx.waker().clone());
-            Poll::Pending
-        }
+        self.state.borrow_mut().poll(cx)
     }
 }
 

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { acquireLock, createKeyedSerializer, KeyturnInstanceFailed, MemoryStore, SerializedWorkTimeout } from 'keyturn';
 import { SerializerBinding } from '../../pkg/keyturn_wasm.js';
+import { deferred } from './support.mjs';
 
 if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
@@ -184,8 +185,7 @@ test('a store method that throws synchronously: that acquisition rejects, the lo
 test('a trap in the wasm instance: a clear error for that call and every later one, a fresh instance for new serializers', async () => {
   const serialize = createKeyedSerializer();
   const other = createKeyedSerializer();
-  let release;
-  const gate = { promise: new Promise((resolve) => (release = resolve)), resolve: () => release() };
+  const gate = deferred();
   const running = serialize('k', () => gate.promise.then(() => 'finished anyway'));
   const waitingElsewhere = [other('busy', () => gate.promise), other('busy', () => 'never runs')];
   await sleep(1);

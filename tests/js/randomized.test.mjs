@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { createKeyedSerializer, SerializedWorkTimeout } from 'keyturn';
+import { seededRandom } from './support.mjs';
 
 // KEYTURN_CONTEXTUAL=1 runs the same tests in the mode the workerd entry turns on (each work
 // started from its own caller's promise reaction, a deadline timer per work).
@@ -19,11 +20,7 @@ const unhandled = [];
 process.on('unhandledRejection', (reason) => unhandled.push(reason));
 
 test('random works keep per-key entry order and never overlap except after a timeout', async () => {
-  let seed = 20261129;
-  const random = () => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return seed / 2 ** 31;
-  };
+  const random = seededRandom(20261129);
   const TIMEOUT = 8;
   const serialize = createKeyedSerializer({ timeoutMs: TIMEOUT });
   const KEYS = 60;
@@ -107,11 +104,7 @@ test('random works keep per-key entry order and never overlap except after a tim
 });
 
 test('random callers with signals aborting at random moments, own deadlines and a bound per key', async () => {
-  let seed = 20261201;
-  const random = () => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return seed / 2 ** 31;
-  };
+  const random = seededRandom(20261201);
   const MAX_PENDING = 8;
   const serialize = createKeyedSerializer({ timeoutMs: 10, maxPending: MAX_PENDING });
   const KEYS = 60;

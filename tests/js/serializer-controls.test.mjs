@@ -1,33 +1,16 @@
 // The serializer's controls, against the built package: a caller's `signal`, `maxPending`, a
 // per-call `timeoutMs`, `pending(key)` and `stats()`. Run in both start modes (scripts/test.sh).
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { createKeyedSerializer, SerializedQueueFull, SerializedWorkTimeout } from 'keyturn';
+import { deferred, watchProcess } from './support.mjs';
 
 if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
-const keepAlive = setInterval(() => {}, 1000);
-after(() => clearInterval(keepAlive));
-
-const unhandled = [];
-process.on('unhandledRejection', (reason) => unhandled.push(reason));
-const noUnhandled = async () => {
-  await sleep(5);
-  assert.deepEqual(unhandled, [], 'no unhandled rejection');
-};
-
-function deferred() {
-  let resolve;
-  let reject;
-  const promise = new Promise((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
+const { noUnhandled } = watchProcess();
 
 const rejection = (promise) => promise.then(
   (value) => assert.fail(`resolved with ${value}`),
