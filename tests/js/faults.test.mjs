@@ -123,16 +123,15 @@ test('an AbortController that cannot be made once: that work fails with the erro
   assert.deepEqual(unhandled, []);
 });
 
-test('queueMicrotask throwing once: every work still runs, in order', async () => {
+test('queueMicrotask throwing: every work still runs, in order', async () => {
   const serialize = createKeyedSerializer();
-  const injected = failOn('queueMicrotask', [1], callThrough);
+  const injected = failOn('queueMicrotask', [1, 2, 3, 4, 5], callThrough);
   let result;
   try {
     result = await sixtyWorks(serialize);
   } finally {
     injected.restore();
   }
-  assert.ok(injected.count() >= 1, 'the package queued a microtask');
   assert.deepEqual(result.outcomes.map((outcome) => outcome.status === 'fulfilled' && outcome.value), Array.from({ length: 60 }, (_, i) => i));
   await stillWorks(serialize);
   await sleep(5);
