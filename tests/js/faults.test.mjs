@@ -151,9 +151,16 @@ test('a timer refused on the shared timer\'s re-arm gives up on the earliest wor
   } finally {
     injected.restore();
   }
-  assert.ok(outcomes[0].reason instanceof SerializedWorkTimeout);
-  if (process.env.KEYTURN_CONTEXTUAL === '1') assert.ok(outcomes[1].reason instanceof SerializedWorkTimeout, String(outcomes[1].reason));
-  else assert.equal(outcomes[1].reason, injected.fault, 'no timer could bound it: it gets the host\'s error');
+  const reasons = outcomes.map((outcome) => outcome.reason);
+  if (process.env.KEYTURN_CONTEXTUAL === '1') {
+    assert.ok(reasons.every((reason) => reason instanceof SerializedWorkTimeout), String(reasons));
+  } else {
+    // The re-arm that fails is the one after the first firing: b's deadline — or a's own,
+    // when the timer fired a little early. The work it was for gets the host's error; the
+    // other times out.
+    assert.equal(reasons.filter((reason) => reason === injected.fault).length, 1, String(reasons));
+    assert.equal(reasons.filter((reason) => reason instanceof SerializedWorkTimeout).length, 1, String(reasons));
+  }
   await stillWorks(serialize);
 });
 
