@@ -101,7 +101,7 @@ class Job {
     this.work = work;
     this.signal = signal; // the caller's
     this.onLateSettle = onLateSettle;
-    this.timeoutMs = timeoutMs; // its own, or NaN for the serializer's
+    this.timeoutMs = timeoutMs; // its deadline, in ms: its own or the serializer's
     this.state = QUEUED;
     this.resolve = undefined;
     this.reject = undefined;
@@ -206,7 +206,8 @@ class Serializer {
       }
     }
     let line = this.lines.get(key);
-    const job = contextual ? new ContextJob(this, line, work, signal, onLateSettle, timeoutMs) : new Job(this, line, work, signal, onLateSettle, timeoutMs);
+    const deadlineMs = Number.isNaN(timeoutMs) ? this.timeoutMs : timeoutMs;
+    const job = contextual ? new ContextJob(this, line, work, signal, onLateSettle, deadlineMs) : new Job(this, line, work, signal, onLateSettle, deadlineMs);
     if (line !== undefined) {
       const ticket = this.core.enqueueOn(line.id, job, timeoutMs);
       if (ticket < 0) {
@@ -331,18 +332,22 @@ class Serializer {
 
   /** Direct mode: a started job's deadline, on the shared timer, then its work. */
   run(job, now) {
-    const deadline = now + (Number.isNaN(job.timeoutMs) ? this.timeoutMs : job.timeoutMs);
+    const deadline = now + job.timeoutMs;
     if (deadline < this.armedAt) {
       try {
         this.arm(deadline, now);
       } catch (error) {
-        // A work whose deadline cannot be armed does not run; its caller gets the host's error.
-        job.state = RUNNING;
-        job.reject(error);
+        this.unarmed(job, error);
         return;
       }
     }
     if (this.begin(job)) this.call(job);
+  }
+
+  /** A work whose deadline cannot be armed does not run; its caller gets the host's error. */
+  unarmed(job, error) {
+    job.state = RUNNING;
+    job.reject(error);
   }
 
   /** Makes the job's controller: false (and its caller told) if the host refused one. */
@@ -484,8 +489,7 @@ class Serializer {
     } catch {
       // listeners' errors are the host's to report
     }
-    const timeoutMs = Number.isNaN(job.timeoutMs) ? this.timeoutMs : job.timeoutMs;
-    job.reject(hostError ?? new SerializedWorkTimeout(job.line.key, timeoutMs));
+    job.reject(hostError ?? new SerializedWorkTimeout(job.line.key, job.timeoutMs));
   }
 
   // ---- the caller's signal ----
@@ -562,16 +566,13 @@ class Serializer {
       return;
     }
     if (started !== job) return;
-    const timeoutMs = Number.isNaN(job.timeoutMs) ? this.timeoutMs : job.timeoutMs;
     try {
       // A closure rather than `setTimeout(f, ms, job)`: workerd takes nearly twice as long to
       // arm and clear a timer given an argument to pass.
-      job.timer = setTimeout(() => this.expireOwn(job), Math.max(1, Math.ceil(timeoutMs)));
+      job.timer = setTimeout(() => this.expireOwn(job), Math.max(1, Math.ceil(job.timeoutMs)));
       unref(job.timer);
     } catch (error) {
-      // A work whose deadline cannot be armed does not run; its caller gets the host's error.
-      job.state = RUNNING;
-      job.reject(error);
+      this.unarmed(job, error);
       return;
     }
     if (this.begin(job)) this.call(job);

@@ -56,10 +56,8 @@ pub mod js;
 
 pub use clock::{Clock, ManualClock, TimerError};
 #[cfg(target_arch = "wasm32")]
-pub use js::platform::{PlatformClock, PlatformRandom, WallClock};
+pub use js::platform::{acquire_lock, PlatformClock, PlatformRandom, WallClock};
 pub use key::{validate_key, KeyError, MAX_KEY_BYTES};
-#[cfg(target_arch = "wasm32")]
-pub use lock::acquire_lock;
 pub use lock::{Lock, LockError, LockManager, LockOptions, LOCK_STALE_MS, LOCK_WAIT_MS};
 pub use random::{Random, SeededRandom};
 pub use serializer::{

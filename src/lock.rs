@@ -786,30 +786,6 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     }
 }
 
-/// Takes the lock `name` in `store` once, on the platform's wall clock and crypto, with no local
-/// queue (each call is its own contender). For many acquisitions over one store, keep one
-/// [`LockManager`] instead: its contenders queue locally and hand the lock on.
-///
-/// # Errors
-/// As [`LockManager::acquire`].
-#[cfg(target_arch = "wasm32")]
-pub async fn acquire_lock<S: LockStore>(
-    store: S,
-    name: &str,
-    options: LockOptions,
-) -> Result<
-    Option<Lock<S, crate::js::platform::WallClock, crate::js::platform::PlatformRandom>>,
-    LockError,
-> {
-    LockManager::new(
-        store,
-        crate::js::platform::WallClock,
-        crate::js::platform::PlatformRandom,
-    )
-    .acquire(name, options)
-    .await
-}
-
 impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// The lock's name.
     pub fn name(&self) -> &str {

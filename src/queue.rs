@@ -375,11 +375,6 @@ impl<P, L: Default> Lines<P, L> {
         self.line(line.0).map(|line| &line.data)
     }
 
-    /// The key of a busy line.
-    pub fn line_key(&self, line: LineId) -> Option<&Rc<str>> {
-        self.line(line.0).map(|line| &line.key)
-    }
-
     /// How many entries wait in a line, its head included; 0 for an idle one.
     pub fn line_len(&self, line: LineId) -> usize {
         self.head(line)

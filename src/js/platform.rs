@@ -15,8 +15,10 @@ use std::task::{Context, Poll};
 use wasm_bindgen::prelude::*;
 
 use crate::clock::{Clock, Sleep, SleepState, TimerError};
+use crate::lock::{Lock, LockError, LockManager, LockOptions};
 use crate::random::{Pool, Random};
 use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
+use crate::store::LockStore;
 
 #[wasm_bindgen]
 extern "C" {
@@ -166,4 +168,20 @@ impl KeyedSerializer<PlatformClock> {
     pub fn new(timeout_ms: f64) -> Result<Self, TimeoutOutOfRange> {
         Self::with_clock(timeout_ms, PlatformClock)
     }
+}
+
+/// Takes the lock `name` in `store` once, on the platform's wall clock and crypto, with no local
+/// queue (each call is its own contender). For many acquisitions over one store, keep one
+/// [`LockManager`] instead: its contenders queue locally and hand the lock on.
+///
+/// # Errors
+/// As [`LockManager::acquire`].
+pub async fn acquire_lock<S: LockStore>(
+    store: S,
+    name: &str,
+    options: LockOptions,
+) -> Result<Option<Lock<S, WallClock, PlatformRandom>>, LockError> {
+    LockManager::new(store, WallClock, PlatformRandom)
+        .acquire(name, options)
+        .await
 }

@@ -414,11 +414,6 @@ impl<P> SerializerCore<P> {
         self.lines.line_of(ticket)
     }
 
-    /// The key of a busy line.
-    pub fn key(&self, line: LineId) -> Option<&str> {
-        self.lines.line_key(line).map(|key| &**key)
-    }
-
     /// What was queued with a work.
     pub fn payload(&self, ticket: Ticket) -> Option<&P> {
         self.lines.get(ticket).map(|job| &job.payload)
@@ -427,11 +422,6 @@ impl<P> SerializerCore<P> {
     /// What was queued with a work, mutably.
     pub fn payload_mut(&mut self, ticket: Ticket) -> Option<&mut P> {
         self.lines.get_mut(ticket).map(|job| &mut job.payload)
-    }
-
-    /// Whether a work is running (started, not settled, not abandoned).
-    pub fn is_running(&self, ticket: Ticket) -> bool {
-        matches!(self.lines.get(ticket), Some(job) if matches!(job.state, State::Running { .. }))
     }
 
     /// Whether a work is waiting: queued, its turn not come or not started yet.

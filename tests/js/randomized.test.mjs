@@ -19,6 +19,36 @@ after(() => clearInterval(keepAlive));
 const unhandled = [];
 process.on('unhandledRejection', (reason) => unhandled.push(reason));
 
+/**
+ * What the works of each key did: `started[key]` in the order they started, `state` (seq →
+ * `{ ended, signal }`, `ended` once the work's own promise settled or it returned or threw), and
+ * `overlaps`: works that started while the previous one of their key still ran — neither ended
+ * nor abandoned (an abandoned work's signal is aborted before the next one may start).
+ */
+function turnLog(keys) {
+  const started = Array.from({ length: keys }, () => []);
+  const state = new Map();
+  const lastStarted = new Array(keys).fill(-1);
+  const overlaps = [];
+  return {
+    started,
+    state,
+    overlaps,
+    /** A work's start: answers its `{ ended, signal }` for it to mark its end. */
+    start(key, seq, signal) {
+      const previous = state.get(lastStarted[key]);
+      if (previous !== undefined && !previous.ended && !previous.signal.aborted) {
+        overlaps.push(`key ${key}: work ${seq} started while work ${lastStarted[key]} ran`);
+      }
+      lastStarted[key] = seq;
+      started[key].push(seq);
+      const mine = { ended: false, signal };
+      state.set(seq, mine);
+      return mine;
+    },
+  };
+}
+
 test('random works keep per-key entry order and never overlap except after a timeout', async () => {
   const random = seededRandom(20261129);
   const TIMEOUT = 8;
@@ -26,12 +56,7 @@ test('random works keep per-key entry order and never overlap except after a tim
   const KEYS = 60;
   const WORKS = 12000;
   const entered = Array.from({ length: KEYS }, () => []);
-  const started = Array.from({ length: KEYS }, () => []);
-  // seq → { ended, signal }: `ended` once the work's own promise settled (or it returned or
-  // threw); a work that timed out has its signal aborted before the next one may start.
-  const state = new Map();
-  const lastStarted = new Array(KEYS).fill(-1);
-  const overlaps = [];
+  const { started, state, overlaps, start } = turnLog(KEYS);
   const outcomes = { fulfilled: 0, rejected: 0, timedOut: 0, late: 0 };
   const lateExpected = new Set();
   const lateReported = new Set();
@@ -45,14 +70,7 @@ test('random works keep per-key entry order and never overlap except after a tim
     const kind = roll < 0.1 ? 'throw' : roll < 0.2 ? 'reject' : roll < 0.22 ? 'never' : roll < 0.3 ? 'sync' : 'resolve';
     const work = (signal) => {
       assert.ok(signal instanceof AbortSignal);
-      const previous = state.get(lastStarted[key]);
-      if (previous !== undefined && !previous.ended && !previous.signal.aborted) {
-        overlaps.push(`key ${key}: work ${seq} started while work ${lastStarted[key]} ran`);
-      }
-      lastStarted[key] = seq;
-      started[key].push(seq);
-      const mine = { ended: false, signal };
-      state.set(seq, mine);
+      const mine = start(key, seq, signal);
       if (kind === 'throw') {
         mine.ended = true;
         throw new Error(`throw ${seq}`);
@@ -110,10 +128,7 @@ test('random callers with signals aborting at random moments, own deadlines and 
   const KEYS = 60;
   const WORKS = 8000;
   const accepted = Array.from({ length: KEYS }, () => []); // seqs queued, in entry order
-  const started = Array.from({ length: KEYS }, () => []);
-  const state = new Map(); // seq → { ended, signal }
-  const lastStarted = new Array(KEYS).fill(-1);
-  const overlaps = [];
+  const { started, state, overlaps, start } = turnLog(KEYS);
   const counts = { fulfilled: 0, rejected: 0, timedOut: 0, aborted: 0, refused: 0, abortedBeforeStart: 0 };
   const all = [];
   const aborters = [];
@@ -124,14 +139,7 @@ test('random callers with signals aborting at random moments, own deadlines and 
     const controller = random() < 0.3 ? new AbortController() : undefined;
     const never = random() < 0.03;
     const work = (signal) => {
-      const previous = state.get(lastStarted[key]);
-      if (previous !== undefined && !previous.ended && !previous.signal.aborted) {
-        overlaps.push(`key ${key}: work ${seq} started while work ${lastStarted[key]} ran`);
-      }
-      lastStarted[key] = seq;
-      started[key].push(seq);
-      const mine = { ended: false, signal };
-      state.set(seq, mine);
+      const mine = start(key, seq, signal);
       if (never) return new Promise(() => {});
       return sleep(delay).then(() => {
         mine.ended = true;

@@ -1,12 +1,13 @@
 // The JS-facing serializer, tested against the built package (pkg/), imported by name as a user
 // would. Run by `make test` with node's test runner; `--expose-gc` for the idle-memory test.
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { createKeyedSerializer, SerializedWorkTimeout, DEFAULT_TIMEOUT_MS } from 'keyturn';
+import { deferred, watchProcess } from './support.mjs';
 
 // KEYTURN_CONTEXTUAL=1 runs the same tests in the mode the workerd entry turns on (each work
 // started from its own caller's promise reaction, a deadline timer per work).
@@ -14,33 +15,13 @@ if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.
 
 const require = createRequire(import.meta.url);
 
-// The package's deadline timer is unref'd (as the seed's): awaiting a timeout alone would let
-// Node exit. Tests keep the loop alive themselves.
-const keepAlive = setInterval(() => {}, 1000);
-after(() => clearInterval(keepAlive));
-
-// Every test in this file also checks that nothing produced an unhandled rejection.
-const unhandled = [];
-process.on('unhandledRejection', (reason) => unhandled.push(reason));
+// Keeps the loop alive (the package's deadline timers are unref'd, as the seed's), and every
+// test in this file also checks that nothing produced an unhandled rejection.
+const { noUnhandled } = watchProcess();
 const settleTurns = async () => {
   // Let pending microtasks and rejection tracking run.
   await sleep(5);
 };
-const noUnhandled = async () => {
-  await settleTurns();
-  assert.deepEqual(unhandled, [], 'no unhandled rejection');
-};
-
-/** A promise and its resolvers (Node 20 has no Promise.withResolvers). */
-function deferred() {
-  let resolve;
-  let reject;
-  const promise = new Promise((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 test('loads by import and by require without an init call, with the seed constants', () => {
   const cjs = require('keyturn');
