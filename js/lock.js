@@ -1,12 +1,17 @@
-// acquireLock and MemoryStore over the lock's wasm module (keyturn_lock), which is its own
-// module so that code that only serializes never loads it. Static JS, copied into pkg/ by the
-// build. The entry tells `setLockLoader` how to instantiate the module; it is instantiated on
-// first use (synchronously: Node reads it from disk, workerd has it compiled, a browser entry
+// acquireLock, withLock and MemoryStore over the lock's wasm module (keyturn_lock), which is its
+// own module so that code that only serializes never loads it. Static JS, copied into pkg/ by
+// the build. The entry tells `setLockLoader` how to instantiate the module; it is instantiated
+// on first use (synchronously: Node reads it from disk, workerd has it compiled, a browser entry
 // fetched it up front).
+//
+// The wasm core decides everything (see src/lock/core.rs): this file only does what it asks —
+// each store call through `exchange`, the one path with the one answer classifier, sleeps, and
+// wake-ups — and feeds the answers back. The core calls no JavaScript.
 import * as glue from './keyturn_lock.js';
-import { LockStoreError } from './errors.js';
+import { LockStoreError, LockUnavailable } from './errors.js';
+import { LOCK_STALE_MS, LOCK_WAIT_MS } from './constants.js';
 
-export { LockStoreError };
+export { LockStoreError, LockUnavailable, LOCK_STALE_MS, LOCK_WAIT_MS };
 
 let load;
 let loaded = false;
@@ -24,53 +29,112 @@ function lockModule() {
   return glue;
 }
 
-import { LOCK_STALE_MS, LOCK_WAIT_MS } from './constants.js';
+// Step codes of the core (src/js/lock.rs).
+const CREATE = 0;
+const READ = 1;
+const REPLACE = 2;
+const SLEEP = 3;
+const WAIT = 4;
+const HELD = 5;
+// 6 DONE and 7 LOST end a release or renewal; 8 GIVE_UP ends a wait.
+// Answer kinds.
+const CREATED = 0;
+const REPLACED = 1;
+const WOKE = 2;
+const FAILED = 3;
 
-export { LOCK_STALE_MS, LOCK_WAIT_MS };
+const METHODS = ['create', 'read', 'replace'];
 
-const storeError = (message, cause) => new LockStoreError(message, cause === undefined ? undefined : { cause });
+const describe = (value) => (value === null ? 'null' : typeof value);
 
-// One manager per store object (and `now`) in this isolate, so that contenders for a name
-// queue locally and only the head talks to the store. Weak: a store that goes away takes its
-// managers with it.
-const managers = new WeakMap();
-
-// What a manager is to this file: the lock module's core; `name`, the lock name of the core
-// call in progress (the store calls `start` makes are under it); and `lastId`, the id of the
-// store call the core last made through `start`, -1 for none. Each caller saves both, sets
-// them, calls the core, reads `lastId` and puts the saved values back, so a store method or
-// `now` that calls back in (a nested acquisition) leaves the outer call seeing only its own.
-function newManager(store, now) {
-  const Core = lockModule().LockManagerCore;
-  const manager = { core: undefined, lastId: -1, name: undefined };
-  // Locks are plain JS objects holding an id into the manager: no finalizer per lock.
-  const newLock = (id, name, fence, token) => new KeyturnLock(manager, id, name, fence, token);
-  let create;
-  let replace;
-  // The store call of a first call or a release, made here rather than from wasm: a JS call
-  // and no Promise.resolve (its answer is awaited as it is).
-  const start = (id, version, value) => {
-    const { name } = manager;
-    let answer;
-    try {
-      answer = version === undefined ? create.call(store, name, value) : replace.call(store, name, version, value);
-    } catch (error) {
-      answer = Promise.reject(error);
-    }
-    manager.lastId = id;
-    return answer;
-  };
-  manager.core = new Core(store, now, storeError, newLock, start); // throws the TypeError naming `store`
-  // The methods the core checked (and keeps, for the calls it makes itself).
-  ({ create, replace } = store);
-  return manager;
+function wrongAnswer(method, expected, answer) {
+  return new LockStoreError(`store.${method} answered a ${describe(answer)}, not ${expected}`);
 }
 
-function managerFor(store, options) {
-  const now = options !== null && typeof options === 'object' ? options.now : undefined;
-  if (store === null || (typeof store !== 'object' && typeof store !== 'function')) {
-    return newManager(store, now);
+/**
+ * All locks of one store object (and `now`) in this isolate: contenders for a name queue here
+ * and only the head talks to the store. Waiters in line share one timer, armed for the earliest
+ * time the core must look again (a wait's end, a holder's lease end).
+ */
+class Manager {
+  constructor(store, now) {
+    this.core = new (lockModule().LockCoreBinding)();
+    this.store = store;
+    this.now = now;
+    this.last = 0;
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    this.fire = () => {
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      this.core.expire(this.clock());
+      this.drain();
+      this.arm();
+    };
   }
+
+  /** `now()`, or its last good answer when it gives something other than a finite number. */
+  clock() {
+    const now = this.now === undefined ? Date.now() : this.now();
+    if (typeof now === 'number' && Number.isFinite(now)) this.last = now;
+    return this.last;
+  }
+
+  /** Wakes the waiters the core named; one that is not waiting has a step in hand already. */
+  drain() {
+    for (let waiter; (waiter = this.core.takeWoken()) !== undefined;) {
+      const wake = waiter.wake;
+      if (wake !== undefined) {
+        waiter.wake = undefined;
+        wake();
+      }
+    }
+  }
+
+  /** The shared timer, for the core's earliest time (re-armed only for an earlier one). */
+  arm() {
+    const at = this.core.nextTimer();
+    if (Number.isNaN(at)) {
+      if (this.timer !== undefined) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timer = setTimeout(this.fire, Math.max(0, at - this.clock()));
+    this.timerAt = at;
+  }
+
+  /** Resolves when the core wakes `waiter`, or its time comes (through the shared timer). */
+  wait(waiter) {
+    return new Promise((resolve) => {
+      waiter.wake = resolve;
+      this.arm();
+    });
+  }
+
+  /** The head's pause between polls: a timer of its own, cut short by its abort. */
+  sleep(waiter, until) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        waiter.wake = undefined;
+        resolve();
+      }, Math.max(0, until - this.clock()));
+      waiter.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+// One manager per store object and `now`. Weak: a store that goes away takes its managers along.
+const managers = new WeakMap();
+
+function managerFor(store, now) {
+  lockModule().LockCoreBinding.checkStore(store); // the TypeError naming `store`
   let byNow = managers.get(store);
   if (byNow === undefined) {
     byNow = new Map();
@@ -78,99 +142,192 @@ function managerFor(store, options) {
   }
   let manager = byNow.get(now);
   if (manager === undefined) {
-    manager = newManager(store, now);
+    manager = new Manager(store, now);
     byNow.set(now, manager);
   }
   return manager;
 }
 
 /**
- * acquireLock(store, name, { waitMs, staleMs, now }) → Promise<Lock | undefined>
- *
- * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for
- * the whole `waitMs`. Rejects with a `LockStoreError` when the store fails, a `TypeError` or
- * `RangeError` for bad arguments.
+ * The store call the core asked for (`code`, details in its outbox), its answer classified and
+ * fed back: the next step's code. A store that throws, rejects or answers something that is not
+ * a store's answer is a `LockStoreError` — after the core was told, so it holds nothing.
  */
-export function acquireLock(store, name, options) {
-  // Not `async`: that would add promise hops to every acquisition. A bad argument still
-  // rejects rather than throws.
-  let manager;
-  let first;
-  let waitMs;
-  let staleMs;
-  let id = -1;
+async function exchange(manager, name, ticket, code) {
+  const { core, store } = manager;
+  const value = code === READ ? undefined : core.value();
+  const version = code === REPLACE ? core.version() : undefined;
+  let answer;
+  let failure;
   try {
-    manager = managerFor(store, options);
-    // Read here, where a property read is cheap: the fast path takes numbers (defaults put in
-    // here); anything else goes to `acquire`, which names it in its error.
-    const plain = options === undefined || (typeof options === 'object' && options !== null);
-    if (plain && options !== undefined) {
-      waitMs = options.waitMs;
-      staleMs = options.staleMs;
-    }
-    if (typeof name === 'string' && plain && (waitMs === undefined || typeof waitMs === 'number') && (staleMs === undefined || typeof staleMs === 'number')) {
-      const saved = manager.lastId;
-      const savedName = manager.name;
-      manager.lastId = -1;
-      manager.name = name;
-      try {
-        // Nobody here in line for `name`: the one store call that may take it is made already.
-        first = manager.core.tryFirst(name, waitMs ?? LOCK_WAIT_MS, staleMs ?? LOCK_STALE_MS);
-        id = manager.lastId;
-      } finally {
-        manager.lastId = saved;
-        manager.name = savedName;
-      }
-    }
+    answer = await (code === CREATE ? store.create(name, value) : code === READ ? store.read(name) : store.replace(name, version, value));
   } catch (error) {
-    return Promise.reject(error);
+    const message = error instanceof Error ? error.message : String(error);
+    failure = new LockStoreError(`store.${METHODS[code]} failed: ${message}`, { cause: error });
   }
-  if (id === -1) return manager.core.acquire(name, options, waitMs, staleMs);
-  return finishFirst(manager.core, id, name, first);
+  if (failure === undefined) {
+    if (code === READ) {
+      if (answer === null || answer === undefined) return core.stepRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, manager.clock());
+      if (typeof answer === 'object' && typeof answer.value === 'string' && typeof answer.version === 'string') {
+        let record;
+        try {
+          record = JSON.parse(answer.value);
+        } catch {
+          record = undefined;
+        }
+        // Not an object: not ours; the core checks every field of one that is.
+        if (record === null || typeof record !== 'object') record = {};
+        return core.stepRead(ticket, answer.version, record.keyturn, record.state, record.token, record.fence, record.at, manager.clock());
+      }
+      failure = wrongAnswer('read', '{ value: string, version: string } or null', answer);
+    } else if (typeof answer === 'string' || answer === null || answer === undefined) {
+      return core.step(ticket, code === CREATE ? CREATED : REPLACED, answer ?? undefined, manager.clock());
+    } else {
+      failure = wrongAnswer(METHODS[code], 'a version string or null', answer);
+    }
+  }
+  core.step(ticket, FAILED, undefined, manager.clock());
+  manager.drain();
+  throw failure;
 }
 
-// How a store call settled, for the lock module: a version string, null or undefined, a
-// rejection, or anything else (which it reports as a wrong answer).
-const VERSION = 0;
-const NONE = 1;
-const FAILED = 2;
-const OTHER = 3;
-const kindOf = (answer) => (typeof answer === 'string' ? VERSION : answer === null || answer === undefined ? NONE : OTHER);
-
-async function finishFirst(core, id, name, first) {
-  let answer;
-  let kind;
-  try {
-    answer = await first;
-    kind = kindOf(answer);
-  } catch (error) {
-    answer = error;
-    kind = FAILED;
+/**
+ * acquireLock(store, name, { waitMs, staleMs, now, signal }) → Promise<Lock | undefined>
+ *
+ * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for
+ * the whole `waitMs`. Rejects with a `LockStoreError` when the store fails, the signal's reason
+ * when it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
+ */
+export async function acquireLock(store, name, options) {
+  let now;
+  let signal;
+  if (options !== null && typeof options === 'object') {
+    ({ now, signal } = options);
+    if (now !== undefined && typeof now !== 'function') throw new TypeError(`keyturn: options.now must be a function or undefined, got ${describe(now)}`);
+    if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof signal.addEventListener === 'function' && 'aborted' in signal)) {
+      throw new TypeError(`keyturn: options.signal must be an AbortSignal or undefined, got ${describe(signal)}`);
+    }
   }
-  // The lock, or the promise of the rest of the acquisition (somebody else's record is there).
-  return core.finishFirst(id, name, answer, kind);
+  const manager = managerFor(store, now);
+  if (signal?.aborted) throw signal.reason;
+  const { core } = manager;
+  const waiter = { wake: undefined };
+  // Validates the name and options: a TypeError or RangeError before anything is queued.
+  let code = core.acquire(name, options, waiter, manager.clock());
+  const ticket = core.lastTicket();
+  manager.drain();
+  let aborted = false;
+  const onAbort = () => {
+    aborted = true;
+    // A waiter leaves its line at once; a call in flight is finished first (and undone).
+    const wake = waiter.wake;
+    if (wake !== undefined) {
+      waiter.wake = undefined;
+      core.leave(ticket, true, manager.clock());
+      manager.drain();
+      wake();
+    }
+  };
+  signal?.addEventListener('abort', onAbort);
+  let held = false;
+  try {
+    for (;;) {
+      if (code === HELD) {
+        held = true;
+        const lock = new KeyturnLock(manager, ticket, name);
+        if (aborted) {
+          // A create that won meanwhile: let it go, then report the abort.
+          await lock.release().catch(() => {});
+          throw signal.reason;
+        }
+        return lock;
+      }
+      if (aborted) throw signal.reason;
+      if (code > WAIT) return undefined; // GIVE_UP: the wait is over, nothing held
+      if (code === SLEEP) {
+        await manager.sleep(waiter, core.until());
+        code = core.step(ticket, WOKE, undefined, manager.clock());
+      } else if (code === WAIT) {
+        await manager.wait(waiter);
+        code = core.step(ticket, WOKE, undefined, manager.clock());
+      } else {
+        code = await exchange(manager, name, ticket, code);
+      }
+      manager.drain();
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    if (!held) {
+      // Whatever ended the wait (an abort, a refused timer, a failed `now`): out of the line.
+      core.leave(ticket, true, manager.clock());
+      manager.drain();
+    }
+  }
+}
+
+/**
+ * withLock(store, name, fn, options) → Promise of fn's result
+ *
+ * Acquires `name`, runs `fn(lock)`, renews the lease every `staleMs / 3` while `fn` runs, and
+ * releases when it settles, with `fn`'s value or error as its own. Rejects with
+ * `LockUnavailable` when a live holder kept the name for `waitMs`.
+ */
+export async function withLock(store, name, fn, options) {
+  if (typeof fn !== 'function') throw new TypeError(`keyturn: fn must be a function, got ${describe(fn)}`);
+  const lock = await acquireLock(store, name, options);
+  if (lock === undefined) throw new LockUnavailable(name, options?.waitMs ?? LOCK_WAIT_MS);
+  const every = (options?.staleMs ?? LOCK_STALE_MS) / 3;
+  let timer;
+  let running = true;
+  const schedule = () => {
+    if (!running) return;
+    timer = setTimeout(() => {
+      // A failed renewal is tried again next period; a lost lease ends the renewals.
+      lock.renew().then((held) => held && schedule(), schedule);
+    }, every);
+  };
+  try {
+    schedule();
+    return await fn(lock);
+  } finally {
+    running = false;
+    clearTimeout(timer);
+    // fn's outcome is withLock's: a release that fails leaves the record to go stale.
+    await lock.release().catch(() => {});
+  }
 }
 
 const released = Promise.resolve();
 
+function lostReason(name, why) {
+  return new DOMException(`keyturn: the lease on lock ${name} ${why}`, 'AbortError');
+}
+
 /**
  * A held lock: its `name`, its `token` (in the record while held; shared within one hand-off
- * batch) and its `fence` (rises with every acquisition of the name). The lock module keeps the
- * lock under `id` until it is released — or, if it never is, until its record is stale.
+ * batch), its `fence` (rises with every acquisition of the name) and `heldUntil` (its lease
+ * end, moved by `renew`). The core keeps it under `ticket` until it is released or lost.
  */
 class KeyturnLock {
   #manager;
-  #id;
+  #ticket;
   #name;
   #fence;
   #token;
+  #heldUntil;
+  #done = false;
+  #renewal;
+  #controller;
+  #timer;
 
-  constructor(manager, id, name, fence, token) {
+  constructor(manager, ticket, name) {
+    const { core } = manager;
     this.#manager = manager;
-    this.#id = id;
+    this.#ticket = ticket;
     this.#name = name;
-    this.#fence = fence;
-    this.#token = token;
+    this.#fence = core.fence(ticket);
+    this.#token = core.token(ticket);
+    this.#heldUntil = core.heldUntil(ticket);
   }
 
   get name() {
@@ -185,43 +342,82 @@ class KeyturnLock {
     return this.#fence;
   }
 
-  /** Gives the lock back: one store call at most; the lock module decides what it writes. */
-  release() {
-    const id = this.#id;
-    if (id === -1) return released;
-    this.#id = -1;
-    const manager = this.#manager;
-    const saved = manager.lastId;
-    const savedName = manager.name;
-    manager.lastId = -1;
-    manager.name = this.#name;
-    let pending;
-    let started;
-    try {
-      pending = manager.core.beginRelease(id);
-      started = manager.lastId === id;
-    } catch (error) {
-      return Promise.reject(error);
-    } finally {
-      manager.lastId = saved;
-      manager.name = savedName;
-    }
-    if (!started) return released;
-    return finishRelease(manager.core, id, pending);
+  get heldUntil() {
+    return this.#heldUntil;
   }
-}
 
-async function finishRelease(core, id, pending) {
-  let answer;
-  let kind;
-  try {
-    answer = await pending;
-    kind = kindOf(answer);
-  } catch (error) {
-    answer = error;
-    kind = FAILED;
+  /** Aborts once this holder has lost the lease; its timer is armed only when first read. */
+  get signal() {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#done) this.#controller.abort(lostReason(this.#name, 'was released'));
+      else this.#watch();
+    }
+    return this.#controller.signal;
   }
-  core.finishRelease(id, answer, kind);
+
+  /** The lease end's timer, for the signal (measured with `now`: checked again when it fires). */
+  #watch() {
+    if (this.#controller === undefined || this.#done) return;
+    clearTimeout(this.#timer);
+    const manager = this.#manager;
+    this.#timer = setTimeout(() => {
+      if (manager.clock() >= this.#heldUntil) this.#lose('passed its heldUntil unrenewed');
+      else this.#watch();
+    }, Math.max(0, this.#heldUntil - manager.clock()));
+  }
+
+  #lose(why) {
+    this.#done = true;
+    clearTimeout(this.#timer);
+    this.#controller?.abort(lostReason(this.#name, why));
+  }
+
+  /** One CAS moving the lease to `now + staleMs`: true, or false once lost (for good). */
+  renew() {
+    if (this.#done) return Promise.resolve(false);
+    if (this.#renewal === undefined) {
+      this.#renewal = this.#renew().finally(() => {
+        this.#renewal = undefined;
+      });
+    }
+    return this.#renewal;
+  }
+
+  async #renew() {
+    const manager = this.#manager;
+    let code = manager.core.renew(this.#ticket, manager.clock());
+    if (code === REPLACE) code = await exchange(manager, this.#name, this.#ticket, code);
+    manager.drain();
+    if (code === HELD) {
+      this.#heldUntil = manager.core.heldUntil(this.#ticket);
+      this.#watch();
+      return true;
+    }
+    this.#lose('was lost: taken over, or past its heldUntil');
+    return false;
+  }
+
+  /** Gives the lock back: one store call at most; the core decides what it writes. */
+  release() {
+    if (this.#done) return released;
+    this.#done = true;
+    clearTimeout(this.#timer);
+    const settle = () => this.#release();
+    return this.#renewal === undefined ? settle() : this.#renewal.then(settle, settle);
+  }
+
+  async #release() {
+    const manager = this.#manager;
+    try {
+      const code = manager.core.release(this.#ticket, manager.clock());
+      manager.drain();
+      if (code === REPLACE) await exchange(manager, this.#name, this.#ticket, code);
+      manager.drain();
+    } finally {
+      this.#controller?.abort(lostReason(this.#name, 'was released'));
+    }
+  }
 }
 
 if (typeof Symbol.asyncDispose === 'symbol') {
@@ -231,25 +427,41 @@ if (typeof Symbol.asyncDispose === 'symbol') {
   };
 }
 
+function checkString(value, what) {
+  if (typeof value !== 'string') throw new TypeError(`keyturn: ${what} must be a string, got ${describe(value)}`);
+}
+
 /**
  * The embedded store: records in this isolate's memory, with exact create-if-absent and
- * compare-and-set (the crate's `MemoryStore`). Locks over it exclude within one isolate only.
+ * compare-and-set — the crate's `MemoryStore` (src/store.rs), written in JS because a `Map`
+ * costs no wasm (the lock module is ~4 KB smaller without it); tests/js/stores.test.mjs holds
+ * it to the same contract as every store. Locks over it exclude within one isolate only.
  */
 export class MemoryStore {
-  #store;
-  constructor() {
-    this.#store = new (lockModule().MemoryStore)();
+  #records = new Map();
+  #versions = 0;
+  #put(key, value) {
+    const version = String(++this.#versions);
+    this.#records.set(key, { value, version });
+    return version;
   }
   /** Resolves to the new version, or null if a record exists. */
-  create(key, value) {
-    return this.#store.create(key, value);
+  async create(key, value) {
+    checkString(key, 'key');
+    checkString(value, 'value');
+    return this.#records.has(key) ? null : this.#put(key, value);
   }
   /** Resolves to `{ value, version }`, or null. */
-  read(key) {
-    return this.#store.read(key);
+  async read(key) {
+    checkString(key, 'key');
+    const record = this.#records.get(key);
+    return record === undefined ? null : { value: record.value, version: record.version };
   }
   /** Resolves to the new version if the record's version is still `version`, else null. */
-  replace(key, version, value) {
-    return this.#store.replace(key, version, value);
+  async replace(key, version, value) {
+    checkString(key, 'key');
+    checkString(version, 'version');
+    checkString(value, 'value');
+    return this.#records.get(key)?.version === version ? this.#put(key, value) : null;
   }
 }

@@ -39,6 +39,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 pub mod clock;
+mod deadlines;
 mod key;
 pub mod lock;
 pub mod messages;
@@ -53,6 +54,12 @@ pub mod store;
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub mod js;
+
+/// The npm package's allocator (feature `small-alloc`): smaller than the default dlmalloc. The
+/// modules are single-threaded, so no lock.
+#[cfg(all(feature = "small-alloc", target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
 pub use clock::{Clock, ManualClock, TimerError};
 #[cfg(target_arch = "wasm32")]

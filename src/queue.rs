@@ -47,7 +47,9 @@ impl KeyHasher {
 /// The hasher of every key-indexed map in the crate (see [`KeyHasher`]'s reasons).
 pub type KeyHash = BuildHasherDefault<KeyHasher>;
 
-type KeyIndex = HashMap<Rc<str>, u32, KeyHash>;
+/// Keys to slots: the one map type of the crate (each other map type would be its own copy of
+/// the hash table code in the wasm).
+pub(crate) type KeyIndex = HashMap<Rc<str>, u32, KeyHash>;
 
 const NONE: u32 = u32::MAX;
 

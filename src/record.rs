@@ -103,10 +103,25 @@ impl Record {
                 _ => {}
             }
         }
+        Record::from_fields(format, state.as_deref(), token, fence, at)
+    }
+}
+
+impl Record {
+    /// The record with these fields, as a parser found them (`None` where a field is absent or
+    /// of another type): the checks of [`Record::decode`], for a caller that parsed the JSON
+    /// itself (the JS package uses `JSON.parse`).
+    pub fn from_fields(
+        format: Option<f64>,
+        state: Option<&str>,
+        token: Option<String>,
+        fence: Option<f64>,
+        at: Option<f64>,
+    ) -> Result<Record, NotARecord> {
         if format != Some(f64::from(FORMAT)) {
             return Err(NotARecord("no \"keyturn\": 1"));
         }
-        let held = match state.as_deref() {
+        let held = match state {
             Some("held") => true,
             Some("free") => false,
             _ => return Err(NotARecord("state is neither \"held\" nor \"free\"")),
@@ -144,24 +159,9 @@ fn encode(held: bool, token: &str, fence: u64, at: f64) -> String {
     out.push_str("{\"keyturn\":1,\"state\":\"");
     out.push_str(if held { "held" } else { "free" });
     out.push_str("\",\"token\":\"");
-    // Tokens are ours (hex): copied whole. Anything else is escaped so the JSON stays valid.
-    if token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push_str(token);
-    } else {
-        for c in token.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if (c as u32) < 0x20 => {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    out.push_str("\\u00");
-                    out.push(HEX[(c as usize) >> 4] as char);
-                    out.push(HEX[(c as usize) & 15] as char);
-                }
-                c => out.push(c),
-            }
-        }
-    }
+    // Tokens are ours: 32 hex digits, nothing to escape.
+    debug_assert!(!token.contains(['"', '\\']));
+    out.push_str(token);
     out.push_str("\",\"fence\":");
     push_decimal(&mut out, fence);
     out.push_str(",\"at\":");
@@ -316,7 +316,7 @@ fn parse_string(
 }
 
 /// Appends `n` in decimal, without the allocation `to_string` makes.
-fn push_decimal(out: &mut String, mut n: u64) {
+pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {

@@ -8,7 +8,9 @@
 
 use core::fmt;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::rc::Rc;
+
+use crate::queue::KeyIndex;
 
 /// A record's value and the version the store gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +113,10 @@ impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
 /// real store must match.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    records: RefCell<HashMap<String, (String, u64), crate::queue::KeyHash>>,
+    /// Keys to their record's slot, in the crate's one map type (see `queue::KeyIndex`).
+    index: RefCell<KeyIndex>,
+    /// Each record's value and version. Records are never deleted.
+    records: RefCell<Vec<(String, u64)>>,
     versions: Cell<u64>,
 }
 
@@ -121,41 +126,67 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn next_version(&self) -> u64 {
-        let version = self.versions.get() + 1;
-        self.versions.set(version);
-        version
+    fn slot(&self, key: &str) -> Option<usize> {
+        self.index.borrow().get(key).map(|&slot| slot as usize)
     }
 
     /// The record under `key`, without going through the async trait (for tests).
     pub fn get(&self, key: &str) -> Option<Versioned> {
-        self.records
-            .borrow()
-            .get(key)
-            .map(|(value, version)| Versioned {
-                value: value.clone(),
-                version: version.to_string(),
-            })
+        let slot = self.slot(key)?;
+        self.records.borrow().get(slot).map(|(value, version)| Versioned {
+            value: value.clone(),
+            version: decimal(*version),
+        })
+    }
+
+    /// Creates the record if none exists: its version, or `None`. The trait's `create`, at once.
+    pub fn create_now(&self, key: &str, value: &str) -> Option<String> {
+        if self.slot(key).is_some() {
+            return None;
+        }
+        Some(self.put(key, value))
+    }
+
+    /// Replaces the record if its version is still `version`: the new version, or `None`. The
+    /// trait's `replace`, at once.
+    pub fn replace_now(&self, key: &str, version: &str, value: &str) -> Option<String> {
+        let slot = self.slot(key)?;
+        let current = self.records.borrow().get(slot).map(|(_, v)| *v)?;
+        if decimal(current) != version {
+            return None;
+        }
+        Some(self.put(key, value))
     }
 
     /// Overwrites a record unconditionally (for tests: a corrupt record, another writer).
     pub fn put(&self, key: &str, value: &str) -> String {
-        let version = self.next_version();
-        self.records
-            .borrow_mut()
-            .insert(key.to_owned(), (value.to_owned(), version));
-        version.to_string()
+        let version = self.versions.get() + 1;
+        self.versions.set(version);
+        let mut records = self.records.borrow_mut();
+        match self.slot(key).and_then(|slot| records.get_mut(slot)) {
+            Some(record) => *record = (value.to_owned(), version),
+            None => {
+                self.index
+                    .borrow_mut()
+                    .insert(Rc::from(key), records.len() as u32);
+                records.push((value.to_owned(), version));
+            }
+        }
+        decimal(version)
     }
+}
+
+fn decimal(n: u64) -> String {
+    let mut out = String::new();
+    crate::record::push_decimal(&mut out, n);
+    out
 }
 
 impl LockStore for MemoryStore {
     type Version = String;
 
     async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
-        if self.records.borrow().contains_key(key) {
-            return Ok(None);
-        }
-        Ok(Some(self.put(key, value)))
+        Ok(self.create_now(key, value))
     }
 
     async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
@@ -168,10 +199,6 @@ impl LockStore for MemoryStore {
         version: &String,
         value: &str,
     ) -> Result<Option<String>, StoreError> {
-        let current = self.records.borrow().get(key).map(|(_, v)| v.to_string());
-        if current.as_ref() != Some(version) {
-            return Ok(None);
-        }
-        Ok(Some(self.put(key, value)))
+        Ok(self.replace_now(key, version, value))
     }
 }

@@ -8,6 +8,7 @@
 use core::fmt;
 
 use super::{validate_timeout_ms, SerializerOptions, TimeoutOutOfRange};
+use crate::deadlines::Deadlines;
 use crate::key::{validate_key, KeyError};
 use crate::queue::{LineId, Lines, Pushed, Ticket, MAX_ENTRIES};
 
@@ -147,8 +148,8 @@ pub struct SerializerCore<P> {
     /// Whether the core orders deadlines for one shared timer (else each work has its own).
     shared_timer: bool,
     /// Running works' deadlines, a min-heap of `(deadline, ticket)`. Entries of works that
-    /// ended stay until they reach the top or the heap is compacted (see `push_deadline`).
-    deadlines: Vec<(f64, Ticket)>,
+    /// ended stay until they reach the top or the heap is compacted (see `Deadlines`).
+    deadlines: Deadlines,
     running: usize,
     counted: usize,
     stats: Stats,
@@ -172,7 +173,7 @@ impl<P> SerializerCore<P> {
             lines: Lines::new(),
             options,
             shared_timer,
-            deadlines: Vec::new(),
+            deadlines: Deadlines::default(),
             running: 0,
             counted: 0,
             stats: Stats::default(),
@@ -273,7 +274,9 @@ impl<P> SerializerCore<P> {
         self.running += 1;
         self.stats.started += 1;
         if self.shared_timer {
-            self.push_deadline(deadline, ticket);
+            let lines = &self.lines;
+            self.deadlines
+                .push(deadline, ticket, self.running, |entry| live_deadline(lines, entry));
         }
         let job = self.lines.get_mut(ticket)?;
         Some(Started {
@@ -342,52 +345,22 @@ impl<P> SerializerCore<P> {
         self.stats.late_settled += 1;
     }
 
-    fn live_deadline(&self, entry: (f64, Ticket)) -> bool {
-        matches!(self.lines.get(entry.1), Some(job) if job.state == State::Running { deadline: entry.0 })
-    }
-
-    /// Adds a running work's deadline to the heap. Entries of works that ended are dropped when
-    /// they reach the top; and when they outnumber the live ones twice over the heap is rebuilt
-    /// from the live ones, so it holds at most about three entries per running work (amortised
-    /// O(1) per work: deadlines mostly come in rising order, so a push rarely sifts).
-    fn push_deadline(&mut self, deadline: f64, ticket: Ticket) {
-        if self.deadlines.len() >= 2 * self.running + 64 {
-            let mut deadlines = std::mem::take(&mut self.deadlines);
-            deadlines.retain(|&entry| self.live_deadline(entry));
-            for at in (0..deadlines.len() / 2).rev() {
-                sift_down(&mut deadlines, at);
-            }
-            self.deadlines = deadlines;
-        }
-        let last = self.deadlines.len();
-        self.deadlines.push((deadline, ticket));
-        sift_up(&mut self.deadlines, last);
-    }
-
-    fn pop_ended_deadlines(&mut self) {
-        while let Some(&top) = self.deadlines.first() {
-            if self.live_deadline(top) {
-                return;
-            }
-            pop(&mut self.deadlines);
-        }
-    }
-
     /// The earliest deadline of a running work (with a shared timer), if any runs.
     pub fn next_deadline(&mut self) -> Option<f64> {
-        self.pop_ended_deadlines();
-        self.deadlines.first().map(|&(deadline, _)| deadline)
+        let lines = &self.lines;
+        self.deadlines
+            .first(|entry| live_deadline(lines, entry))
+            .map(|(deadline, _)| deadline)
     }
 
     /// The running work with the earliest deadline at or before `now`, abandoned as timed out
     /// (with a shared timer); `None` when no deadline has passed. Call until `None`.
     pub fn expire(&mut self, now: f64) -> Option<Ticket> {
-        self.pop_ended_deadlines();
-        let &(deadline, ticket) = self.deadlines.first()?;
+        let (deadline, ticket) = self.earliest_entry()?;
         if deadline > now {
             return None;
         }
-        pop(&mut self.deadlines);
+        self.deadlines.pop();
         self.abandon(ticket, Abandon::TimedOut);
         Some(ticket)
     }
@@ -395,8 +368,12 @@ impl<P> SerializerCore<P> {
     /// The running work with the earliest deadline, whatever the time (with a shared timer):
     /// the one to give up on when no timer can be armed for it.
     pub fn earliest(&mut self) -> Option<Ticket> {
-        self.pop_ended_deadlines();
-        self.deadlines.first().map(|&(_, ticket)| ticket)
+        self.earliest_entry().map(|(_, ticket)| ticket)
+    }
+
+    fn earliest_entry(&mut self) -> Option<(f64, Ticket)> {
+        let lines = &self.lines;
+        self.deadlines.first(|entry| live_deadline(lines, entry))
     }
 
     /// Entries in the deadline heap, ended works' included (for tests of its bound).
@@ -468,41 +445,7 @@ impl<P> SerializerCore<P> {
     }
 }
 
-fn sift_up(heap: &mut [(f64, Ticket)], mut at: usize) {
-    while at > 0 {
-        let parent = (at - 1) / 2;
-        if heap[parent].0 <= heap[at].0 {
-            break;
-        }
-        heap.swap(parent, at);
-        at = parent;
-    }
-}
-
-fn sift_down(heap: &mut [(f64, Ticket)], mut at: usize) {
-    loop {
-        let (left, right) = (2 * at + 1, 2 * at + 2);
-        let mut least = at;
-        if left < heap.len() && heap[left].0 < heap[least].0 {
-            least = left;
-        }
-        if right < heap.len() && heap[right].0 < heap[least].0 {
-            least = right;
-        }
-        if least == at {
-            return;
-        }
-        heap.swap(at, least);
-        at = least;
-    }
-}
-
-fn pop(heap: &mut Vec<(f64, Ticket)>) {
-    if heap.is_empty() {
-        return;
-    }
-    let last = heap.len() - 1;
-    heap.swap(0, last);
-    heap.pop();
-    sift_down(heap, 0);
+/// Whether a heap entry is a running work's current deadline (ended works' entries are dead).
+fn live_deadline<P>(lines: &Lines<Job<P>, Counted>, (deadline, ticket): (f64, Ticket)) -> bool {
+    matches!(lines.get(ticket), Some(job) if job.state == State::Running { deadline })
 }

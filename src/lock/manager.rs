@@ -1,0 +1,485 @@
+//! The Rust driver of [`LockCore`]: it makes the store calls and sleeps the core asks for, as
+//! futures, and wakes waiters the core names.
+
+use core::fmt;
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use super::core::{Answer, LockCore, Step, Woken};
+use super::{LockError, LockOptions};
+use crate::clock::{Clock, Sleep};
+use crate::queue::Ticket;
+use crate::random::Random;
+use crate::record::Record;
+use crate::store::{LockStore, StoreError};
+
+/// How a waiter is woken: the core names it, the driver sets the flag and wakes its task.
+#[derive(Default)]
+struct Slot {
+    woken: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Slot {
+    fn wake(&self) {
+        self.woken.set(true);
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+}
+
+struct Inner<S: LockStore, C, R> {
+    store: S,
+    clock: C,
+    random: R,
+    core: RefCell<LockCore<S::Version, Rc<Slot>>>,
+}
+
+impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
+    /// One step of the core, then the waiters it named woken. The clock is read outside the
+    /// core's borrow.
+    fn with_core<T>(&self, f: impl FnOnce(&mut LockCore<S::Version, Rc<Slot>>, f64, &R) -> T) -> T {
+        let now = self.clock.now_ms();
+        let out = f(&mut self.core.borrow_mut(), now, &self.random);
+        loop {
+            let woken = self.core.borrow_mut().take_woken();
+            match woken {
+                None => return out,
+                Some(Woken::GaveUp(slot)) => slot.wake(),
+                Some(Woken::Turn(ticket)) => {
+                    let slot = self.core.borrow().handle(ticket).cloned();
+                    if let Some(slot) = slot {
+                        slot.wake();
+                    }
+                }
+            }
+        }
+    }
+
+    fn sleep_until(&self, until: f64) -> Result<Sleep, LockError> {
+        let ms = (until - self.clock.now_ms()).max(0.0);
+        Ok(self.clock.sleep(ms)?)
+    }
+
+    /// Makes the store call of `step`, if it is one.
+    async fn call(&self, name: &str, step: Step<S::Version>) -> (Answer<S::Version>, Option<StoreError>) {
+        let answer = match step {
+            Step::Create { value } => self.store.create(name, &value).await.map(Answer::Created),
+            Step::Read => self.store.read(name).await.map(|found| {
+                Answer::Read(found.map(|found| {
+                    let record = Record::decode(&found.value);
+                    (found.version, record)
+                }))
+            }),
+            Step::Replace { version, value } => self
+                .store
+                .replace(name, &version, &value)
+                .await
+                .map(Answer::Replaced),
+            _ => Ok(Answer::Woke),
+        };
+        match answer {
+            Ok(answer) => (answer, None),
+            Err(error) => (Answer::Failed, Some(error)),
+        }
+    }
+}
+
+/// Acquires and releases locks over one store, queueing this isolate's contenders per name.
+///
+/// Use one manager per store per isolate: contenders queue only with those of their manager.
+pub struct LockManager<S: LockStore, C: Clock, R: Random> {
+    inner: Rc<Inner<S, C, R>>,
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for LockManager<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("core", &self.inner.core)
+            .finish()
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Clone for LockManager<S, C, R> {
+    fn clone(&self) -> Self {
+        LockManager {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// Leaves the line when an acquisition is dropped before it ends.
+struct Leave<'a, S: LockStore, C: Clock, R: Random> {
+    inner: &'a Inner<S, C, R>,
+    ticket: Ticket,
+    armed: bool,
+}
+
+impl<S: LockStore, C: Clock, R: Random> Drop for Leave<'_, S, C, R> {
+    fn drop(&mut self) {
+        if self.armed {
+            let ticket = self.ticket;
+            self.inner
+                .with_core(|core, now, _| core.leave(ticket, true, now));
+        }
+    }
+}
+
+/// Waits until the core names this waiter or `sleep` ends.
+async fn wait_turn(slot: &Slot, mut sleep: Sleep) {
+    poll_fn(|cx: &mut Context<'_>| {
+        if slot.woken.replace(false) {
+            return Poll::Ready(());
+        }
+        if sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        *slot.waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    })
+    .await;
+}
+
+impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
+    /// A manager over `store`, timing with `clock` — epoch milliseconds, as
+    /// `clock::WallClock` on wasm: record times are compared across isolates — and drawing
+    /// tokens and jitter from `random` (the platform's crypto in production, never a
+    /// predictable generator).
+    pub fn new(store: S, clock: C, random: R) -> Self {
+        LockManager {
+            inner: Rc::new(Inner {
+                store,
+                clock,
+                random,
+                core: RefCell::new(LockCore::new()),
+            }),
+        }
+    }
+
+    /// Store calls made so far by this manager's acquisitions, renewals and releases.
+    pub fn store_calls(&self) -> u64 {
+        self.inner.core.borrow().store_calls()
+    }
+
+    /// Local contenders waiting or holding, for `name`.
+    pub fn local_line(&self, name: &str) -> usize {
+        self.inner.core.borrow().local_line(name)
+    }
+
+    /// The store this manager's locks live in.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The clock this manager's locks are timed by.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
+
+    /// Takes the lock `name`, or answers `None` when a live holder kept it for the whole
+    /// `wait_ms`. Local contenders are served first come, first served.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up: a waiter leaves the local line (one that had been handed
+    /// the lock leaves the record to this isolate's next acquisition, which takes it with one
+    /// CAS); a head that was talking to the store holds nothing unless its create or CAS had
+    /// already succeeded, in which case the record stays held until stale — as if the holder
+    /// had crashed.
+    ///
+    /// # Errors
+    /// A bad name or option (nothing asked of the store), a store failure — never reported as
+    /// a busy lock — or a refused timer; the acquisition then holds nothing.
+    pub async fn acquire(
+        &self,
+        name: &str,
+        options: LockOptions,
+    ) -> Result<Option<Lock<S, C, R>>, LockError> {
+        let inner = &*self.inner;
+        let slot = Rc::new(Slot::default());
+        let handle = slot.clone();
+        let (ticket, mut step) =
+            inner.with_core(|core, now, random| core.acquire(name, handle, options, now, random))?;
+        let mut leave = Leave {
+            inner,
+            ticket,
+            armed: true,
+        };
+        loop {
+            let (answer, failure) = match step {
+                Step::Held => {
+                    leave.armed = false;
+                    return Ok(Some(Lock::new(self.inner.clone(), name, ticket)));
+                }
+                Step::GiveUp | Step::Done | Step::Lost => {
+                    leave.armed = false;
+                    return Ok(None);
+                }
+                Step::Sleep { until } => {
+                    inner.sleep_until(until)?.await;
+                    (Answer::Woke, None)
+                }
+                Step::Wait { until } => {
+                    wait_turn(&slot, inner.sleep_until(until)?).await;
+                    (Answer::Woke, None)
+                }
+                call => inner.call(name, call).await,
+            };
+            step = inner.with_core(|core, now, random| core.step(ticket, answer, now, random));
+            if let Some(error) = failure {
+                leave.armed = false;
+                return Err(LockError::Store(error));
+            }
+        }
+    }
+
+    /// Acquires `name`, runs `f` with the lock, renewing the lease every `stale_ms / 3` while
+    /// `f`'s future runs, and releases the lock when it completes, answering its output.
+    ///
+    /// Renewal stops once the lease is lost (or a renewal fails): `f` can learn that from
+    /// [`Lock::is_held`]. The lock is released even when `f`'s output is an error of its own.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the lock unreleased: its record stays held until its lease
+    /// ends, as a crashed holder's would.
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] when a live holder kept the name for `wait_ms`; the errors of
+    /// [`LockManager::acquire`]; a failed release.
+    pub async fn with_lock<T, F, Fut>(&self, name: &str, options: LockOptions, f: F) -> Result<T, LockError>
+    where
+        F: FnOnce(&Lock<S, C, R>) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let Some(lock) = self.acquire(name, options).await? else {
+            return Err(LockError::Unavailable {
+                name: name.to_owned(),
+                wait_ms: options.wait_ms,
+            });
+        };
+        let output = {
+            let mut work = pin!(f(&lock));
+            let renewals = async {
+                loop {
+                    let Ok(pause) = self.inner.clock.sleep(options.stale_ms / 3.0) else {
+                        return;
+                    };
+                    pause.await;
+                    if !matches!(lock.renew().await, Ok(true)) {
+                        return;
+                    }
+                }
+            };
+            let mut renewals = pin!(renewals);
+            let mut renewing = true;
+            poll_fn(|cx| {
+                if let Poll::Ready(output) = work.as_mut().poll(cx) {
+                    return Poll::Ready(output);
+                }
+                if renewing && renewals.as_mut().poll(cx).is_ready() {
+                    renewing = false;
+                }
+                Poll::Pending
+            })
+            .await
+        };
+        lock.release().await?;
+        Ok(output)
+    }
+}
+
+/// A held lock. Release it with [`Lock::release`]; dropping it unreleased leaves the record held
+/// until its lease ends (as a crashed holder would) and lets the next local waiter contend.
+pub struct Lock<S: LockStore, C: Clock, R: Random> {
+    name: String,
+    token: String,
+    fence: u64,
+    held_until: Cell<f64>,
+    ticket: Ticket,
+    /// Released, or known lost: the core has forgotten this ticket.
+    done: Cell<bool>,
+    inner: Rc<Inner<S, C, R>>,
+}
+
+impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("fence", &self.fence)
+            .field("held_until", &self.held_until.get())
+            .field("done", &self.done.get())
+            .finish()
+    }
+}
+
+/// Settles a renewal whose future was dropped mid-call: the lease runs to its old end.
+struct SettleRenewal<'a, S: LockStore, C: Clock, R: Random> {
+    lock: &'a Lock<S, C, R>,
+    armed: bool,
+}
+
+impl<S: LockStore, C: Clock, R: Random> Drop for SettleRenewal<'_, S, C, R> {
+    fn drop(&mut self) {
+        if self.armed {
+            let ticket = self.lock.ticket;
+            self.lock
+                .inner
+                .with_core(|core, now, random| core.step(ticket, Answer::Failed, now, random));
+        }
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
+    fn new(inner: Rc<Inner<S, C, R>>, name: &str, ticket: Ticket) -> Self {
+        let (token, fence, held_until) = inner
+            .core
+            .borrow()
+            .lease(ticket)
+            .map(|lease| (lease.token.to_owned(), lease.fence, lease.held_until))
+            .unwrap_or_default();
+        Lock {
+            name: name.to_owned(),
+            token,
+            fence,
+            held_until: Cell::new(held_until),
+            ticket,
+            done: Cell::new(false),
+            inner,
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The token in the record while this lock is held (128 random bits, hex). Acquisitions
+    /// handed on within one batch share it; the fence is unique to each.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Strictly greater than the fence of every earlier acquisition of this name, across
+    /// releases and takeovers: a protected resource refuses writes with a lower one.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// Until when (epoch milliseconds on the manager's clock) nobody may take this lease over:
+    /// the record's time plus `stale_ms`, moved by each [`Lock::renew`]. From then on other
+    /// isolates may take it over, and so may the waiters in this one.
+    pub fn held_until(&self) -> f64 {
+        self.held_until.get()
+    }
+
+    /// Whether this holder still has the lease: not released, not found lost by a renewal,
+    /// and [`Lock::held_until`] not passed.
+    pub fn is_held(&self) -> bool {
+        !self.done.get()
+            && self.inner.core.borrow().lease(self.ticket).is_some()
+            && self.inner.clock.now_ms() < self.held_until.get()
+    }
+
+    /// Moves the lease to `now + stale_ms` with one CAS on this holder's record, keeping token
+    /// and fence: `true` when done, `false` once the lease is lost — taken over, released, or
+    /// past [`Lock::held_until`] (then with no store call). A lost lease is lost for good.
+    ///
+    /// # Cancel safety
+    /// Dropping the future mid-call leaves the lease as it was before (the CAS may have landed:
+    /// the record is then held longer than this lock knows).
+    ///
+    /// # Errors
+    /// The store failed: the lease runs to its old end.
+    pub async fn renew(&self) -> Result<bool, LockError> {
+        if self.done.get() {
+            return Ok(false);
+        }
+        let ticket = self.ticket;
+        let step = self.inner.with_core(|core, now, _| core.renew(ticket, now));
+        let step = match step {
+            Step::Replace { .. } => {
+                let mut settle = SettleRenewal {
+                    lock: self,
+                    armed: true,
+                };
+                let (answer, failure) = self.inner.call(&self.name, step).await;
+                settle.armed = false;
+                let step = self
+                    .inner
+                    .with_core(|core, now, random| core.step(ticket, answer, now, random));
+                if let Some(error) = failure {
+                    return Err(LockError::Store(error));
+                }
+                step
+            }
+            step => step,
+        };
+        match step {
+            Step::Held => {
+                let held_until = self.inner.core.borrow().lease(ticket).map(|lease| lease.held_until);
+                if let Some(held_until) = held_until {
+                    self.held_until.set(held_until);
+                }
+                Ok(true)
+            }
+            _ => {
+                self.done.set(true);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Gives the lock back, if the record still carries this holder's token: to the next local
+    /// waiter — from this lock's batch with no store call, or with one CAS that raises the fence
+    /// and reserves fences for the waiters behind — or, with none waiting (or the streak over),
+    /// by freeing the record. Releasing twice, or after a takeover, changes nothing.
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the store call began leaves the local line without handing
+    /// on: the record stays as the call left it, and goes stale if still held.
+    ///
+    /// # Errors
+    /// The store failed; the record may still be held by this token and goes stale.
+    pub async fn release(&self) -> Result<(), LockError> {
+        if self.done.replace(true) {
+            return Ok(());
+        }
+        let ticket = self.ticket;
+        let step = self
+            .inner
+            .with_core(|core, now, random| core.release(ticket, now, random));
+        if let Step::Replace { .. } = step {
+            let mut leave = Leave {
+                inner: &self.inner,
+                ticket,
+                armed: true,
+            };
+            let (answer, failure) = self.inner.call(&self.name, step).await;
+            leave.armed = false;
+            self.inner
+                .with_core(|core, now, random| core.step(ticket, answer, now, random));
+            if let Some(error) = failure {
+                return Err(LockError::Store(error));
+            }
+        }
+        Ok(())
+    }
+
+    /// The store the lock lives in.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
+    fn drop(&mut self) {
+        if !self.done.get() {
+            let ticket = self.ticket;
+            self.inner
+                .with_core(|core, now, _| core.leave(ticket, false, now));
+        }
+    }
+}

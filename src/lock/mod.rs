@@ -1,0 +1,163 @@
+//! A lease lock over any [`LockStore`]: the seed's board lock on a conditional put, with
+//! fencing, renewable leases and a local FIFO.
+//!
+//! The conditional create is the decision: two contenders that both see no record cannot both
+//! create it. A record older than `staleMs` is a holder that died, and is taken over — by one
+//! compare-and-set on the version that was read, so a rival's fresh record is never lost (the
+//! seed's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
+//! late release after a takeover changes nothing. Every acquisition raises the record's fence.
+//!
+//! Every rule lives in one step machine, [`LockCore`] (`core.rs`), which makes no call of any
+//! kind: [`LockManager`] (`manager.rs`) drives it for Rust callers, the JS package's `lock.js`
+//! for JavaScript ones, each making the store calls, sleeps and wake-ups it asks for.
+//!
+//! Within one isolate, contenders for a name queue in FIFO order and only the head talks to the
+//! store; a release hands the lease to the next local waiter with one CAS that bumps the fence
+//! and reserves fences for the waiters behind (up to [`MAX_BATCH`]), so the hand-offs after it
+//! need no store call. Streaks of local hand-offs end after [`MAX_LOCAL_STREAK_MS`], so other
+//! isolates get their turn.
+//!
+//! A lease runs `staleMs` from its record's `at`; [`Lock::renew`] moves it to now with one CAS.
+//! A holder that neither renews nor releases holds the lock until its lease ends, here as in
+//! other isolates: then it has lost it, and the next contender takes the record over. Protected
+//! writes carry [`Lock::fence`] so the resource refuses a holder that lost its lease. Staleness
+//! compares the record's `at` with the reader's clock, so isolates whose clocks disagree by
+//! more than `staleMs` take over early or late.
+
+use ::core::fmt;
+mod core;
+mod manager;
+
+pub use self::core::{Answer, LeaseView, LockCore, Step, Woken};
+pub use self::manager::{Lock, LockManager};
+
+use crate::clock::TimerError;
+use crate::key::KeyError;
+use crate::store::StoreError;
+
+/// How long one acquisition waits for a live holder before answering nothing, as the seed.
+pub const LOCK_WAIT_MS: u32 = 100;
+
+/// The age past which a held record is abandoned and taken over, as the seed.
+pub const LOCK_STALE_MS: u32 = 2_000;
+
+/// How many abandoned records one acquisition takes over before it stops trying, as the seed.
+pub const TAKEOVERS: u32 = 2;
+
+/// How long a name may pass from hand to hand within one isolate before its record is freed for
+/// other isolates: the seed's whole wait, so a remote contender that arrived at the start of a
+/// streak still finds the record free before its default wait is over.
+pub const MAX_LOCAL_STREAK_MS: f64 = LOCK_WAIT_MS as f64;
+
+/// Most fences one hand-off CAS reserves for the local waiters in line behind it.
+pub const MAX_BATCH: usize = 64;
+
+/// The longest pause between attempts: a release by another isolate is seen within this.
+pub const MAX_POLL_MS: f64 = 25.0;
+
+/// What a caller may vary.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LockOptions {
+    /// How long to wait for a live holder, in milliseconds; 0 tries once.
+    pub wait_ms: f64,
+    /// The age past which a held record is abandoned, in milliseconds.
+    pub stale_ms: f64,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            wait_ms: f64::from(LOCK_WAIT_MS),
+            stale_ms: f64::from(LOCK_STALE_MS),
+        }
+    }
+}
+
+/// An option out of range: `waitMs` must be a finite number ≥ 0, `staleMs` finite and > 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OptionError {
+    /// `waitMs` is negative, NaN or infinite.
+    WaitMs(f64),
+    /// `staleMs` is not positive, or NaN or infinite.
+    StaleMs(f64),
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionError::WaitMs(_) => {
+                f.write_str("waitMs must be a finite number of milliseconds, 0 or more")
+            }
+            OptionError::StaleMs(_) => {
+                f.write_str("staleMs must be a finite number of milliseconds, more than 0")
+            }
+        }
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+impl LockOptions {
+    /// Checks the options.
+    pub fn validate(self) -> Result<Self, OptionError> {
+        if !(self.wait_ms.is_finite() && self.wait_ms >= 0.0) {
+            return Err(OptionError::WaitMs(self.wait_ms));
+        }
+        if !(self.stale_ms.is_finite() && self.stale_ms > 0.0) {
+            return Err(OptionError::StaleMs(self.stale_ms));
+        }
+        Ok(self)
+    }
+}
+
+/// Why an acquisition or a release failed. A live holder is not an error: that is `Ok(None)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LockError {
+    /// The name was refused; nothing was asked of the store.
+    InvalidName(KeyError),
+    /// An option was out of range; nothing was asked of the store.
+    InvalidOption(OptionError),
+    /// The store failed. An acquisition that fails holds nothing; a release that fails may have
+    /// left the record held (it then goes stale and is taken over).
+    Store(StoreError),
+    /// The platform refused a timer for a wait; the acquisition holds nothing.
+    Timer(TimerError),
+    /// A live holder kept the name for the whole wait ([`LockManager::with_lock`]; an
+    /// acquisition answers `None` instead).
+    Unavailable {
+        /// The lock's name.
+        name: String,
+        /// How long it waited, in milliseconds.
+        wait_ms: f64,
+    },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::InvalidName(error) => write!(f, "lock name {error}"),
+            LockError::InvalidOption(error) => error.fmt(f),
+            LockError::Store(error) => error.fmt(f),
+            LockError::Timer(error) => error.fmt(f),
+            LockError::Unavailable { name, wait_ms } => f.write_str(&crate::messages::fill(
+                crate::messages::LOCK_UNAVAILABLE,
+                &[("key", name), ("waitMs", &wait_ms.to_string())],
+            )),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+impl From<TimerError> for LockError {
+    fn from(error: TimerError) -> Self {
+        LockError::Timer(error)
+    }
+}
+
+impl From<StoreError> for LockError {
+    fn from(error: StoreError) -> Self {
+        LockError::Store(error)
+    }
+}
+
