@@ -35,7 +35,10 @@ impl Deadlines {
     }
 
     /// The earliest live entry, dead ones above it dropped.
-    pub(crate) fn first(&mut self, is_live: impl Fn((f64, Ticket)) -> bool) -> Option<(f64, Ticket)> {
+    pub(crate) fn first(
+        &mut self,
+        is_live: impl Fn((f64, Ticket)) -> bool,
+    ) -> Option<(f64, Ticket)> {
         while let Some(&top) = self.heap.first() {
             if is_live(top) {
                 return Some(top);

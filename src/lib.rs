@@ -57,7 +57,11 @@ pub mod js;
 
 /// The npm package's allocator (feature `small-alloc`): smaller than the default dlmalloc. The
 /// modules are single-threaded, so no lock.
-#[cfg(all(feature = "small-alloc", target_family = "wasm", not(target_feature = "atomics")))]
+#[cfg(all(
+    feature = "small-alloc",
+    target_family = "wasm",
+    not(target_feature = "atomics")
+))]
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 

@@ -133,10 +133,13 @@ impl MemoryStore {
     /// The record under `key`, without going through the async trait (for tests).
     pub fn get(&self, key: &str) -> Option<Versioned> {
         let slot = self.slot(key)?;
-        self.records.borrow().get(slot).map(|(value, version)| Versioned {
-            value: value.clone(),
-            version: decimal(*version),
-        })
+        self.records
+            .borrow()
+            .get(slot)
+            .map(|(value, version)| Versioned {
+                value: value.clone(),
+                version: decimal(*version),
+            })
     }
 
     /// Creates the record if none exists: its version, or `None`. The trait's `create`, at once.

@@ -3,13 +3,10 @@
 #![cfg(not(target_family = "wasm"))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use keyturn::lock::FirstOutcome;
-use keyturn::{
-    LockManager, LockOptions, LockStore, ManualClock, SeededRandom, StoreError, Versioned,
-};
+use keyturn::lock::{Answer, LockCore, Step};
+use keyturn::{LockOptions, SeededRandom};
 
 struct Counting;
 
@@ -32,53 +29,39 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Versions that cost nothing to copy, as the JS binding's (JS values) cost no allocation: what
-/// is counted is the lock's own. The steps below never call it; the binding makes the calls.
-struct NumberedStore;
-
-impl LockStore for NumberedStore {
-    type Version = u64;
-    async fn create(&self, _: &str, _: &str) -> Result<Option<u64>, StoreError> {
-        unreachable!("the test makes the store calls")
-    }
-    async fn read(&self, _: &str) -> Result<Option<Versioned<u64>>, StoreError> {
-        unreachable!("the test makes the store calls")
-    }
-    async fn replace(&self, _: &str, _: &u64, _: &str) -> Result<Option<u64>, StoreError> {
-        unreachable!("the test makes the store calls")
-    }
-}
-
+/// An uncontended acquire+release, as the JS binding drives the core (versions are numbers here,
+/// as the binding's JS values cost the core no allocation): what is counted is the lock's own.
 #[test]
 fn an_uncontended_acquire_and_release_of_a_name_used_before_allocates_only_its_token_and_records() {
-    let clock = ManualClock::new();
-    let locks = LockManager::new(NumberedStore, clock.clone(), SeededRandom::new(3));
-    let version = Cell::new(0u64);
-    let cycle = || {
-        let first = locks
-            .first_call("board:1", LockOptions::default())
-            .unwrap()
-            .expect("nobody in line");
-        assert_eq!(
-            first.version().copied(),
-            (version.get() > 0).then_some(version.get())
-        );
-        version.set(version.get() + 1);
-        let lock = match locks.finish_first(first, Ok(Some(version.get()))).unwrap() {
-            FirstOutcome::Held(lock) => lock,
-            FirstOutcome::Contend(_) => panic!("uncontended"),
+    let random = SeededRandom::new(3);
+    let mut core: LockCore<u64, ()> = LockCore::new();
+    let mut version = 0u64;
+    let mut now = 0.0;
+    let mut cycle = || {
+        let (ticket, step) = core
+            .acquire("board:1", (), LockOptions::default(), now, &random)
+            .unwrap();
+        let answer = match step {
+            Step::Create { .. } if version == 0 => Answer::Created(Some(version + 1)),
+            Step::Replace { version: v, .. } if v == version => Answer::Replaced(Some(version + 1)),
+            other => panic!("uncontended: {other:?}"),
         };
-        let write = lock.begin_release().expect("a CAS to free the record");
-        version.set(version.get() + 1);
-        lock.finish_release(write, Ok(Some(version.get()))).unwrap();
-        clock.advance(1.0);
+        version += 1;
+        assert_eq!(core.step(ticket, answer, now, &random), Step::Held);
+        let Step::Replace { version: v, .. } = core.release(ticket, now, &random) else {
+            panic!("a CAS to free the record");
+        };
+        assert_eq!(v, version);
+        version += 1;
+        assert_eq!(
+            core.step(ticket, Answer::Replaced(Some(version)), now, &random),
+            Step::Done
+        );
+        now += 1.0;
     };
     // The first cycles open the maps and slabs and allocate the name once; after that a cycle
     // allocates its token and the two records it writes, nothing more: the name is shared by
-    // its line, the lock and the memory of the freed record. (Allocations are cheap warm, but
-    // each touches allocator code and memory that is cold again after every store round
-    // trip. Token and records held inline instead measured slower against Redis: they are
-    // copied whole each time they move.)
+    // its line and the memory of the freed record.
     for _ in 0..3 {
         cycle();
     }
@@ -88,5 +71,5 @@ fn an_uncontended_acquire_and_release_of_a_name_used_before_allocates_only_its_t
     }
     let per_cycle = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 100.0;
     assert!(per_cycle <= 3.0, "{per_cycle} allocations per cycle");
-    assert_eq!(locks.local_line("board:1"), 0);
+    assert_eq!(core.local_line("board:1"), 0);
 }

@@ -9,7 +9,9 @@
 use js_sys::{Function, Object};
 use wasm_bindgen::prelude::*;
 
-use super::errors::{describe, field, key_from_js, optional_number, options_object, range_error, type_error};
+use super::errors::{
+    describe, field, key_from_js, optional_number, options_object, range_error, type_error,
+};
 use super::platform::PlatformRandom;
 use crate::lock::{Answer, LockCore, LockError, LockOptions, OptionError, Step, Woken};
 use crate::queue::Ticket;
@@ -103,7 +105,9 @@ impl LockCoreBinding {
             ]));
         }
         let object: &Object = value.unchecked_ref();
-        let method = |name: &str| -> Result<bool, JsValue> { Ok(field(object, name)?.is_instance_of::<Function>()) };
+        let method = |name: &str| -> Result<bool, JsValue> {
+            Ok(field(object, name)?.is_instance_of::<Function>())
+        };
         let (create, read, replace) = (method("create")?, method("read")?, method("replace")?);
         if !create && !read && method("getWithMetadata")? && method("list")? {
             return Err(type_error(&[
@@ -130,28 +134,38 @@ impl LockCoreBinding {
     /// Starts an acquisition of `name` with `options` (its `waitMs` and `staleMs`); `waiter`
     /// is what [`LockCoreBinding::take_woken`] gives back to wake it. The step's code; the new
     /// ticket is in the outbox ([`LockCoreBinding::last_ticket`]).
-    pub fn acquire(&mut self, name: &JsValue, options: &JsValue, waiter: JsValue, now: f64) -> Result<u8, JsValue> {
+    pub fn acquire(
+        &mut self,
+        name: &JsValue,
+        options: &JsValue,
+        waiter: JsValue,
+        now: f64,
+    ) -> Result<u8, JsValue> {
         let name = key_from_js(name, "name")?;
         let mut lock_options = LockOptions::default();
         if let Some(object) = options_object(options, "options")? {
             if let Some(wait_ms) = optional_number(field(&object, "waitMs")?, "options.waitMs")? {
                 lock_options.wait_ms = wait_ms;
             }
-            if let Some(stale_ms) = optional_number(field(&object, "staleMs")?, "options.staleMs")? {
+            if let Some(stale_ms) = optional_number(field(&object, "staleMs")?, "options.staleMs")?
+            {
                 lock_options.stale_ms = stale_ms;
             }
         }
-        match self.core.acquire(&name, waiter, lock_options, now, &self.random) {
+        match self
+            .core
+            .acquire(&name, waiter, lock_options, now, &self.random)
+        {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
                 Ok(self.emit(step))
             }
-            Err(LockError::InvalidOption(OptionError::WaitMs(_))) => {
-                Err(range_error(&["options.waitMs must be a finite number, 0 or more"]))
-            }
-            Err(LockError::InvalidOption(OptionError::StaleMs(_))) => {
-                Err(range_error(&["options.staleMs must be a finite number above 0"]))
-            }
+            Err(LockError::InvalidOption(OptionError::WaitMs(_))) => Err(range_error(&[
+                "options.waitMs must be a finite number, 0 or more",
+            ])),
+            Err(LockError::InvalidOption(OptionError::StaleMs(_))) => Err(range_error(&[
+                "options.staleMs must be a finite number above 0",
+            ])),
             Err(LockError::InvalidName(error)) => Err(super::errors::key_error("name", error)),
             Err(_) => Err(type_error(&["the lock could not start"])),
         }
@@ -202,7 +216,9 @@ impl LockCoreBinding {
             );
             (version, record)
         });
-        let step = self.core.step(ticket, Answer::Read(found), now, &self.random);
+        let step = self
+            .core
+            .step(ticket, Answer::Read(found), now, &self.random);
         self.emit(step)
     }
 

@@ -141,9 +141,15 @@ enum Call {
     Idle,
     /// Paused (first a yield to other isolates, later between polls).
     Sleep,
-    Create { fence: u64, at: f64 },
+    Create {
+        fence: u64,
+        at: f64,
+    },
     Read,
-    Replace { fence: u64, at: f64 },
+    Replace {
+        fence: u64,
+        at: f64,
+    },
 }
 
 struct Lease<V> {
@@ -260,6 +266,12 @@ impl<V> KnownRecords<V> {
         Some(known)
     }
 
+    /// The name as the record keeps it, to share rather than copy.
+    fn key(&self, name: &str) -> Option<Rc<str>> {
+        let at = *self.index.get(name)? as usize;
+        self.records.get(at).map(|(key, _)| key.clone())
+    }
+
     fn put(&mut self, name: &Rc<str>, known: Known<V>) {
         if let Some(&at) = self.index.get(&**name) {
             if let Some(slot) = self.records.get_mut(at as usize) {
@@ -333,13 +345,24 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let stale_ms = options.stale_ms;
         if let Some(line) = self.lines.line_id(name) {
             let waiting = State::Waiting { deadline, stale_ms };
-            let Some(ticket) = self.lines.push_on(line, Entry { state: waiting, handle }) else {
+            let Some(ticket) = self.lines.push_on(
+                line,
+                Entry {
+                    state: waiting,
+                    handle,
+                },
+            ) else {
                 unreachable!("a busy line takes a push");
             };
             self.push_timer(deadline, ticket);
-            // A holder here past its lease with nobody to notice: put out now.
             if let Some(head) = self.lines.head(line) {
+                // A holder here past its lease with nobody to notice: put out now. Else its
+                // lease end is timed from now on, as someone waits for it.
                 self.put_out_if_lost(head, now);
+                let held_until = self.lease(head).map(|lease| lease.held_until);
+                if let Some(held_until) = held_until {
+                    self.push_timer(held_until, head);
+                }
             }
             let step = self.step(ticket, Answer::Woke, now, random);
             return Ok((ticket, step));
@@ -349,14 +372,24 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             state: State::Contending(attempt),
             handle,
         };
-        let ticket = self.lines.push(name, entry).ticket;
+        // A name this isolate freed last: its line shares the record's string.
+        let ticket = match self.known.key(name) {
+            Some(key) => self.lines.push_shared(&key, entry).ticket,
+            None => self.lines.push(name, entry).ticket,
+        };
         let step = self.start(ticket, now, random);
         Ok((ticket, step))
     }
 
     /// Takes what came of the last step for `ticket` and says the next one. A ticket that has
     /// left (its wait ended, its lease lost) answers [`Step::GiveUp`] or [`Step::Lost`].
-    pub fn step(&mut self, ticket: Ticket, answer: Answer<V>, now: f64, random: &impl Random) -> Step<V> {
+    pub fn step(
+        &mut self,
+        ticket: Ticket,
+        answer: Answer<V>,
+        now: f64,
+        random: &impl Random,
+    ) -> Step<V> {
         let Some(entry) = self.lines.get_mut(ticket) else {
             return Step::GiveUp;
         };
@@ -452,9 +485,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let streak_since = state.and_then(|state| state.streak_since);
         let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
         let young = MAX_LOCAL_STREAK_MS.min(lease.stale_ms / 4.0);
-        let from_batch = state.and_then(|state| state.batch.as_ref()).filter(|batch| {
-            batch.version == lease.version && lease.fence < batch.last_fence && now - batch.at < young
-        });
+        let from_batch = state
+            .and_then(|state| state.batch.as_ref())
+            .filter(|batch| {
+                batch.version == lease.version
+                    && lease.fence < batch.last_fence
+                    && now - batch.at < young
+            });
         match (next.filter(|_| in_streak), from_batch) {
             (Some(next), Some(batch)) => {
                 // The record already carries this batch's token and a fence above the next one.
@@ -538,7 +575,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// The earliest time the shared timer must call [`LockCore::expire`] at, if any.
     pub fn next_timer(&mut self) -> Option<f64> {
         let lines = &self.lines;
-        self.timers.first(|entry| timer_live(lines, entry)).map(|(at, _)| at)
+        self.timers
+            .first(|entry| timer_live(lines, entry))
+            .map(|(at, _)| at)
     }
 
     /// Ends the waits whose deadline passed (each [`Woken::GaveUp`]) and puts out of their
@@ -666,7 +705,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// A contender's answer: hold, write, read again, pause, or give up.
-    fn contend(&mut self, ticket: Ticket, answer: Answer<V>, now: f64, random: &impl Random) -> Step<V> {
+    fn contend(
+        &mut self,
+        ticket: Ticket,
+        answer: Answer<V>,
+        now: f64,
+        random: &impl Random,
+    ) -> Step<V> {
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -676,8 +721,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         };
         let call = std::mem::replace(&mut attempt.call, Call::Idle);
         match (call, answer) {
-            (Call::Create { fence, at } | Call::Replace { fence, at }, Answer::Created(Some(version)))
-            | (Call::Create { fence, at } | Call::Replace { fence, at }, Answer::Replaced(Some(version))) => {
+            (
+                Call::Create { fence, at } | Call::Replace { fence, at },
+                Answer::Created(Some(version)),
+            )
+            | (
+                Call::Create { fence, at } | Call::Replace { fence, at },
+                Answer::Replaced(Some(version)),
+            ) => {
                 let lease = Lease {
                     token: std::mem::take(&mut attempt.token),
                     fence,
@@ -793,12 +844,20 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 batch.at = at;
             }
         }
-        self.push_timer(held_until, ticket);
+        if self.lines.next_in_line(ticket).is_some() {
+            self.push_timer(held_until, ticket);
+        }
     }
 
     fn begin_release(&mut self, ticket: Ticket, then: AfterRelease, at: f64) {
         if let Some(entry) = self.lines.get_mut(ticket) {
-            let state = std::mem::replace(&mut entry.state, State::Waiting { deadline: 0.0, stale_ms: 0.0 });
+            let state = std::mem::replace(
+                &mut entry.state,
+                State::Waiting {
+                    deadline: 0.0,
+                    stale_ms: 0.0,
+                },
+            );
             if let State::Holding(lease) = state {
                 entry.state = State::Releasing { lease, then, at };
             }
@@ -808,7 +867,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// A release's CAS took (the releaser is still the head): hand the lease to the next
     /// waiter here, or remember the free record.
     fn released(&mut self, ticket: Ticket, version: V) {
-        let (Some(name), Some(line)) = (self.lines.key(ticket).cloned(), self.lines.line_of(ticket)) else {
+        let (Some(name), Some(line)) =
+            (self.lines.key(ticket).cloned(), self.lines.line_of(ticket))
+        else {
             return;
         };
         let Some(Entry {
@@ -864,7 +925,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
-    /// `ticket` now holds `lease`; it is told so, and its lease end is timed.
+    /// `ticket` now holds `lease`; it is told so, and — when others wait behind it — its lease
+    /// end is timed.
     fn hold(&mut self, ticket: Ticket, lease: Lease<V>) {
         let held_until = lease.held_until();
         if let Some(entry) = self.lines.get_mut(ticket) {
@@ -875,7 +937,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 self.woken_turn(ticket);
             }
         }
-        self.push_timer(held_until, ticket);
+        if self.lines.next_in_line(ticket).is_some() {
+            self.push_timer(held_until, ticket);
+        }
     }
 
     /// A holder past its lease with others waiting behind it is put out of the line: the lease
@@ -938,7 +1002,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             .lines
             .line_of(ticket)
             .and_then(|line| self.lines.head(line));
-        match head.and_then(|head| self.lines.get(head)).map(|entry| &entry.state) {
+        match head
+            .and_then(|head| self.lines.get(head))
+            .map(|entry| &entry.state)
+        {
             Some(State::Holding(lease)) => deadline.min(lease.held_until()),
             _ => deadline,
         }
@@ -947,7 +1014,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     fn push_timer(&mut self, at: f64, ticket: Ticket) {
         let lines = &self.lines;
         let live = lines.len();
-        self.timers.push(at, ticket, live, |entry| timer_live(lines, entry));
+        self.timers
+            .push(at, ticket, live, |entry| timer_live(lines, entry));
     }
 }
 
@@ -967,7 +1035,10 @@ impl<V> Attempt<V> {
 }
 
 /// Whether a timer entry still stands: a waiter's deadline, or a holder's lease end.
-fn timer_live<V, W>(lines: &KeyedQueue<Entry<V, W>, NameState<V>>, (at, ticket): (f64, Ticket)) -> bool {
+fn timer_live<V, W>(
+    lines: &KeyedQueue<Entry<V, W>, NameState<V>>,
+    (at, ticket): (f64, Ticket),
+) -> bool {
     match lines.get(ticket).map(|entry| &entry.state) {
         Some(State::Waiting { deadline, .. }) => *deadline == at,
         Some(State::Holding(lease)) => lease.held_until() == at,

@@ -66,7 +66,11 @@ impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
     }
 
     /// Makes the store call of `step`, if it is one.
-    async fn call(&self, name: &str, step: Step<S::Version>) -> (Answer<S::Version>, Option<StoreError>) {
+    async fn call(
+        &self,
+        name: &str,
+        step: Step<S::Version>,
+    ) -> (Answer<S::Version>, Option<StoreError>) {
         let answer = match step {
             Step::Create { value } => self.store.create(name, &value).await.map(Answer::Created),
             Step::Read => self.store.read(name).await.map(|found| {
@@ -201,8 +205,8 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         let inner = &*self.inner;
         let slot = Rc::new(Slot::default());
         let handle = slot.clone();
-        let (ticket, mut step) =
-            inner.with_core(|core, now, random| core.acquire(name, handle, options, now, random))?;
+        let (ticket, mut step) = inner
+            .with_core(|core, now, random| core.acquire(name, handle, options, now, random))?;
         let mut leave = Leave {
             inner,
             ticket,
@@ -249,7 +253,12 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// # Errors
     /// [`LockError::Unavailable`] when a live holder kept the name for `wait_ms`; the errors of
     /// [`LockManager::acquire`]; a failed release.
-    pub async fn with_lock<T, F, Fut>(&self, name: &str, options: LockOptions, f: F) -> Result<T, LockError>
+    pub async fn with_lock<T, F, Fut>(
+        &self,
+        name: &str,
+        options: LockOptions,
+        f: F,
+    ) -> Result<T, LockError>
     where
         F: FnOnce(&Lock<S, C, R>) -> Fut,
         Fut: Future<Output = T>,
@@ -419,7 +428,12 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         };
         match step {
             Step::Held => {
-                let held_until = self.inner.core.borrow().lease(ticket).map(|lease| lease.held_until);
+                let held_until = self
+                    .inner
+                    .core
+                    .borrow()
+                    .lease(ticket)
+                    .map(|lease| lease.held_until);
                 if let Some(held_until) = held_until {
                     self.held_until.set(held_until);
                 }

@@ -160,4 +160,3 @@ impl From<StoreError> for LockError {
         LockError::Store(error)
     }
 }
-

@@ -276,7 +276,9 @@ impl<P> SerializerCore<P> {
         if self.shared_timer {
             let lines = &self.lines;
             self.deadlines
-                .push(deadline, ticket, self.running, |entry| live_deadline(lines, entry));
+                .push(deadline, ticket, self.running, |entry| {
+                    live_deadline(lines, entry)
+                });
         }
         let job = self.lines.get_mut(ticket)?;
         Some(Started {

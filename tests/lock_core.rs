@@ -1,0 +1,609 @@
+//! The lock's decision table, driven by hand: no executor, no timers — each test makes the store
+//! calls the core asks for on a `MemoryStore` and says what time it is.
+
+use keyturn::lock::{Answer, LockCore, Step, Woken};
+use keyturn::queue::Ticket;
+use keyturn::record::Record;
+use keyturn::{LockOptions, MemoryStore, SeededRandom};
+
+type Core = LockCore<String, u32>;
+
+fn options(wait_ms: f64, stale_ms: f64) -> LockOptions {
+    LockOptions { wait_ms, stale_ms }
+}
+
+fn stored(store: &MemoryStore, name: &str) -> Record {
+    Record::decode(&store.get(name).expect("a record").value).expect("ours")
+}
+
+/// Makes the store call of `step` on `store`, as a driver would, and returns the answer; `None`
+/// for a step that is not a store call.
+fn call(store: &MemoryStore, name: &str, step: &Step<String>) -> Option<Answer<String>> {
+    Some(match step {
+        Step::Create { value } => Answer::Created(store.create_now(name, value)),
+        Step::Read => Answer::Read(store.get(name).map(|found| {
+            let record = Record::decode(&found.value);
+            (found.version, record)
+        })),
+        Step::Replace { version, value } => {
+            Answer::Replaced(store.replace_now(name, version, value))
+        }
+        _ => return None,
+    })
+}
+
+/// Drives `ticket` through store calls until it holds, waits, sleeps or gives up.
+fn drive(
+    core: &mut Core,
+    store: &MemoryStore,
+    name: &str,
+    ticket: Ticket,
+    mut step: Step<String>,
+    now: f64,
+    random: &SeededRandom,
+) -> Step<String> {
+    while let Some(answer) = call(store, name, &step) {
+        step = core.step(ticket, answer, now, random);
+    }
+    step
+}
+
+fn acquire(
+    core: &mut Core,
+    store: &MemoryStore,
+    name: &str,
+    id: u32,
+    options: LockOptions,
+    now: f64,
+    random: &SeededRandom,
+) -> (Ticket, Step<String>) {
+    let (ticket, step) = core.acquire(name, id, options, now, random).unwrap();
+    (ticket, drive(core, store, name, ticket, step, now, random))
+}
+
+/// Drives `ticket` through store calls and its own pauses (moving `now` to their end) until it
+/// holds or gives up.
+fn until_held(
+    core: &mut Core,
+    store: &MemoryStore,
+    ticket: Ticket,
+    mut step: Step<String>,
+    now: &mut f64,
+    random: &SeededRandom,
+) -> Step<String> {
+    loop {
+        step = drive(core, store, "k", ticket, step, *now, random);
+        match step {
+            Step::Sleep { until } => {
+                *now = until;
+                step = core.step(ticket, Answer::Woke, *now, random);
+            }
+            other => return other,
+        }
+    }
+}
+
+fn woken(core: &mut Core) -> Vec<(bool, u32)> {
+    let mut all = Vec::new();
+    while let Some(woken) = core.take_woken() {
+        all.push(match woken {
+            Woken::Turn(ticket) => (true, *core.handle(ticket).unwrap()),
+            Woken::GaveUp(id) => (false, id),
+        });
+    }
+    all
+}
+
+#[test]
+fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(1), Core::new());
+    let (a, step) = acquire(
+        &mut core,
+        &store,
+        "k",
+        1,
+        options(100.0, 2000.0),
+        0.0,
+        &random,
+    );
+    assert_eq!(step, Step::Held);
+    assert_eq!(core.store_calls(), 1, "one create");
+    let lease = core.lease(a).unwrap();
+    assert_eq!((lease.fence, lease.held_until), (1, 2000.0));
+    assert_eq!(stored(&store, "k").token, lease.token);
+
+    // Others here wait in line, with no store call.
+    let (b, step) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(100.0, 2000.0),
+        1.0,
+        &random,
+    );
+    assert_eq!(step, Step::Wait { until: 101.0 });
+    let (c, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        3,
+        options(100.0, 2000.0),
+        1.0,
+        &random,
+    );
+    assert_eq!(core.store_calls(), 1);
+    assert_eq!(core.next_timer(), Some(101.0));
+
+    // The release hands off with one CAS that reserves a fence for each waiter.
+    let step = core.release(a, 5.0, &random);
+    let Step::Replace { .. } = step else {
+        panic!("{step:?}")
+    };
+    assert!(
+        woken(&mut core).is_empty(),
+        "nobody is told before the CAS lands"
+    );
+    assert_eq!(
+        drive(&mut core, &store, "k", a, step, 5.0, &random),
+        Step::Done
+    );
+    assert_eq!(woken(&mut core), vec![(true, 2)]);
+    assert_eq!(core.step(b, Answer::Woke, 6.0, &random), Step::Held);
+    let record = stored(&store, "k");
+    assert_eq!((core.lease(b).unwrap().fence, record.fence), (2, 3));
+    assert_eq!(
+        core.lease(b).unwrap().held_until,
+        2005.0,
+        "the record's time, not the wake-up's"
+    );
+
+    // Within the batch: no store call.
+    let calls = core.store_calls();
+    assert_eq!(core.release(b, 7.0, &random), Step::Done);
+    assert_eq!(woken(&mut core), vec![(true, 3)]);
+    assert_eq!(core.step(c, Answer::Woke, 7.0, &random), Step::Held);
+    assert_eq!(core.lease(c).unwrap().fence, 3);
+    assert_eq!(core.store_calls(), calls);
+
+    // Nobody waits: the record is freed, and remembered.
+    let step = core.release(c, 8.0, &random);
+    assert_eq!(
+        drive(&mut core, &store, "k", c, step, 8.0, &random),
+        Step::Done
+    );
+    assert!(!stored(&store, "k").held);
+    assert_eq!(core.local_line("k"), 0);
+    let (d, step) = core
+        .acquire("k", 4, options(100.0, 2000.0), 9.0, &random)
+        .unwrap();
+    let Step::Replace { ref version, .. } = step else {
+        panic!("a CAS on the freed record: {step:?}")
+    };
+    assert_eq!(version, &store.get("k").unwrap().version);
+    assert_eq!(
+        drive(&mut core, &store, "k", d, step, 9.0, &random),
+        Step::Held
+    );
+    assert_eq!(core.lease(d).unwrap().fence, 4);
+}
+
+#[test]
+fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_good() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(2), Core::new());
+    let (a, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        1,
+        options(100.0, 1000.0),
+        0.0,
+        &random,
+    );
+    let token = core.lease(a).unwrap().token.to_owned();
+    let calls = core.store_calls();
+    let step = core.renew(a, 600.0);
+    let Step::Replace { .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        drive(&mut core, &store, "k", a, step, 600.0, &random),
+        Step::Held
+    );
+    assert_eq!(core.store_calls(), calls + 1);
+    assert_eq!(core.lease(a).unwrap().held_until, 1600.0);
+    let record = stored(&store, "k");
+    assert_eq!(
+        (record.token.as_str(), record.fence, record.at, record.held),
+        (token.as_str(), 1, 600.0, true)
+    );
+
+    // Past heldUntil: lost, with no store call, and for good.
+    let calls = core.store_calls();
+    assert_eq!(core.renew(a, 1600.0), Step::Lost);
+    assert_eq!(core.store_calls(), calls);
+    assert!(core.lease(a).is_none());
+    assert_eq!(
+        core.release(a, 1601.0, &random),
+        Step::Done,
+        "a late release writes nothing"
+    );
+
+    // Taken over meanwhile: the renewal's CAS fails and the lease is lost.
+    let (b, _) = acquire(
+        &mut core,
+        &store,
+        "j",
+        2,
+        options(100.0, 1000.0),
+        2000.0,
+        &random,
+    );
+    let version = store.get("j").unwrap().version;
+    store.replace_now("j", &version, &Record::held("f00d", 9, 2100.0).encode());
+    let step = core.renew(b, 2200.0);
+    assert_eq!(
+        drive(&mut core, &store, "j", b, step, 2200.0, &random),
+        Step::Lost
+    );
+    assert!(core.lease(b).is_none());
+    assert_eq!(core.local_line("j"), 0);
+
+    // A renewal the store failed leaves the lease as it was.
+    let (c, _) = acquire(
+        &mut core,
+        &store,
+        "i",
+        3,
+        options(100.0, 1000.0),
+        3000.0,
+        &random,
+    );
+    let Step::Replace { .. } = core.renew(c, 3100.0) else {
+        panic!()
+    };
+    assert_eq!(core.step(c, Answer::Failed, 3100.0, &random), Step::Held);
+    assert_eq!(core.lease(c).unwrap().held_until, 4000.0);
+}
+
+#[test]
+fn a_lock_handed_on_within_a_batch_has_a_true_held_until_and_renews() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(3), Core::new());
+    let (a, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        1,
+        options(5000.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let (b, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(5000.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let (c, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        3,
+        options(5000.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let (d, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        4,
+        options(5000.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let step = core.release(a, 10.0, &random);
+    drive(&mut core, &store, "k", a, step, 10.0, &random);
+    woken(&mut core);
+    assert_eq!(core.step(b, Answer::Woke, 10.0, &random), Step::Held);
+    assert_eq!(core.release(b, 20.0, &random), Step::Done, "from the batch");
+    woken(&mut core);
+    assert_eq!(core.step(c, Answer::Woke, 20.0, &random), Step::Held);
+    // c's record was written at 10 by the hand-off: that is when its lease runs from.
+    assert_eq!(core.lease(c).unwrap().held_until, 2010.0);
+    // Renewing it is a CAS on the batch's record, keeping the batch's token and highest fence.
+    let batch = stored(&store, "k");
+    let step = core.renew(c, 30.0);
+    assert_eq!(
+        drive(&mut core, &store, "k", c, step, 30.0, &random),
+        Step::Held
+    );
+    let renewed = stored(&store, "k");
+    assert_eq!(
+        (renewed.token, renewed.fence, renewed.at),
+        (batch.token, batch.fence, 30.0)
+    );
+    assert_eq!(core.lease(c).unwrap().held_until, 2030.0);
+    // The batch follows the renewed record: the next hand-off still needs no store call.
+    let calls = core.store_calls();
+    assert_eq!(core.release(c, 40.0, &random), Step::Done);
+    woken(&mut core);
+    assert_eq!(core.step(d, Answer::Woke, 40.0, &random), Step::Held);
+    assert_eq!(core.store_calls(), calls);
+    assert_eq!(core.lease(d).unwrap().fence, 4);
+    assert_eq!(core.lease(d).unwrap().held_until, 2030.0);
+}
+
+#[test]
+fn waiters_share_one_timer_and_a_holder_past_its_lease_is_put_out_for_the_next() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(4), Core::new());
+    let (a, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        1,
+        options(100.0, 500.0),
+        0.0,
+        &random,
+    );
+    assert_eq!(core.next_timer(), None, "a lone holder needs no timer");
+    let (_short, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(50.0, 500.0),
+        10.0,
+        &random,
+    );
+    let (long, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        3,
+        options(5000.0, 500.0),
+        10.0,
+        &random,
+    );
+    assert_eq!(core.next_timer(), Some(60.0));
+    core.expire(59.0);
+    assert!(woken(&mut core).is_empty());
+    core.expire(60.0);
+    assert_eq!(woken(&mut core), vec![(false, 2)], "the short wait ended");
+    assert_eq!(core.local_line("k"), 2);
+    assert_eq!(
+        core.next_timer(),
+        Some(500.0),
+        "the holder's lease end, then the long wait"
+    );
+    core.expire(500.0);
+    assert_eq!(
+        woken(&mut core),
+        vec![(true, 3)],
+        "the holder is put out; the next contends"
+    );
+    assert!(core.lease(a).is_none());
+    assert_eq!(core.renew(a, 500.0), Step::Lost);
+    // The next takes the record over once stale, as another isolate would.
+    let step = core.step(long, Answer::Woke, 500.0, &random);
+    let step = drive(&mut core, &store, "k", long, step, 500.0, &random);
+    let Step::Sleep { until } = step else {
+        panic!("{step:?}")
+    };
+    let step = core.step(long, Answer::Woke, until, &random);
+    assert_eq!(
+        drive(&mut core, &store, "k", long, step, until, &random),
+        Step::Held
+    );
+    assert_eq!(core.lease(long).unwrap().fence, 2);
+}
+
+#[test]
+fn twenty_thousand_waiters_share_one_timer_whose_heap_stays_bounded() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(5), Core::new());
+    let (mut holder, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        0,
+        options(100.0, 60_000.0),
+        0.0,
+        &random,
+    );
+    let tickets: Vec<Ticket> = (1..=20_000)
+        .map(|id| {
+            acquire(
+                &mut core,
+                &store,
+                "k",
+                id,
+                options(30_000.0, 60_000.0),
+                0.0,
+                &random,
+            )
+            .0
+        })
+        .collect();
+    let mut order = Vec::new();
+    let mut now = 1.0;
+    for (i, &ticket) in tickets.iter().enumerate() {
+        now += 0.1;
+        let step = core.release(holder, now, &random);
+        drive(&mut core, &store, "k", holder, step, now, &random);
+        for (turn, id) in woken(&mut core) {
+            assert!(turn);
+            order.push(id);
+        }
+        // Every 100 ms of local hand-offs the record is freed and the next pauses one poll first.
+        let step = core.step(ticket, Answer::Woke, now, &random);
+        assert_eq!(
+            until_held(&mut core, &store, ticket, step, &mut now, &random),
+            Step::Held
+        );
+        assert!(
+            core.timer_entries() < 3 * (20_000 - i) + 200,
+            "{}",
+            core.timer_entries()
+        );
+        holder = ticket;
+    }
+    assert_eq!(order, (1..=20_000).collect::<Vec<_>>(), "FIFO");
+    // One CAS per batch of up to 64 hand-offs (and the streaks' frees), not one per waiter.
+    assert!(
+        core.store_calls() < 20_000 / 8,
+        "{} store calls",
+        core.store_calls()
+    );
+}
+
+#[test]
+fn a_failed_store_call_gives_up_and_leaves_the_line() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(6), Core::new());
+    let (a, step) = core
+        .acquire("k", 1, options(100.0, 1000.0), 0.0, &random)
+        .unwrap();
+    assert!(matches!(step, Step::Create { .. }));
+    let (b, _) = core
+        .acquire("k", 2, options(100.0, 1000.0), 0.0, &random)
+        .unwrap();
+    assert_eq!(core.step(a, Answer::Failed, 1.0, &random), Step::GiveUp);
+    assert_eq!(woken(&mut core), vec![(true, 2)]);
+    let step = core.step(b, Answer::Woke, 1.0, &random);
+    assert_eq!(
+        drive(&mut core, &store, "k", b, step, 1.0, &random),
+        Step::Held
+    );
+}
+
+#[test]
+fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(7), Core::new());
+    // A release whose CAS never answers: the driver leaves; the next contends and takes the
+    // record over once stale.
+    let (a, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        1,
+        options(100.0, 500.0),
+        0.0,
+        &random,
+    );
+    let (b, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(5000.0, 500.0),
+        0.0,
+        &random,
+    );
+    let Step::Replace { .. } = core.release(a, 10.0, &random) else {
+        panic!()
+    };
+    core.leave(a, false, 10.0);
+    assert_eq!(woken(&mut core), vec![(true, 2)]);
+    let mut now = 10.0;
+    let step = core.step(b, Answer::Woke, now, &random);
+    assert_eq!(
+        until_held(&mut core, &store, b, step, &mut now, &random),
+        Step::Held
+    );
+    assert!(now > 500.0, "only once stale");
+    assert_eq!(core.lease(b).unwrap().fence, 2);
+
+    // A hand-off CAS whose waiter left while it was in flight: nobody is left, so the record
+    // (held by a token nobody has) is remembered and taken back with one CAS.
+    let (c, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        3,
+        options(20.0, 2000.0),
+        now,
+        &random,
+    );
+    let step = core.release(b, now, &random);
+    core.expire(now + 30.0);
+    assert_eq!(woken(&mut core), vec![(false, 3)]);
+    assert_eq!(
+        core.step(c, Answer::Woke, now + 30.0, &random),
+        Step::GiveUp
+    );
+    assert_eq!(
+        drive(&mut core, &store, "k", b, step, now + 30.0, &random),
+        Step::Done
+    );
+    assert!(stored(&store, "k").held, "held by a token nobody has");
+    let calls = core.store_calls();
+    let (d, step) = acquire(
+        &mut core,
+        &store,
+        "k",
+        4,
+        options(0.0, 2000.0),
+        now + 31.0,
+        &random,
+    );
+    assert_eq!(step, Step::Held);
+    assert_eq!(core.store_calls(), calls + 1);
+    assert!(core.lease(d).unwrap().fence > 2);
+
+    // A waiter handed the lease that leaves before taking it passes the record on (keep).
+    let (e, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        5,
+        options(5000.0, 2000.0),
+        now + 32.0,
+        &random,
+    );
+    let (f, _) = acquire(
+        &mut core,
+        &store,
+        "k",
+        6,
+        options(5000.0, 2000.0),
+        now + 32.0,
+        &random,
+    );
+    let step = core.release(d, now + 33.0, &random);
+    drive(&mut core, &store, "k", d, step, now + 33.0, &random);
+    assert_eq!(woken(&mut core), vec![(true, 5)]);
+    core.leave(e, true, now + 33.0);
+    assert_eq!(woken(&mut core), vec![(true, 6)]);
+    let calls = core.store_calls();
+    let step = core.step(f, Answer::Woke, now + 34.0, &random);
+    assert_eq!(
+        drive(&mut core, &store, "k", f, step, now + 34.0, &random),
+        Step::Held
+    );
+    assert_eq!(
+        core.store_calls(),
+        calls + 1,
+        "one CAS on the record passed on"
+    );
+}
+
+#[test]
+fn bad_names_and_options_queue_nothing() {
+    let (random, mut core) = (SeededRandom::new(8), Core::new());
+    assert!(core
+        .acquire("", 1, options(1.0, 1.0), 0.0, &random)
+        .is_err());
+    assert!(core
+        .acquire("k", 1, options(-1.0, 1.0), 0.0, &random)
+        .is_err());
+    assert!(core
+        .acquire("k", 1, options(1.0, 0.0), 0.0, &random)
+        .is_err());
+    assert!(core
+        .acquire("k", 1, options(f64::NAN, 1.0), 0.0, &random)
+        .is_err());
+    assert!(core.is_idle());
+    assert_eq!(core.store_calls(), 0);
+}
