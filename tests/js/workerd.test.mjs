@@ -56,6 +56,12 @@ test('workerd at its limits: 100 000 works in one request, on 1 key and on 1000 
     assert.equal(filled.pending, 0);
     const next = await (await limits.dispatchFetch('http://worker/serialize?works=50&keys=5')).json();
     assert.equal(next.failed, 0, 'the isolate serves the next request');
+    // Lock waiters in one isolate share one timer: 20 000 contenders for one name in one request
+    // (twice workerd's timer quota) each get their turn, in order of fences, one at a time.
+    const locks = await (await limits.dispatchFetch('http://worker/lock?contenders=20000')).json();
+    assert.deepEqual({ ...locks, ms: undefined }, { contenders: 20000, held: 20000, overlaps: 0, fencesRising: true, failed: 0, ms: undefined });
+    const after = await (await limits.dispatchFetch('http://worker/lock?contenders=10')).json();
+    assert.equal(after.held, 10, 'and the next request');
   } finally {
     await limits.dispose();
   }
