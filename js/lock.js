@@ -315,7 +315,10 @@ class KeyturnLock {
   #fence;
   #token;
   #heldUntil;
+  /** Released: the core forgot it. */
   #done = false;
+  /** Lost (renewal refused, or past heldUntil): never renewed again; a release still frees an unchanged record. */
+  #lost = false;
   #renewal;
   #controller;
   #timer;
@@ -351,6 +354,7 @@ class KeyturnLock {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
       if (this.#done) this.#controller.abort(lostReason(this.#name, 'was released'));
+      else if (this.#lost) this.#controller.abort(lostReason(this.#name, 'was lost: taken over, or past its heldUntil'));
       else this.#watch();
     }
     return this.#controller.signal;
@@ -358,7 +362,7 @@ class KeyturnLock {
 
   /** The lease end's timer, for the signal (measured with `now`: checked again when it fires). */
   #watch() {
-    if (this.#controller === undefined || this.#done) return;
+    if (this.#controller === undefined || this.#done || this.#lost) return;
     clearTimeout(this.#timer);
     const manager = this.#manager;
     this.#timer = setTimeout(() => {
@@ -368,14 +372,14 @@ class KeyturnLock {
   }
 
   #lose(why) {
-    this.#done = true;
+    this.#lost = true;
     clearTimeout(this.#timer);
     this.#controller?.abort(lostReason(this.#name, why));
   }
 
   /** One CAS moving the lease to `now + staleMs`: true, or false once lost (for good). */
   renew() {
-    if (this.#done) return Promise.resolve(false);
+    if (this.#done || this.#lost) return Promise.resolve(false);
     if (this.#renewal === undefined) {
       this.#renewal = this.#renew().finally(() => {
         this.#renewal = undefined;

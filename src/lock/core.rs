@@ -164,6 +164,8 @@ struct Lease<V> {
     stale_ms: f64,
     /// A renewal in flight, written at this time.
     renewing: Option<f64>,
+    /// Found past its end by a renewal: never renewed again.
+    lapsed: bool,
 }
 
 impl<V> Lease<V> {
@@ -503,6 +505,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     at: batch.at,
                     stale_ms: self.stale_ms_of(next).unwrap_or(lease.stale_ms),
                     renewing: None,
+                    lapsed: false,
                 };
                 self.hold(next, handed);
                 self.remove(ticket);
@@ -546,8 +549,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         else {
             return Step::Lost;
         };
-        if now >= lease.held_until() {
-            self.remove(ticket);
+        if lease.lapsed || now >= lease.held_until() {
+            // Lost for good; a release still frees the record if nobody took it over since.
+            lease.lapsed = true;
             return Step::Lost;
         }
         if lease.renewing.is_some() {
@@ -560,10 +564,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.replace(version, value)
     }
 
-    /// The lease `ticket` holds, if it holds one.
+    /// The lease `ticket` holds, if it holds one (and a renewal has not found it lapsed).
     pub fn lease(&self, ticket: Ticket) -> Option<LeaseView<'_>> {
         match &self.lines.get(ticket)?.state {
-            State::Holding(lease) => Some(LeaseView {
+            State::Holding(lease) if !lease.lapsed => Some(LeaseView {
                 token: &lease.token,
                 fence: lease.fence,
                 held_until: lease.held_until(),
@@ -737,6 +741,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     at,
                     stale_ms: attempt.stale_ms,
                     renewing: None,
+                    lapsed: false,
                 };
                 self.hold(ticket, lease);
                 Step::Held
@@ -897,6 +902,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                             at,
                             stale_ms: self.stale_ms_of(target).unwrap_or(stale_ms),
                             renewing: None,
+                            lapsed: false,
                         };
                         if let Some(state) = self.lines.line_data_mut(line) {
                             state.streak_since.get_or_insert(at);

@@ -308,8 +308,10 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     fence: u64,
     held_until: Cell<f64>,
     ticket: Ticket,
-    /// Released, or known lost: the core has forgotten this ticket.
+    /// Released: the core has forgotten this ticket.
     done: Cell<bool>,
+    /// Found lost by a renewal: never renewed again (a release still frees an unchanged record).
+    lost: Cell<bool>,
     inner: Rc<Inner<S, C, R>>,
 }
 
@@ -320,6 +322,7 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
             .field("fence", &self.fence)
             .field("held_until", &self.held_until.get())
             .field("done", &self.done.get())
+            .field("lost", &self.lost.get())
             .finish()
     }
 }
@@ -356,6 +359,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             held_until: Cell::new(held_until),
             ticket,
             done: Cell::new(false),
+            lost: Cell::new(false),
             inner,
         }
     }
@@ -388,6 +392,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// and [`Lock::held_until`] not passed.
     pub fn is_held(&self) -> bool {
         !self.done.get()
+            && !self.lost.get()
             && self.inner.core.borrow().lease(self.ticket).is_some()
             && self.inner.clock.now_ms() < self.held_until.get()
     }
@@ -403,7 +408,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// # Errors
     /// The store failed: the lease runs to its old end.
     pub async fn renew(&self) -> Result<bool, LockError> {
-        if self.done.get() {
+        if self.done.get() || self.lost.get() {
             return Ok(false);
         }
         let ticket = self.ticket;
@@ -440,7 +445,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 Ok(true)
             }
             _ => {
-                self.done.set(true);
+                self.lost.set(true);
                 Ok(false)
             }
         }

@@ -11,10 +11,10 @@ export class MapStore {
     this.calls = 0;
     this.failures = 0;
   }
-  async weather() {
+  async weather(mayFail = true) {
     this.calls += 1;
     if (this.lagMs) await sleep(Math.floor(this.random() * this.lagMs));
-    if (this.random() < this.failRate) {
+    if (mayFail && this.random() < this.failRate) {
       this.failures += 1;
       throw new Error('injected failure');
     }
