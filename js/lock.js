@@ -15,6 +15,21 @@ export { LockStoreError, LockUnavailable, LOCK_STALE_MS, LOCK_WAIT_MS };
 
 let load;
 let loaded = false;
+// Workers mode (the workerd entry): each waiter also arms a timer of its own, in its caller's
+// request, where it can.
+let ownTimers = false;
+
+/**
+ * Called by the workerd entry. workerd cancels a request that waits with nothing of its own
+ * pending ("hung"), and a timer belongs to the request that armed it: a waiter woken only by
+ * another request's release, or by a timer another request armed, would be cancelled. So each
+ * waiter arms its own timer for its wait's end. Past workerd's 10 000 active timers per request
+ * a waiter goes without (that request has timers pending already); the shared timer still ends
+ * its wait on time.
+ */
+export function waitInTheirCallersContext() {
+  ownTimers = true;
+}
 
 /** Called once by the entry: `load(glue)` instantiates the lock module synchronously. */
 export function setLockLoader(loader) {
@@ -47,6 +62,13 @@ const METHODS = ['create', 'read', 'replace'];
 
 const describe = (value) => (value === null ? 'null' : typeof value);
 
+/** An optional number option (its range is the core's to check). */
+function number(value, what, fallback) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number') throw new TypeError(`keyturn: ${what} must be a number or undefined, got ${describe(value)}`);
+  return value;
+}
+
 function wrongAnswer(method, expected, answer) {
   return new LockStoreError(`store.${method} answered a ${describe(answer)}, not ${expected}`);
 }
@@ -64,11 +86,16 @@ class Manager {
     this.last = 0;
     this.timer = undefined;
     this.timerAt = Infinity;
+    // Ends the waits and leases that are due, and wakes whom the core names.
+    this.due = () => {
+      this.core.expire(this.clock());
+      this.drain();
+    };
+    // The shared timer: ends what is due, and arms itself for what comes next.
     this.fire = () => {
       this.timer = undefined;
       this.timerAt = Infinity;
-      this.core.expire(this.clock());
-      this.drain();
+      this.due();
       this.arm();
     };
   }
@@ -108,10 +135,27 @@ class Manager {
   }
 
   /** Resolves when the core wakes `waiter`, or its time comes (through the shared timer). */
-  wait(waiter) {
+  wait(waiter, until) {
     return new Promise((resolve) => {
       waiter.wake = resolve;
       this.arm();
+      if (ownTimers) {
+        let timer;
+        try {
+          // When it fires: end what is due, then look again (the loop asks the core).
+          timer = setTimeout(() => {
+            waiter.wake = undefined;
+            this.due();
+            resolve();
+          }, Math.max(0, until - this.clock()));
+        } catch {
+          return; // over the request's quota: the shared timer serves
+        }
+        waiter.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      }
     });
   }
 
@@ -134,9 +178,9 @@ class Manager {
 const managers = new WeakMap();
 
 function managerFor(store, now) {
-  lockModule().LockCoreBinding.checkStore(store); // the TypeError naming `store`
   let byNow = managers.get(store);
   if (byNow === undefined) {
+    lockModule().LockCoreBinding.checkStore(store); // the TypeError naming `store`
     byNow = new Map();
     managers.set(store, byNow);
   }
@@ -201,19 +245,25 @@ async function exchange(manager, name, ticket, code) {
 export async function acquireLock(store, name, options) {
   let now;
   let signal;
-  if (options !== null && typeof options === 'object') {
+  let waitMs = LOCK_WAIT_MS;
+  let staleMs = LOCK_STALE_MS;
+  if (options !== undefined) {
+    if (options === null || typeof options !== 'object') throw new TypeError(`keyturn: options must be an object or undefined, got ${describe(options)}`);
     ({ now, signal } = options);
     if (now !== undefined && typeof now !== 'function') throw new TypeError(`keyturn: options.now must be a function or undefined, got ${describe(now)}`);
     if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof signal.addEventListener === 'function' && 'aborted' in signal)) {
       throw new TypeError(`keyturn: options.signal must be an AbortSignal or undefined, got ${describe(signal)}`);
     }
+    waitMs = number(options.waitMs, 'options.waitMs', waitMs);
+    staleMs = number(options.staleMs, 'options.staleMs', staleMs);
   }
   const manager = managerFor(store, now);
   if (signal?.aborted) throw signal.reason;
   const { core } = manager;
   const waiter = { wake: undefined };
-  // Validates the name and options: a TypeError or RangeError before anything is queued.
-  let code = core.acquire(name, options, waiter, manager.clock());
+  // Validates the name and the options' ranges: a TypeError or RangeError before anything is
+  // queued.
+  let code = core.acquire(name, waitMs, staleMs, waiter, manager.clock());
   const ticket = core.lastTicket();
   manager.drain();
   let aborted = false;
@@ -248,7 +298,7 @@ export async function acquireLock(store, name, options) {
         await manager.sleep(waiter, core.until());
         code = core.step(ticket, WOKE, undefined, manager.clock());
       } else if (code === WAIT) {
-        await manager.wait(waiter);
+        await manager.wait(waiter, core.until());
         code = core.step(ticket, WOKE, undefined, manager.clock());
       } else {
         code = await exchange(manager, name, ticket, code);

@@ -3,11 +3,12 @@
 import wasm from './keyturn_wasm_bg.wasm';
 import lockWasm from './keyturn_lock_bg.wasm';
 import { initSync } from './keyturn_wasm.js';
-import { setLockLoader } from './lock.js';
+import { setLockLoader, waitInTheirCallersContext } from './lock.js';
 import { startWorksInTheirCallersContext } from './serializer.js';
 
 initSync({ module: wasm });
 startWorksInTheirCallersContext();
+waitInTheirCallersContext();
 setLockLoader((lock) => lock.initSync({ module: lockWasm }));
 
 export * from './api.js';

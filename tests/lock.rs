@@ -708,7 +708,11 @@ fn randomized_renewals_race_takeovers_releases_and_faults() {
     type Held = Rc<keyturn::Lock<TestStore, ManualClock, SeededRandom>>;
     let holding: Rc<RefCell<Vec<Held>>> = Rc::default();
     let accepted = Rc::new(Cell::new(0u64));
-    let (writes, lost, renewed) = (Rc::new(Cell::new(0u32)), Rc::new(Cell::new(0u32)), Rc::new(Cell::new(0u32)));
+    let (writes, lost, renewed) = (
+        Rc::new(Cell::new(0u32)),
+        Rc::new(Cell::new(0u32)),
+        Rc::new(Cell::new(0u32)),
+    );
     let fences: Rc<RefCell<Vec<u64>>> = Rc::default();
     let seed = Rc::new(Cell::new(7u64));
     for contender in 0..12usize {
@@ -735,7 +739,11 @@ fn randomized_renewals_race_takeovers_releases_and_faults() {
                 holding.borrow_mut().push(lock.clone());
                 for _ in 0..(next(&seed) % 4) {
                     // Mostly short work; now and then a stall past the lease.
-                    let pause = if next(&seed) % 8 == 0 { 70.0 } else { (next(&seed) % 25) as f64 };
+                    let pause = if next(&seed) % 8 == 0 {
+                        70.0
+                    } else {
+                        (next(&seed) % 25) as f64
+                    };
                     clock.after(pause).await;
                     let lapsed = !lock.is_held();
                     match lock.renew().await {
@@ -747,7 +755,10 @@ fn randomized_renewals_race_takeovers_releases_and_faults() {
                     if lock.is_held() {
                         let believers = holding.borrow().iter().filter(|l| l.is_held()).count();
                         assert_eq!(believers, 1, "two locks believe they hold");
-                        assert!(lock.fence() >= accepted.get(), "a holder's write was refused");
+                        assert!(
+                            lock.fence() >= accepted.get(),
+                            "a holder's write was refused"
+                        );
                         accepted.set(lock.fence());
                         writes.set(writes.get() + 1);
                     }
@@ -767,7 +778,16 @@ fn randomized_renewals_race_takeovers_releases_and_faults() {
     }
     run(&executor, &clock);
     let fences = fences.borrow();
-    assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences strictly rise");
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences strictly rise"
+    );
     assert!(fences.len() > 100, "{} holds", fences.len());
-    assert!(writes.get() > 100 && renewed.get() > 100 && lost.get() > 5, "writes {} renewed {} lost {}", writes.get(), renewed.get(), lost.get());
+    assert!(
+        writes.get() > 100 && renewed.get() > 100 && lost.get() > 5,
+        "writes {} renewed {} lost {}",
+        writes.get(),
+        renewed.get(),
+        lost.get()
+    );
 }

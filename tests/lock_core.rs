@@ -223,10 +223,17 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
     assert_eq!(core.renew(a, 1600.0), Step::Lost);
     assert_eq!(core.store_calls(), calls);
     assert!(core.lease(a).is_none());
-    assert_eq!(core.renew(a, 1500.0), Step::Lost, "for good, even with the clock back");
+    assert_eq!(
+        core.renew(a, 1500.0),
+        Step::Lost,
+        "for good, even with the clock back"
+    );
     // Nobody took it over: a late release still frees the record.
     let step = core.release(a, 1601.0, &random);
-    assert_eq!(drive(&mut core, &store, "k", a, step, 1601.0, &random), Step::Done);
+    assert_eq!(
+        drive(&mut core, &store, "k", a, step, 1601.0, &random),
+        Step::Done
+    );
     assert!(!stored(&store, "k").held);
 
     // Taken over meanwhile: the renewal's CAS fails and the lease is lost.

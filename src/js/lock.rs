@@ -9,9 +9,7 @@
 use js_sys::{Function, Object};
 use wasm_bindgen::prelude::*;
 
-use super::errors::{
-    describe, field, key_from_js, optional_number, options_object, range_error, type_error,
-};
+use super::errors::{describe, field, key_from_js, range_error, type_error};
 use super::platform::PlatformRandom;
 use crate::lock::{Answer, LockCore, LockError, LockOptions, OptionError, Step, Woken};
 use crate::queue::Ticket;
@@ -131,27 +129,20 @@ impl LockCoreBinding {
         ]))
     }
 
-    /// Starts an acquisition of `name` with `options` (its `waitMs` and `staleMs`); `waiter`
-    /// is what [`LockCoreBinding::take_woken`] gives back to wake it. The step's code; the new
-    /// ticket is in the outbox ([`LockCoreBinding::last_ticket`]).
+    /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms` (the
+    /// JS checked they are numbers; their ranges are checked here). `waiter` is what
+    /// [`LockCoreBinding::take_woken`] gives back to wake it. The step's code; the new ticket is
+    /// in the outbox ([`LockCoreBinding::last_ticket`]).
     pub fn acquire(
         &mut self,
         name: &JsValue,
-        options: &JsValue,
+        wait_ms: f64,
+        stale_ms: f64,
         waiter: JsValue,
         now: f64,
     ) -> Result<u8, JsValue> {
         let name = key_from_js(name, "name")?;
-        let mut lock_options = LockOptions::default();
-        if let Some(object) = options_object(options, "options")? {
-            if let Some(wait_ms) = optional_number(field(&object, "waitMs")?, "options.waitMs")? {
-                lock_options.wait_ms = wait_ms;
-            }
-            if let Some(stale_ms) = optional_number(field(&object, "staleMs")?, "options.staleMs")?
-            {
-                lock_options.stale_ms = stale_ms;
-            }
-        }
+        let lock_options = LockOptions { wait_ms, stale_ms };
         match self
             .core
             .acquire(&name, waiter, lock_options, now, &self.random)

@@ -3,9 +3,9 @@
 // The write also carries the lock's fence: the board remembers the highest fence that wrote
 // it and refuses an older one, and the write is a conditional put on the etag that was read,
 // so a holder that was taken over (it outlived staleMs) cannot land a late write.
-import { acquireLock, DurableObjectStore } from 'keyturn';
+import { withLock } from 'keyturn';
 
-import { HttpError } from './http.js';
+import { lockOptions, lockStore } from './locks.js';
 
 export const LANE_LIMIT = 3;
 
@@ -29,27 +29,20 @@ export async function writeBoard(env, board, fence, etag, lastFence) {
   return written !== null;
 }
 
-export function lockOptions(env) {
-  return {
-    waitMs: Number(env.CLAIM_WAIT_MS ?? 10000),
-    staleMs: Number(env.LOCK_STALE_MS ?? 2000),
-  };
-}
-
-/** 201 with the card and fence, 409 when the lane is full, 503 when the lock was not had. */
-export async function claim(env, boardId, card) {
-  const lock = await acquireLock(new DurableObjectStore(env.LOCKS), `board:${boardId}`, lockOptions(env));
-  if (!lock) throw new HttpError(503, 'the board is busy; try again', { 'retry-after': '1' });
-  try {
+/**
+ * 201 with the card and fence, 409 when the lane is full (or a newer holder wrote the board);
+ * `withLock` renews the lease while the claim runs and rejects with `LockUnavailable` (a 503)
+ * when the board's lock was not had within the wait.
+ */
+export function claim(env, boardId, card) {
+  return withLock(lockStore(env), `board:${boardId}`, async (lock) => {
     const { board, etag } = await readBoard(env, boardId);
     if (board.inProgress.includes(card)) return { status: 200, body: { card, fence: lock.fence, already: true } };
     if (board.inProgress.length >= LANE_LIMIT) return { status: 409, body: { error: 'the lane is full', limit: LANE_LIMIT } };
     const next = { ...board, inProgress: [...board.inProgress, card] };
     if (!(await writeBoard(env, next, lock.fence, etag, board.fence))) {
-      throw new HttpError(409, 'the board was written by a newer holder of its lock');
+      return { status: 409, body: { error: 'the board was written by a newer holder of its lock' } };
     }
     return { status: 201, body: { card, fence: lock.fence } };
-  } finally {
-    await lock.release();
-  }
+  }, lockOptions(env));
 }

@@ -5,7 +5,7 @@
 //   POST /objects/:id/notifications   {"delta": <integer>} → the object's state after it
 //
 // Bad input gets a 4xx with a JSON error, and nothing is written.
-import { LockDurableObject, SerializedWorkTimeout, LockStoreError } from 'keyturn';
+import { LockDurableObject, LockStoreError, LockUnavailable, SerializedWorkTimeout } from 'keyturn';
 
 import { claim, readBoard, writeBoard } from './board.js';
 import { checkId, HttpError, json, readJson } from './http.js';
@@ -65,6 +65,7 @@ export default {
       throw new HttpError(404, 'no such route');
     } catch (error) {
       if (error instanceof HttpError) return json(error.status, { error: error.message }, error.headers);
+      if (error instanceof LockUnavailable) return json(503, { error: 'busy; try again' }, { 'retry-after': '1' });
       if (error instanceof SerializedWorkTimeout) return json(503, { error: error.message }, { 'retry-after': '1' });
       if (error instanceof LockStoreError) return json(503, { error: 'the lock store failed' }, { 'retry-after': '1' });
       if (error instanceof URIError) return json(400, { error: 'the path is not valid' });
