@@ -22,6 +22,7 @@ bench: build
 	node bench/workerd.mjs
 	node bench/lock.mjs
 	node bench/stores.mjs
+	node bench/claims.mjs
 
 clean:
 	rm -rf pkg target node_modules

@@ -1,0 +1,74 @@
+// The example worker as `make dev` runs it (wrangler dev, local, offline): N claims on one fresh
+// board sent at once, the statuses they got and how long the last answer took; the same for
+// notifications about one object. Three runs each.
+//
+//   node bench/claims.mjs [--claims 200] [--notifications 300] [--root DIR]
+//
+// `--root` runs another checkout's worker (to compare trees on one machine). Not a test.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join, dirname } from 'node:path';
+import { mkdtempSync, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const args = process.argv.slice(2);
+const option = (name, fallback) => {
+  const at = args.indexOf(`--${name}`);
+  return at === -1 ? fallback : args[at + 1];
+};
+const root = option('root', join(dirname(fileURLToPath(import.meta.url)), '..'));
+const claims = Number(option('claims', 200));
+const notifications = Number(option('notifications', 300));
+
+const port = await new Promise((resolve) => {
+  const probe = createServer().listen(0, '127.0.0.1', () => {
+    const { port: free } = probe.address();
+    probe.close(() => resolve(free));
+  });
+});
+// State outside the tree: wrangler dev restarts the worker when files under it change.
+const persist = mkdtempSync(join(tmpdir(), 'keyturn-claims-'));
+const wrangler = spawn(join(root, 'node_modules/.bin/wrangler'), ['dev', '--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', persist], {
+  cwd: root,
+  env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_SEND_ERROR_REPORTS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_COLOR: '1' },
+  stdio: ['ignore', process.env.KEYTURN_WRANGLER_LOG ? openSync(process.env.KEYTURN_WRANGLER_LOG, 'w') : 'ignore', process.env.KEYTURN_WRANGLER_LOG ? openSync(process.env.KEYTURN_WRANGLER_LOG + '.err', 'w') : 'ignore'],
+  detached: true,
+});
+const base = `http://127.0.0.1:${port}`;
+try {
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${base}/boards/warmup`)).ok) break;
+    } catch {}
+    if (i > 600) throw new Error('wrangler dev did not start');
+    await sleep(100);
+  }
+  const post = (path, body) => fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  for (let run = 1; run <= 3; run++) {
+    const board = `bench-${port}-${run}`;
+    let started = performance.now();
+    const statuses = await Promise.all(Array.from({ length: claims }, (_, i) => post(`/boards/${board}/claims`, { card: `c${i}` }).then(async (r) => ((await r.text()).startsWith('Your worker restarted') ? 'restarted' : r.status))));
+    const ms = performance.now() - started;
+    const count = (status) => statuses.filter((s) => s === status).length;
+    const state = await (await fetch(`${base}/boards/${board}`)).json();
+    console.log(`claims run ${run}: ${claims} at once → ${count(201)} × 201, ${count(409)} × 409, ${count(503)} × 503, other ${claims - count(201) - count(409) - count(503)}; last answer after ${ms.toFixed(0)} ms; board holds ${state.inProgress.length}`);
+
+    const object = `bench-${port}-${run}`;
+    started = performance.now();
+    const answers = await Promise.all(Array.from({ length: notifications }, () => post(`/objects/${object}/notifications`, { delta: 1 }).then(async (r) => {
+      const text = await r.text();
+      // wrangler dev now and then restarts its runtime mid-burst (the previous tree's worker too).
+      return text.startsWith('Your worker restarted') ? { status: 'restarted' } : { status: r.status, body: JSON.parse(text) };
+    })));
+    const notifiedMs = performance.now() - started;
+    const ok = answers.filter((a) => a.status === 200);
+    const total = Math.max(0, ...ok.map((a) => a.body.total));
+    console.log(`notifications run ${run}: ${notifications} at once → ${ok.length} × 200, ${answers.filter((a) => a.status === 503).length} × 503, ${answers.filter((a) => a.status === 'restarted').length} cut by a runtime restart; total ${total}; last answer after ${notifiedMs.toFixed(0)} ms`);
+  }
+} finally {
+  process.kill(-wrangler.pid, 'SIGTERM');
+  await sleep(500);
+  rmSync(persist, { recursive: true, force: true });
+}
