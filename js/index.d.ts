@@ -161,35 +161,61 @@ export class LockStoreError extends Error {
   readonly name: 'LockStoreError';
 }
 
+/** A live holder kept the lock's name for the whole wait of `withLock`. */
+export class LockUnavailable extends Error {
+  constructor(key: string, waitMs: number);
+  readonly name: 'LockUnavailable';
+  /** The lock's name. */
+  readonly key: string;
+  /** How long it waited, in ms. */
+  readonly waitMs: number;
+}
+
 export interface LockOptions {
   /** How long to wait for a live holder, in ms (≥ 0; 0 tries once). Default 100. */
   waitMs?: number;
-  /** The age past which a held record is abandoned and taken over, in ms (> 0). Default 2000. */
+  /** The lease: a record not renewed for this long is abandoned and taken over, in ms (> 0). Default 2000. */
   staleMs?: number;
   /** The clock, in epoch milliseconds (record times are compared across isolates). Default `Date.now`. */
   now?: () => number;
+  /** Cancels the wait: already aborted, nothing is asked of the store; aborted while waiting, the call rejects with its reason, leaves the line and leaves nothing held. */
+  signal?: AbortSignal;
 }
 
-/** A held lock. */
+/** A held lock: a lease that runs `staleMs` from its record's time, moved by `renew`. */
 export interface Lock {
   readonly name: string;
   /** The token in the lock record while this lock is held: 128 random bits, hex. Acquisitions handed on within one local batch share it; `fence` is unique to each. */
   readonly token: string;
   /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers. */
   readonly fence: number;
-  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. A lock never released is taken over once its record is stale (`staleMs`), by other isolates and by the waiters in this one. */
+  /** In `now`'s milliseconds: before it nobody may take this lease over. */
+  readonly heldUntil: number;
+  /** Aborts once this holder has lost the lease: at release, when a renewal finds it taken over, or when `heldUntil` passes unrenewed. Reading it first arms its timer; unread, it costs nothing. */
+  readonly signal: AbortSignal;
+  /** One CAS that moves `heldUntil` to `now() + staleMs`, keeping token and fence: true, or false once the lease is lost (taken over, released, or past `heldUntil` — then with no store call). Rejects with `LockStoreError` when the store fails (the lease then runs to its old end). */
+  renew(): Promise<boolean>;
+  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. A lock never released is taken over once its lease ends, by other isolates and by the waiters in this one. */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
 /**
  * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
- * whole `waitMs`. Contenders in one isolate queue first come, first served, and a release hands
- * the lock to the next of them directly (one store call per batch of hand-offs). Rejects with a `LockStoreError` when the store fails and
- * a `TypeError`/`RangeError` for a bad store, name or option; a Workers KV namespace is refused
- * (it has no conditional put).
+ * whole `waitMs`. Contenders in one isolate (over one store object) queue first come, first
+ * served, and a release hands the lock to the next of them directly (one store call per batch of
+ * hand-offs). Rejects with a `LockStoreError` when the store fails, the signal's reason when it
+ * aborts, and a `TypeError`/`RangeError` for a bad store, name or option; a Workers KV namespace
+ * is refused (it has no conditional put).
  */
 export function acquireLock(store: LockStore, name: string, options?: LockOptions): Promise<Lock | undefined>;
+
+/**
+ * Acquires `name`, runs `fn(lock)`, renews the lease every `staleMs / 3` while `fn` runs, and
+ * releases when it settles, with `fn`'s value or error as its own. Rejects with `LockUnavailable`
+ * when a live holder kept the name for `waitMs`, and as `acquireLock` otherwise.
+ */
+export function withLock<T>(store: LockStore, name: string, fn: (lock: Lock) => T | PromiseLike<T>, options?: LockOptions): Promise<Awaited<T>>;
 
 /**
  * An R2 bucket as a lock store: create by `onlyIf: { etagDoesNotMatch: '*' }`, CAS by

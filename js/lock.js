@@ -88,7 +88,7 @@ class Manager {
     this.timerAt = Infinity;
     // Ends the waits and leases that are due, and wakes whom the core names.
     this.due = () => {
-      this.core.expire(this.clock());
+      this.core.expire(this.time());
       this.drain();
     };
     // The shared timer: ends what is due, and arms itself for what comes next.
@@ -105,6 +105,21 @@ class Manager {
     const now = this.now === undefined ? Date.now() : this.now();
     if (typeof now === 'number' && Number.isFinite(now)) this.last = now;
     return this.last;
+  }
+
+  /** The time for a step that must not fail: `clock()`, or its last good answer if `now` throws. */
+  time() {
+    try {
+      return this.clock();
+    } catch {
+      return this.last;
+    }
+  }
+
+  /** Takes `ticket` out of its line (a waiter giving up; nothing for a ticket already gone). */
+  leave(ticket) {
+    this.core.leave(ticket, true);
+    this.drain();
   }
 
   /** Wakes the waiters the core named; one that is not waiting has a step in hand already. */
@@ -130,7 +145,7 @@ class Manager {
     if (this.timer !== undefined && this.timerAt <= at) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    this.timer = setTimeout(this.fire, Math.max(0, at - this.clock()));
+    this.timer = setTimeout(this.fire, Math.max(0, at - this.time()));
     this.timerAt = at;
   }
 
@@ -147,7 +162,7 @@ class Manager {
             waiter.wake = undefined;
             this.due();
             resolve();
-          }, Math.max(0, until - this.clock()));
+          }, Math.max(0, until - this.time()));
         } catch {
           return; // over the request's quota: the shared timer serves
         }
@@ -165,7 +180,7 @@ class Manager {
       const timer = setTimeout(() => {
         waiter.wake = undefined;
         resolve();
-      }, Math.max(0, until - this.clock()));
+      }, Math.max(0, until - this.time()));
       waiter.wake = () => {
         clearTimeout(timer);
         resolve();
@@ -177,10 +192,36 @@ class Manager {
 // One manager per store object and `now`. Weak: a store that goes away takes its managers along.
 const managers = new WeakMap();
 
+/** A store is an object with the three methods; a Workers KV namespace is refused, saying why. */
+function checkStore(store) {
+  if (typeof store !== 'object' || store === null) {
+    throw new TypeError(`keyturn: store must be an object with create, read and replace methods, got ${describe(store)}`);
+  }
+  const has = (method) => typeof store[method] === 'function';
+  if (!has('create') && !has('read') && has('getWithMetadata') && has('list')) {
+    throw new TypeError(
+      'keyturn: store is a Workers KV namespace, which has no conditional put and is eventually consistent: a lock over it ' +
+        'would let two holders in at once. Use a store with a conditional put: a Durable Object, R2, Redis or Deno KV.',
+    );
+  }
+  for (const method of METHODS) {
+    if (!has(method)) throw new TypeError(`keyturn: store.${method} must be a function (a store has create, read and replace)`);
+  }
+}
+
+// A lone surrogate would reach wasm as U+FFFD: two different names must not become one.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** The JS side of a name's rules (its length and emptiness are the core's). */
+function checkName(name) {
+  if (typeof name !== 'string') throw new TypeError(`keyturn: name must be a non-empty string, got ${describe(name)}`);
+  if (LONE_SURROGATE.test(name)) throw new TypeError('keyturn: name must be well-formed Unicode (it has a lone surrogate)');
+}
+
 function managerFor(store, now) {
   let byNow = managers.get(store);
   if (byNow === undefined) {
-    lockModule().LockCoreBinding.checkStore(store); // the TypeError naming `store`
+    checkStore(store);
     byNow = new Map();
     managers.set(store, byNow);
   }
@@ -194,45 +235,60 @@ function managerFor(store, now) {
 
 /**
  * The store call the core asked for (`code`, details in its outbox), its answer classified and
- * fed back: the next step's code. A store that throws, rejects or answers something that is not
- * a store's answer is a `LockStoreError` — after the core was told, so it holds nothing.
+ * fed back: a promise of the next step's code. A store that throws, rejects or answers something
+ * that is not a store's answer is a `LockStoreError` — after the core was told, so it holds
+ * nothing. (Promise reactions, not an async function: one hop per store call.)
  */
-async function exchange(manager, name, ticket, code) {
+function exchange(manager, name, ticket, code) {
   const { core, store } = manager;
   const value = code === READ ? undefined : core.value();
   const version = code === REPLACE ? core.version() : undefined;
-  let answer;
-  let failure;
+  let call;
   try {
-    answer = await (code === CREATE ? store.create(name, value) : code === READ ? store.read(name) : store.replace(name, version, value));
+    call = code === CREATE ? store.create(name, value) : code === READ ? store.read(name) : store.replace(name, version, value);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    failure = new LockStoreError(`store.${METHODS[code]} failed: ${message}`, { cause: error });
+    return Promise.reject(failed(manager, ticket, code, error));
   }
-  if (failure === undefined) {
-    if (code === READ) {
-      if (answer === null || answer === undefined) return core.stepRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, manager.clock());
-      if (typeof answer === 'object' && typeof answer.value === 'string' && typeof answer.version === 'string') {
-        let record;
-        try {
-          record = JSON.parse(answer.value);
-        } catch {
-          record = undefined;
-        }
-        // Not an object: not ours; the core checks every field of one that is.
-        if (record === null || typeof record !== 'object') record = {};
-        return core.stepRead(ticket, answer.version, record.keyturn, record.state, record.token, record.fence, record.at, manager.clock());
+  return Promise.resolve(call).then(
+    (answer) => classify(manager, ticket, code, answer),
+    (error) => {
+      throw failed(manager, ticket, code, error);
+    },
+  );
+}
+
+/** The one answer classifier: what the store said, fed to the core; the next step's code. */
+function classify(manager, ticket, code, answer) {
+  const { core } = manager;
+  const now = manager.time();
+  if (code === READ) {
+    if (answer === null || answer === undefined) return core.stepRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, now);
+    if (typeof answer === 'object' && typeof answer.value === 'string' && typeof answer.version === 'string') {
+      let record;
+      try {
+        record = JSON.parse(answer.value);
+      } catch {
+        record = undefined;
       }
-      failure = wrongAnswer('read', '{ value: string, version: string } or null', answer);
-    } else if (typeof answer === 'string' || answer === null || answer === undefined) {
-      return core.step(ticket, code === CREATE ? CREATED : REPLACED, answer ?? undefined, manager.clock());
-    } else {
-      failure = wrongAnswer(METHODS[code], 'a version string or null', answer);
+      // Not an object: not ours; the core checks every field of one that is.
+      if (record === null || typeof record !== 'object') record = {};
+      return core.stepRead(ticket, answer.version, record.keyturn, record.state, record.token, record.fence, record.at, now);
     }
+    throw failed(manager, ticket, code, undefined, wrongAnswer('read', '{ value: string, version: string } or null', answer));
   }
-  core.step(ticket, FAILED, undefined, manager.clock());
+  if (typeof answer === 'string' || answer === null || answer === undefined) {
+    return core.step(ticket, code === CREATE ? CREATED : REPLACED, answer ?? undefined, now);
+  }
+  throw failed(manager, ticket, code, undefined, wrongAnswer(METHODS[code], 'a version string or null', answer));
+}
+
+/** Tells the core a call failed (it then holds nothing for it); the error to report. */
+function failed(manager, ticket, code, cause, error) {
+  manager.core.step(ticket, FAILED, undefined, manager.time());
   manager.drain();
-  throw failure;
+  if (error !== undefined) return error;
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new LockStoreError(`store.${METHODS[code]} failed: ${message}`, { cause });
 }
 
 /**
@@ -242,30 +298,51 @@ async function exchange(manager, name, ticket, code) {
  * the whole `waitMs`. Rejects with a `LockStoreError` when the store fails, the signal's reason
  * when it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
  */
-export async function acquireLock(store, name, options) {
-  let now;
+export function acquireLock(store, name, options) {
+  let manager;
   let signal;
-  let waitMs = LOCK_WAIT_MS;
-  let staleMs = LOCK_STALE_MS;
-  if (options !== undefined) {
-    if (options === null || typeof options !== 'object') throw new TypeError(`keyturn: options must be an object or undefined, got ${describe(options)}`);
-    ({ now, signal } = options);
-    if (now !== undefined && typeof now !== 'function') throw new TypeError(`keyturn: options.now must be a function or undefined, got ${describe(now)}`);
-    if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof signal.addEventListener === 'function' && 'aborted' in signal)) {
-      throw new TypeError(`keyturn: options.signal must be an AbortSignal or undefined, got ${describe(signal)}`);
+  let waiter;
+  let code;
+  let ticket;
+  try {
+    let now;
+    let waitMs = LOCK_WAIT_MS;
+    let staleMs = LOCK_STALE_MS;
+    if (options !== undefined) {
+      if (options === null || typeof options !== 'object') throw new TypeError(`keyturn: options must be an object or undefined, got ${describe(options)}`);
+      ({ now, signal } = options);
+      if (now !== undefined && typeof now !== 'function') throw new TypeError(`keyturn: options.now must be a function or undefined, got ${describe(now)}`);
+      if (signal !== undefined && !(typeof signal === 'object' && signal !== null && typeof signal.addEventListener === 'function' && 'aborted' in signal)) {
+        throw new TypeError(`keyturn: options.signal must be an AbortSignal or undefined, got ${describe(signal)}`);
+      }
+      waitMs = number(options.waitMs, 'options.waitMs', waitMs);
+      staleMs = number(options.staleMs, 'options.staleMs', staleMs);
     }
-    waitMs = number(options.waitMs, 'options.waitMs', waitMs);
-    staleMs = number(options.staleMs, 'options.staleMs', staleMs);
+    manager = managerFor(store, now);
+    checkName(name);
+    if (signal?.aborted) throw signal.reason;
+    waiter = { wake: undefined };
+    // Validates the name and the options' ranges: a TypeError or RangeError before anything is
+    // queued. (A `now` that throws here fails the call with nothing queued.)
+    code = manager.core.acquire(name, waitMs, staleMs, waiter, manager.clock());
+    ticket = manager.core.lastTicket();
+    manager.drain();
+  } catch (error) {
+    return Promise.reject(error);
   }
-  const manager = managerFor(store, now);
-  if (signal?.aborted) throw signal.reason;
+  if (signal === undefined && (code === CREATE || code === REPLACE)) {
+    // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
+    return exchange(manager, name, ticket, code).then((next) => {
+      manager.drain();
+      return next === HELD ? new KeyturnLock(manager, ticket, name) : acquiring(manager, name, ticket, next, waiter, undefined);
+    });
+  }
+  return acquiring(manager, name, ticket, code, waiter, signal);
+}
+
+/** The rest of an acquisition: waiting in line, polling, the caller's signal. */
+async function acquiring(manager, name, ticket, code, waiter, signal) {
   const { core } = manager;
-  const waiter = { wake: undefined };
-  // Validates the name and the options' ranges: a TypeError or RangeError before anything is
-  // queued.
-  let code = core.acquire(name, waitMs, staleMs, waiter, manager.clock());
-  const ticket = core.lastTicket();
-  manager.drain();
   let aborted = false;
   const onAbort = () => {
     aborted = true;
@@ -273,8 +350,7 @@ export async function acquireLock(store, name, options) {
     const wake = waiter.wake;
     if (wake !== undefined) {
       waiter.wake = undefined;
-      core.leave(ticket, true, manager.clock());
-      manager.drain();
+      manager.leave(ticket);
       wake();
     }
   };
@@ -296,10 +372,10 @@ export async function acquireLock(store, name, options) {
       if (code > WAIT) return undefined; // GIVE_UP: the wait is over, nothing held
       if (code === SLEEP) {
         await manager.sleep(waiter, core.until());
-        code = core.step(ticket, WOKE, undefined, manager.clock());
+        code = core.step(ticket, WOKE, undefined, manager.time());
       } else if (code === WAIT) {
         await manager.wait(waiter, core.until());
-        code = core.step(ticket, WOKE, undefined, manager.clock());
+        code = core.step(ticket, WOKE, undefined, manager.time());
       } else {
         code = await exchange(manager, name, ticket, code);
       }
@@ -307,11 +383,8 @@ export async function acquireLock(store, name, options) {
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);
-    if (!held) {
-      // Whatever ended the wait (an abort, a refused timer, a failed `now`): out of the line.
-      core.leave(ticket, true, manager.clock());
-      manager.drain();
-    }
+    // Whatever ended the wait (an abort, a refused timer, a failed store): out of the line.
+    if (!held) manager.leave(ticket);
   }
 }
 
@@ -416,9 +489,9 @@ class KeyturnLock {
     clearTimeout(this.#timer);
     const manager = this.#manager;
     this.#timer = setTimeout(() => {
-      if (manager.clock() >= this.#heldUntil) this.#lose('passed its heldUntil unrenewed');
+      if (manager.time() >= this.#heldUntil) this.#lose('passed its heldUntil unrenewed');
       else this.#watch();
-    }, Math.max(0, this.#heldUntil - manager.clock()));
+    }, Math.max(0, this.#heldUntil - manager.time()));
   }
 
   #lose(why) {
@@ -440,7 +513,7 @@ class KeyturnLock {
 
   async #renew() {
     const manager = this.#manager;
-    let code = manager.core.renew(this.#ticket, manager.clock());
+    let code = manager.core.renew(this.#ticket, manager.time());
     if (code === REPLACE) code = await exchange(manager, this.#name, this.#ticket, code);
     manager.drain();
     if (code === HELD) {
@@ -461,16 +534,28 @@ class KeyturnLock {
     return this.#renewal === undefined ? settle() : this.#renewal.then(settle, settle);
   }
 
-  async #release() {
+  #release() {
     const manager = this.#manager;
-    try {
-      const code = manager.core.release(this.#ticket, manager.clock());
-      manager.drain();
-      if (code === REPLACE) await exchange(manager, this.#name, this.#ticket, code);
-      manager.drain();
-    } finally {
-      this.#controller?.abort(lostReason(this.#name, 'was released'));
+    const code = manager.core.release(this.#ticket, manager.time());
+    manager.drain();
+    if (code !== REPLACE) {
+      this.#released();
+      return released;
     }
+    return exchange(manager, this.#name, this.#ticket, code).then(
+      () => {
+        manager.drain();
+        this.#released();
+      },
+      (error) => {
+        this.#released();
+        throw error;
+      },
+    );
+  }
+
+  #released() {
+    this.#controller?.abort(lostReason(this.#name, 'was released'));
   }
 }
 

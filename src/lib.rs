@@ -22,9 +22,10 @@
 //! - A caller may give up: in JavaScript its `signal` takes a waiting work out of the line at
 //!   once, or abandons a running one; in Rust dropping the `run` future does the same. A bound
 //!   per key ([`SerializerOptions`]) refuses calls past it at once instead of queueing them.
-//! - A lock is a lease without renewal: a holder past `staleMs` can be taken over while it
-//!   still works, so protected writes carry [`Lock::fence`] and the resource refuses older ones.
-//!   Staleness compares record times across isolates' clocks.
+//! - A lock is a lease: it runs `staleMs` from its record's time and [`Lock::renew`] moves it
+//!   ([`LockManager::with_lock`] renews while its work runs). A holder whose lease ran out can be
+//!   taken over while it still works, so protected writes carry [`Lock::fence`] and the
+//!   resource refuses older ones. Staleness compares record times across isolates' clocks.
 //! - Single-threaded: one wasm instance per isolate, nothing here is `Send`.
 //! - Nothing the host throws unwinds through Rust: the JavaScript bindings' cores never call
 //!   into JavaScript, and the platform calls Rust makes on wasm (timers, crypto) are `catch`

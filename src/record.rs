@@ -327,8 +327,10 @@ pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
             break;
         }
     }
-    // ASCII digits: always UTF-8.
-    out.push_str(core::str::from_utf8(&digits[at..]).unwrap_or_default());
+    // Pushed one by one: no UTF-8 check to link in for what are ASCII digits.
+    for &digit in &digits[at..] {
+        out.push(char::from(digit));
+    }
 }
 
 #[cfg(test)]

@@ -791,3 +791,54 @@ fn randomized_renewals_race_takeovers_releases_and_faults() {
         lost.get()
     );
 }
+
+/// `with_lock` runs the work with the lock, renewing the lease every `stale_ms / 3` while it
+/// runs (so a work three leases long is never taken over), releases after, and answers
+/// `Unavailable` when a live holder kept the name for the wait.
+#[test]
+fn with_lock_renews_while_the_work_runs_and_releases_after() {
+    let (clock, memory, executor) = world();
+    let locks = manager(TestStore::plain(&memory, &clock), &clock, 41);
+    let rival = manager(TestStore::plain(&memory, &clock), &clock, 42);
+    let (l, c) = (locks.clone(), clock.clone());
+    let done = executor.spawn_with_output(async move {
+        l.with_lock("k", options(100.0, 300.0), |lock| {
+            let (fence, c) = (lock.fence(), c.clone());
+            async move {
+                c.after(1000.0).await;
+                fence
+            }
+        })
+        .await
+    });
+    // A rival in another isolate polls all along and never gets in: the lease is renewed.
+    let r = rival.clone();
+    let rival_try =
+        executor.spawn_with_output(async move { r.acquire("k", options(900.0, 300.0)).await });
+    run(&executor, &clock);
+    assert_eq!(done.take().unwrap().unwrap(), 1);
+    assert!(
+        rival_try.take().unwrap().unwrap().is_none(),
+        "never taken over"
+    );
+    assert!(!stored(&memory, "k").held, "released after the work");
+
+    let holder = executor.spawn_with_output({
+        let r = rival.clone();
+        async move { r.acquire("k", options(100.0, 5000.0)).await }
+    });
+    run(&executor, &clock);
+    let _holder = holder.take().unwrap().unwrap().unwrap();
+    let l = locks.clone();
+    let refused = executor.spawn_with_output(async move {
+        l.with_lock("k", options(50.0, 300.0), |_| async { 1 })
+            .await
+    });
+    run(&executor, &clock);
+    let error = refused.take().unwrap().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "lock k was held by a live holder for the whole wait of 50 ms"
+    );
+    assert!(matches!(error, LockError::Unavailable { wait_ms, .. } if wait_ms == 50.0));
+}

@@ -511,7 +511,7 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
     let Step::Replace { .. } = core.release(a, 10.0, &random) else {
         panic!()
     };
-    core.leave(a, false, 10.0);
+    core.leave(a, false);
     assert_eq!(woken(&mut core), vec![(true, 2)]);
     let mut now = 10.0;
     let step = core.step(b, Answer::Woke, now, &random);
@@ -581,7 +581,7 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
     let step = core.release(d, now + 33.0, &random);
     drive(&mut core, &store, "k", d, step, now + 33.0, &random);
     assert_eq!(woken(&mut core), vec![(true, 5)]);
-    core.leave(e, true, now + 33.0);
+    core.leave(e, true);
     assert_eq!(woken(&mut core), vec![(true, 6)]);
     let calls = core.store_calls();
     let step = core.step(f, Answer::Woke, now + 34.0, &random);

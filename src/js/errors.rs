@@ -18,13 +18,13 @@ fn join(parts: &[&str]) -> String {
 /// A `TypeError` whose message is `keyturn: ` and the parts.
 #[inline(never)]
 pub fn type_error(parts: &[&str]) -> JsValue {
-    js_sys::TypeError::new(&join(parts)).into()
+    super::host::HostTypeError::new(&join(parts)).into()
 }
 
 /// A `RangeError` whose message is `keyturn: ` and the parts.
 #[inline(never)]
 pub fn range_error(parts: &[&str]) -> JsValue {
-    js_sys::RangeError::new(&join(parts)).into()
+    super::host::HostRangeError::new(&join(parts)).into()
 }
 
 /// What `typeof` says, with `null` told apart, for messages.
@@ -40,10 +40,7 @@ pub fn describe(value: &JsValue) -> String {
 /// A number as JavaScript spells it (`String(n)`), for messages.
 #[inline(never)]
 pub fn spell(number: f64) -> String {
-    js_sys::Number::from(number)
-        .to_string_with_radix(10)
-        .map(String::from)
-        .unwrap_or_default()
+    super::host::spell_number(number)
 }
 
 /// A key or lock name from JavaScript, as a Rust string, or the error that names `what`.
@@ -57,7 +54,7 @@ pub fn key_from_js(value: &JsValue, what: &str) -> Result<String, JsValue> {
     };
     // Lone surrogates come through as U+FFFD; two different keys must not become one.
     if key.chars().any(|c| c == '\u{FFFD}')
-        && !js_sys::JsString::from(value.clone()).is_valid_utf16()
+        && !super::host::is_well_formed(value)
     {
         return Err(type_error(&[
             what,
@@ -89,12 +86,12 @@ pub fn key_error(what: &str, error: KeyError) -> JsValue {
 /// `options` as an object to read fields from: `None` when undefined, an error naming it when
 /// it is anything but an object.
 #[inline(never)]
-pub fn options_object(value: &JsValue, what: &str) -> Result<Option<js_sys::Object>, JsValue> {
+pub fn options_object(value: &JsValue, what: &str) -> Result<Option<JsValue>, JsValue> {
     if value.is_undefined() {
         return Ok(None);
     }
     if value.is_object() && !value.is_function() {
-        return Ok(Some(value.clone().unchecked_into()));
+        return Ok(Some(value.clone()));
     }
     Err(type_error(&[
         what,
@@ -104,17 +101,17 @@ pub fn options_object(value: &JsValue, what: &str) -> Result<Option<js_sys::Obje
 }
 
 /// A field of an options object; a getter that throws passes its error on.
-pub fn field(object: &js_sys::Object, name: &str) -> Result<JsValue, JsValue> {
-    js_sys::Reflect::get(object, &JsValue::from_str(name))
+pub fn field(object: &JsValue, name: &str) -> Result<JsValue, JsValue> {
+    super::host::reflect_get(object, &JsValue::from_str(name))
 }
 
 /// An optional function field: `undefined` or a function, else a TypeError naming it.
 #[inline(never)]
-pub fn optional_function(value: JsValue, what: &str) -> Result<Option<js_sys::Function>, JsValue> {
+pub fn optional_function(value: JsValue, what: &str) -> Result<Option<JsValue>, JsValue> {
     if value.is_undefined() {
         Ok(None)
-    } else if let Some(function) = value.dyn_ref::<js_sys::Function>() {
-        Ok(Some(function.clone()))
+    } else if value.is_function() {
+        Ok(Some(value))
     } else {
         Err(type_error(&[
             what,

@@ -6,12 +6,11 @@
 //! are left in the handle's outbox and read by the JS right after the call that made them:
 //! the core runs no JavaScript in between, so nothing can overwrite them first.
 
-use js_sys::{Function, Object};
 use wasm_bindgen::prelude::*;
 
-use super::errors::{describe, field, key_from_js, range_error, type_error};
+use super::errors::{range_error, type_error};
 use super::platform::PlatformRandom;
-use crate::lock::{Answer, LockCore, LockError, LockOptions, OptionError, Step, Woken};
+use crate::lock::{Answer, LockCore, LockError, LockOptions, Step, Woken};
 use crate::queue::Ticket;
 use crate::record::Record;
 
@@ -93,70 +92,32 @@ impl LockCoreBinding {
         }
     }
 
-    /// Checks that `store` has the three methods; a Workers KV namespace is refused, saying why.
-    #[wasm_bindgen(js_name = checkStore)]
-    pub fn check_store(value: &JsValue) -> Result<(), JsValue> {
-        if !value.is_object() {
-            return Err(type_error(&[
-                "store must be an object with create, read and replace methods, got ",
-                &describe(value),
-            ]));
-        }
-        let object: &Object = value.unchecked_ref();
-        let method = |name: &str| -> Result<bool, JsValue> {
-            Ok(field(object, name)?.is_instance_of::<Function>())
-        };
-        let (create, read, replace) = (method("create")?, method("read")?, method("replace")?);
-        if !create && !read && method("getWithMetadata")? && method("list")? {
-            return Err(type_error(&[
-                "store is a Workers KV namespace, which has no conditional put and is eventually consistent: a lock over it \
-                 would let two holders in at once. Use a store with a conditional put: a Durable Object, R2, Redis or Deno KV.",
-            ]));
-        }
-        let missing = if !create {
-            "create"
-        } else if !read {
-            "read"
-        } else if !replace {
-            "replace"
-        } else {
-            return Ok(());
-        };
-        Err(type_error(&[
-            "store.",
-            missing,
-            " must be a function (a store has create, read and replace)",
-        ]))
-    }
-
     /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms` (the
-    /// JS checked they are numbers; their ranges are checked here). `waiter` is what
+    /// JS checked that `name` is a well-formed string and the options numbers; the name's rules
+    /// and the options' ranges are checked here). `waiter` is what
     /// [`LockCoreBinding::take_woken`] gives back to wake it. The step's code; the new ticket is
     /// in the outbox ([`LockCoreBinding::last_ticket`]).
     pub fn acquire(
         &mut self,
-        name: &JsValue,
+        name: &str,
         wait_ms: f64,
         stale_ms: f64,
         waiter: JsValue,
         now: f64,
     ) -> Result<u8, JsValue> {
-        let name = key_from_js(name, "name")?;
         let lock_options = LockOptions { wait_ms, stale_ms };
         match self
             .core
-            .acquire(&name, waiter, lock_options, now, &self.random)
+            .acquire(name, waiter, lock_options, now, &self.random)
         {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
                 Ok(self.emit(step))
             }
-            Err(LockError::InvalidOption(OptionError::WaitMs(_))) => Err(range_error(&[
-                "options.waitMs must be a finite number, 0 or more",
-            ])),
-            Err(LockError::InvalidOption(OptionError::StaleMs(_))) => Err(range_error(&[
-                "options.staleMs must be a finite number above 0",
-            ])),
+            // The crate's own wording (`OptionError`), named as the JS caller wrote it.
+            Err(LockError::InvalidOption(error)) => {
+                Err(range_error(&["options.", &error.to_string()]))
+            }
             Err(LockError::InvalidName(error)) => Err(super::errors::key_error("name", error)),
             Err(_) => Err(type_error(&["the lock could not start"])),
         }
@@ -173,7 +134,9 @@ impl LockCoreBinding {
             CREATED => Answer::Created(found),
             REPLACED => Answer::Replaced(found),
             WOKE => Answer::Woke,
-            FAILED | _ => Answer::Failed,
+            FAILED => Answer::Failed,
+            // A kind the JS never sends: treated as a failed call, which holds nothing.
+            _ => Answer::Failed,
         };
         let step = self.core.step(ticket, answer, now, &self.random);
         self.emit(step)
@@ -233,9 +196,9 @@ impl LockCoreBinding {
 
     /// Gives up a waiter (its signal aborted), or a holder handed the lease that cannot take it
     /// (`keep`: the record goes to this isolate's next acquisition).
-    pub fn leave(&mut self, ticket: f64, keep: bool, now: f64) {
+    pub fn leave(&mut self, ticket: f64, keep: bool) {
         if let Some(ticket) = self.ticket(ticket) {
-            self.core.leave(ticket, keep, now);
+            self.core.leave(ticket, keep);
         }
     }
 

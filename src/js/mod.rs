@@ -10,6 +10,7 @@
 //! - no `RefCell` borrow is held across a call into JavaScript.
 
 pub mod errors;
+pub mod host;
 #[cfg(feature = "js-lock")]
 pub mod lock;
 pub mod platform;

@@ -32,7 +32,7 @@ extern "C" {
 
     /// The global `setTimeout` (never `window`'s: Workers and Node have no window).
     #[wasm_bindgen(catch, js_name = setTimeout)]
-    fn set_timeout(handler: &js_sys::Function, ms: f64) -> Result<JsValue, JsValue>;
+    fn set_timeout(handler: &JsValue, ms: f64) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(catch, js_name = clearTimeout)]
     fn clear_timeout(handle: &JsValue) -> Result<(), JsValue>;
@@ -51,8 +51,9 @@ fn timer_delay(ms: f64) -> f64 {
 
 /// What a thrown JS value says, for an error message.
 pub(crate) fn thrown_message(error: &JsValue) -> String {
-    if let Some(error) = error.dyn_ref::<js_sys::Error>() {
-        return String::from(error.message());
+    let message = super::host::reflect_get(error, &JsValue::from_str("message")).ok();
+    if let Some(message) = message.and_then(|message| message.as_string()) {
+        return message;
     }
     error
         .as_string()
@@ -82,7 +83,7 @@ pub struct WallClock;
 
 impl Clock for WallClock {
     fn now_ms(&self) -> f64 {
-        js_sys::Date::now()
+        super::host::date_now()
     }
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         TimerSleep::arm(ms)
@@ -152,7 +153,7 @@ impl Random for PlatformRandom {
                     // Never seen (every runtime this runs on has crypto, and a block is far
                     // under its 64 KiB limit), but not a reason to trap: bytes that are at
                     // least distinct per call, so two tokens never collide.
-                    let seed = js_sys::Date::now().to_bits() ^ performance_now().to_bits();
+                    let seed = super::host::date_now().to_bits() ^ performance_now().to_bits();
                     crate::random::SeededRandom::new(seed).fill(block);
                 }
             })

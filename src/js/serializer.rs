@@ -9,8 +9,9 @@
 //! held in the core's line. Lines are known by id: the JS keeps the key → line map of busy
 //! keys, which spares passing the key string into wasm for every work.
 
-use js_sys::{Object, Reflect};
 use wasm_bindgen::prelude::*;
+
+use super::host::{reflect_set, HostObject};
 
 use super::errors::{
     describe, field, key_error, key_from_js, optional_number, options_object, range_error, spell,
@@ -327,9 +328,9 @@ impl SerializerBinding {
     }
 
     /// `stats()`: counters since creation, and what is live now.
-    pub fn stats(&self) -> Result<Object, JsValue> {
+    pub fn stats(&self) -> Result<JsValue, JsValue> {
         let stats = self.core.stats();
-        let object = Object::new();
+        let object: JsValue = HostObject::new().into();
         let fields: [(&str, f64); 8] = [
             ("keys", stats.keys as f64),
             ("running", stats.running as f64),
@@ -341,7 +342,7 @@ impl SerializerBinding {
             ("lateSettled", stats.late_settled as f64),
         ];
         for (name, value) in fields {
-            Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_f64(value))?;
+            reflect_set(&object, &JsValue::from_str(name), &JsValue::from_f64(value))?;
         }
         Ok(object)
     }

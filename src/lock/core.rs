@@ -447,11 +447,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// handed the lease that never took it leaves the record to this isolate's next acquisition
     /// (`keep` true), or — a holder that is dropped, as if it crashed — leaves it held until
     /// stale (`keep` false).
-    pub fn leave(&mut self, ticket: Ticket, keep: bool, now: f64) {
+    pub fn leave(&mut self, ticket: Ticket, keep: bool) {
         let Some(name) = self.lines.key(ticket).cloned() else {
             return;
         };
-        let _ = now;
         if let Some(Entry {
             state: State::Holding(lease),
             ..
@@ -856,14 +855,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
 
     fn begin_release(&mut self, ticket: Ticket, then: AfterRelease, at: f64) {
         if let Some(entry) = self.lines.get_mut(ticket) {
-            let state = std::mem::replace(
-                &mut entry.state,
-                State::Waiting {
-                    deadline: 0.0,
-                    stale_ms: 0.0,
-                },
-            );
-            if let State::Holding(lease) = state {
+            // Moved out through a placeholder that is overwritten at once (the caller checked
+            // that it holds).
+            let placeholder = State::Waiting {
+                deadline: 0.0,
+                stale_ms: 0.0,
+            };
+            if let State::Holding(lease) = std::mem::replace(&mut entry.state, placeholder) {
                 entry.state = State::Releasing { lease, then, at };
             }
         }

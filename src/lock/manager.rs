@@ -127,8 +127,7 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Leave<'_, S, C, R> {
     fn drop(&mut self) {
         if self.armed {
             let ticket = self.ticket;
-            self.inner
-                .with_core(|core, now, _| core.leave(ticket, true, now));
+            self.inner.with_core(|core, _, _| core.leave(ticket, true));
         }
     }
 }
@@ -497,8 +496,7 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Lock<S, C, R> {
     fn drop(&mut self) {
         if !self.done.get() {
             let ticket = self.ticket;
-            self.inner
-                .with_core(|core, now, _| core.leave(ticket, false, now));
+            self.inner.with_core(|core, _, _| core.leave(ticket, false));
         }
     }
 }

@@ -31,6 +31,7 @@ test('the error classes say what the crate\'s templates say', () => {
   const fill = (template, values) => template.replace(/\{(\w+)\}/g, (_, name) => String(values[name]));
   assert.equal(new esm.SerializedWorkTimeout('k', 5).message, fill(fromRust.MESSAGES.timeout, { key: 'k', timeoutMs: 5 }));
   assert.equal(new esm.SerializedQueueFull('k', 3).message, fill(fromRust.MESSAGES.queueFull, { key: 'k', maxPending: 3 }));
+  assert.equal(new esm.LockUnavailable('k', 30).message, fill(fromRust.MESSAGES.lockUnavailable, { key: 'k', waitMs: 30 }));
   assert.match(new esm.KeyturnInstanceFailed(new Error('x')).message, /^keyturn's wasm instance failed \(x\)/);
 });
 

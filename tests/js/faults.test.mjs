@@ -188,6 +188,44 @@ test('a store method that throws synchronously: that acquisition rejects, the lo
   assert.deepEqual(unhandled, []);
 });
 
+test('the lock: a refused timer for a waiter, or a `now` that throws, fails only that acquisition; the line moves on', async () => {
+  const store = new MemoryStore();
+  const holder = await acquireLock(store, 'timers');
+  // The next waiter arms the shared timer (and nothing else does): refused.
+  const refused = failOn('setTimeout', [1], callThrough);
+  let waiting;
+  try {
+    waiting = acquireLock(store, 'timers', { waitMs: 5000 });
+    await assert.rejects(waiting, (error) => error === refused.fault);
+  } finally {
+    refused.restore();
+  }
+  const behind = acquireLock(store, 'timers', { waitMs: 5000 });
+  await holder.release();
+  const next = await behind;
+  assert.equal(next.fence, holder.fence + 1, 'the refused waiter left the line and holds nothing');
+  await next.release();
+
+  const broken = new Error('clock down');
+  let fail = false;
+  const now = () => {
+    if (fail) {
+      fail = false;
+      throw broken;
+    }
+    return Date.now();
+  };
+  const first = await acquireLock(store, 'clock', { now });
+  fail = true;
+  const second = acquireLock(store, 'clock', { now, waitMs: 5000 });
+  await assert.rejects(second, (error) => error === broken);
+  await first.release();
+  const third = await acquireLock(store, 'clock', { now, waitMs: 0 });
+  assert.ok(third, 'nothing left queued');
+  await third.release();
+  assert.deepEqual(unhandled, []);
+});
+
 test('a trap in the wasm instance: a clear error for that call and every later one, a fresh instance for new serializers', async () => {
   const serialize = createKeyedSerializer();
   const other = createKeyedSerializer();

@@ -63,7 +63,7 @@ createKeyedSerializer({ timeoutMs: '5' });
 // @ts-expect-error onLateSettle is a function
 serialize('key', () => 1, { onLateSettle: true });
 
-import { acquireLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, MemoryStore, type Lock, type LockStore } from 'keyturn';
+import { acquireLock, withLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, MemoryStore, type Lock, type LockStore } from 'keyturn';
 
 async function locks(): Promise<void> {
   const store: LockStore = new MemoryStore();
@@ -71,8 +71,21 @@ async function locks(): Promise<void> {
   if (lock) {
     const fence: number = lock.fence;
     const token: string = lock.token;
-    void [fence, token, lock.name];
+    const until: number = lock.heldUntil;
+    const lost: AbortSignal = lock.signal;
+    const renewed: boolean = await lock.renew();
+    void [fence, token, lock.name, until, lost, renewed];
     await lock.release();
+  }
+  const controller = new AbortController();
+  await acquireLock(store, 'board:1', { signal: controller.signal });
+  const total: number = await withLock(store, 'board:1', async (held) => held.fence + 1, { waitMs: 10, staleMs: 90 });
+  const text: string = await withLock(store, 'board:1', () => 'sync value');
+  void [total, text];
+  try {
+    await withLock(store, 'x', () => 1);
+  } catch (error) {
+    if (error instanceof LockUnavailable) void [error.key, error.waitMs satisfies number];
   }
   try {
     await acquireLock({ create: async () => null, read: async () => null, replace: async () => null }, 'x');
@@ -83,5 +96,9 @@ async function locks(): Promise<void> {
   await acquireLock({ create: async () => null }, 'x');
   // @ts-expect-error waitMs is a number
   await acquireLock(store, 'x', { waitMs: '5' });
+  // @ts-expect-error fn is a function
+  await withLock(store, 'x', 5);
+  // @ts-expect-error signal is an AbortSignal
+  await acquireLock(store, 'x', { signal: true });
 }
 void locks;
