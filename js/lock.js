@@ -257,12 +257,16 @@ function exchange(manager, name, ticket, code) {
   );
 }
 
+// A record's fields as the core takes them: a number or NaN, a string or undefined.
+const numberOr = (value) => (typeof value === 'number' ? value : NaN);
+const stringOr = (value) => (typeof value === 'string' ? value : undefined);
+
 /** The one answer classifier: what the store said, fed to the core; the next step's code. */
 function classify(manager, ticket, code, answer) {
   const { core } = manager;
   const now = manager.time();
   if (code === READ) {
-    if (answer === null || answer === undefined) return core.stepRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, now);
+    if (answer === null || answer === undefined) return core.stepRead(ticket, undefined, NaN, undefined, undefined, NaN, NaN, now);
     if (typeof answer === 'object' && typeof answer.value === 'string' && typeof answer.version === 'string') {
       let record;
       try {
@@ -272,7 +276,7 @@ function classify(manager, ticket, code, answer) {
       }
       // Not an object: not ours; the core checks every field of one that is.
       if (record === null || typeof record !== 'object') record = {};
-      return core.stepRead(ticket, answer.version, record.keyturn, record.state, record.token, record.fence, record.at, now);
+      return core.stepRead(ticket, answer.version, numberOr(record.keyturn), stringOr(record.state), stringOr(record.token), numberOr(record.fence), numberOr(record.at), now);
     }
     throw failed(manager, ticket, code, undefined, wrongAnswer('read', '{ value: string, version: string } or null', answer));
   }

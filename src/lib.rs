@@ -42,6 +42,7 @@
 pub mod clock;
 mod deadlines;
 mod key;
+mod keymap;
 pub mod lock;
 pub mod messages;
 pub mod queue;

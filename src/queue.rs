@@ -8,7 +8,6 @@
 //! stale instead of naming whoever reuses the slot, even after a drained queue gave its slabs
 //! back to the allocator.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
@@ -47,9 +46,8 @@ impl KeyHasher {
 /// The hasher of every key-indexed map in the crate (see [`KeyHasher`]'s reasons).
 pub type KeyHash = BuildHasherDefault<KeyHasher>;
 
-/// Keys to slots: the one map type of the crate (each other map type would be its own copy of
-/// the hash table code in the wasm).
-pub(crate) type KeyIndex = HashMap<Rc<str>, u32, KeyHash>;
+/// Keys to slots: the one map type of the crate's wasm modules (see `keymap.rs`).
+pub(crate) type KeyIndex = crate::keymap::KeyMap;
 
 const NONE: u32 = u32::MAX;
 

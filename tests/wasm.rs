@@ -251,7 +251,7 @@ async fn rust_lock_api_on_real_timers_and_crypto() {
     );
     first.release().await.unwrap();
 
-    let manager = LockManager::new(store.clone(), WallClock, PlatformRandom);
+    let manager = LockManager::new(store.clone(), WallClock, PlatformRandom::default());
     let second = manager
         .acquire("board", LockOptions::default())
         .await

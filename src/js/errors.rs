@@ -53,9 +53,7 @@ pub fn key_from_js(value: &JsValue, what: &str) -> Result<String, JsValue> {
         ]));
     };
     // Lone surrogates come through as U+FFFD; two different keys must not become one.
-    if key.chars().any(|c| c == '\u{FFFD}')
-        && !super::host::is_well_formed(value)
-    {
+    if key.chars().any(|c| c == '\u{FFFD}') && !super::host::is_well_formed(value) {
         return Err(type_error(&[
             what,
             " must be well-formed Unicode (it has a lone surrogate)",

@@ -84,7 +84,7 @@ impl LockCoreBinding {
     pub fn new() -> LockCoreBinding {
         LockCoreBinding {
             core: LockCore::new(),
-            random: PlatformRandom,
+            random: PlatformRandom::default(),
             value: String::new(),
             version: JsValue::UNDEFINED,
             until: 0.0,
@@ -116,7 +116,7 @@ impl LockCoreBinding {
             }
             // The crate's own wording (`OptionError`), named as the JS caller wrote it.
             Err(LockError::InvalidOption(error)) => {
-                Err(range_error(&["options.", &error.to_string()]))
+                Err(range_error(&["options.", error.message()]))
             }
             Err(LockError::InvalidName(error)) => Err(super::errors::key_error("name", error)),
             Err(_) => Err(type_error(&["the lock could not start"])),
@@ -143,31 +143,27 @@ impl LockCoreBinding {
     }
 
     /// The answer to a read: `version` `undefined` when there was no record; else the fields
-    /// `JSON.parse` found in its value (`undefined` where it had none, or did not parse).
+    /// `JSON.parse` found in its value, as the JS passes them — numbers (`NaN` where the field
+    /// was absent or not a number) and strings (`undefined` where absent or not a string).
     #[allow(clippy::too_many_arguments)]
     #[wasm_bindgen(js_name = stepRead)]
     pub fn step_read(
         &mut self,
         ticket: f64,
         version: JsValue,
-        format: JsValue,
-        state: JsValue,
-        token: JsValue,
-        fence: JsValue,
-        at: JsValue,
+        format: f64,
+        state: Option<String>,
+        token: Option<String>,
+        fence: f64,
+        at: f64,
         now: f64,
     ) -> u8 {
         let Some(ticket) = self.ticket(ticket) else {
             return GIVE_UP;
         };
         let found = (!version.is_undefined()).then(|| {
-            let record = Record::from_fields(
-                format.as_f64(),
-                state.as_string().as_deref(),
-                token.as_string(),
-                fence.as_f64(),
-                at.as_f64(),
-            );
+            let record =
+                Record::from_fields(Some(format), state.as_deref(), token, Some(fence), Some(at));
             (version, record)
         });
         let step = self
@@ -271,12 +267,6 @@ impl LockCoreBinding {
                 }
             }
         }
-    }
-
-    /// Store calls asked for so far.
-    #[wasm_bindgen(js_name = storeCalls)]
-    pub fn store_calls(&self) -> f64 {
-        self.core.store_calls() as f64
     }
 }
 

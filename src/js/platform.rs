@@ -139,24 +139,42 @@ impl Future for TimerSleep {
 }
 
 /// `crypto.getRandomValues`: Workers, browsers, Node and Deno all have it. Never `Math.random`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PlatformRandom;
+/// Each value keeps its own pool of drawn bytes (no thread-local: the modules are
+/// single-threaded, and a thread-local's machinery is wasm of its own).
+pub struct PlatformRandom {
+    pool: RefCell<Pool>,
+    /// Blocks the platform refused, for the fallback's seed.
+    fallbacks: std::cell::Cell<u64>,
+}
+
+impl Default for PlatformRandom {
+    fn default() -> Self {
+        PlatformRandom {
+            pool: RefCell::new(Pool::new()),
+            fallbacks: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl core::fmt::Debug for PlatformRandom {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("PlatformRandom")
+    }
+}
 
 impl Random for PlatformRandom {
     fn fill(&self, bytes: &mut [u8]) {
-        thread_local! {
-            static POOL: RefCell<Pool> = RefCell::new(Pool::new());
-        }
-        POOL.with(|pool| {
-            pool.borrow_mut().take(bytes, |block| {
-                if get_random_values(block).is_err() {
-                    // Never seen (every runtime this runs on has crypto, and a block is far
-                    // under its 64 KiB limit), but not a reason to trap: bytes that are at
-                    // least distinct per call, so two tokens never collide.
-                    let seed = super::host::date_now().to_bits() ^ performance_now().to_bits();
-                    crate::random::SeededRandom::new(seed).fill(block);
-                }
-            })
+        self.pool.borrow_mut().take(bytes, |block| {
+            if get_random_values(block).is_err() {
+                // Never seen (every runtime this runs on has crypto, and a block is far under
+                // its 64 KiB limit), but not a reason to trap: bytes that are at least distinct
+                // per call (the time and a count), so two tokens never collide.
+                let count = self.fallbacks.get() + 1;
+                self.fallbacks.set(count);
+                let seed =
+                    super::host::date_now().to_bits() ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                crate::random::SeededRandom::new(seed).fill(block);
+            }
         });
     }
 }
@@ -182,7 +200,7 @@ pub async fn acquire_lock<S: LockStore>(
     name: &str,
     options: LockOptions,
 ) -> Result<Option<Lock<S, WallClock, PlatformRandom>>, LockError> {
-    LockManager::new(store, WallClock, PlatformRandom)
+    LockManager::new(store, WallClock, PlatformRandom::default())
         .acquire(name, options)
         .await
 }

@@ -38,7 +38,7 @@ use crate::deadlines::Deadlines;
 use crate::key::validate_key;
 use crate::queue::{KeyIndex, KeyedQueue, Ticket};
 use crate::random::Random;
-use crate::record::{NotARecord, Record};
+use crate::record::{encode_ours, NotARecord, Record};
 
 /// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
 const FIRST_POLL_MS: f64 = 2.0;
@@ -347,15 +347,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let stale_ms = options.stale_ms;
         if let Some(line) = self.lines.line_id(name) {
             let waiting = State::Waiting { deadline, stale_ms };
-            let Some(ticket) = self.lines.push_on(
-                line,
-                Entry {
-                    state: waiting,
-                    handle,
-                },
-            ) else {
-                unreachable!("a busy line takes a push");
+            // The line is busy: this joins it (the queue opens one only for an idle name).
+            let entry = Entry {
+                state: waiting,
+                handle,
             };
+            let ticket = self.lines.push(name, entry).ticket;
             self.push_timer(deadline, ticket);
             if let Some(head) = self.lines.head(line) {
                 // A holder here past its lease with nobody to notice: put out now. Else its
@@ -515,7 +512,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 // Above every fence this record has carried, so the record's fence never falls.
                 let fence = lease.record_fence + 1;
                 let last_fence = fence + behind as u64 - 1;
-                let value = Record::encode_held(&token, last_fence, now);
+                let value = encode_ours(true, &token, last_fence, now);
                 let version = lease.version.clone();
                 let then = AfterRelease::HandOff {
                     token,
@@ -526,7 +523,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 self.replace(version, value)
             }
             (None, _) => {
-                let value = Record::free(lease.record_fence, now).encode();
+                let value = encode_ours(false, "", lease.record_fence, now);
                 let version = lease.version.clone();
                 // Waiters left when a streak ended at its bound: they let others in first.
                 let capped = next.is_some() && streak_since.is_some();
@@ -558,7 +555,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::Held;
         }
         lease.renewing = Some(now);
-        let value = Record::encode_held(&lease.token, lease.record_fence, now);
+        let value = encode_ours(true, &lease.token, lease.record_fence, now);
         let version = lease.version.clone();
         self.replace(version, value)
     }
@@ -679,7 +676,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 let fence = known.fence + 1;
                 attempt.exists = true;
                 attempt.call = Call::Replace { fence, at: now };
-                let value = Record::encode_held(&attempt.token, fence, now);
+                let value = encode_ours(true, &attempt.token, fence, now);
                 self.replace(known.version, value)
             }
             None => self.attempt(ticket, now),
@@ -703,7 +700,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
         attempt.call = Call::Create { fence: 1, at: now };
         Step::Create {
-            value: Record::encode_held(&attempt.token, 1, now),
+            value: encode_ours(true, &attempt.token, 1, now),
         }
     }
 
@@ -811,7 +808,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         };
         if let Some((version, fence)) = write {
             attempt.call = Call::Replace { fence, at: now };
-            let value = Record::encode_held(&attempt.token, fence, now);
+            let value = encode_ours(true, &attempt.token, fence, now);
             return self.replace(version, value);
         }
         if now >= attempt.deadline {

@@ -82,16 +82,21 @@ pub enum OptionError {
     StaleMs(f64),
 }
 
-impl fmt::Display for OptionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl OptionError {
+    /// What is wrong, naming the option as JavaScript spells it.
+    pub fn message(&self) -> &'static str {
         match self {
-            OptionError::WaitMs(_) => {
-                f.write_str("waitMs must be a finite number of milliseconds, 0 or more")
-            }
+            OptionError::WaitMs(_) => "waitMs must be a finite number of milliseconds, 0 or more",
             OptionError::StaleMs(_) => {
-                f.write_str("staleMs must be a finite number of milliseconds, more than 0")
+                "staleMs must be a finite number of milliseconds, more than 0"
             }
         }
+    }
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
     }
 }
 
