@@ -118,7 +118,7 @@ impl KeyMap {
 
     fn grow(&mut self) {
         let slots = (self.slots.len() * 2).max(MIN_SLOTS);
-        let old = core::mem::replace(&mut self.slots, Vec::new());
+        let old = core::mem::take(&mut self.slots);
         self.slots.resize_with(slots, || None);
         for (key, value) in old.into_iter().flatten() {
             if let Err(at) = self.find(&key) {

@@ -549,7 +549,7 @@ impl<P, L: Default> KeyedQueue<P, L> {
         let key = self.lines.key(ticket)?.clone();
         let removed = self.lines.remove(ticket)?;
         if removed.idle {
-            self.index.remove(&*key);
+            self.index.remove(&key);
             if self.index.is_empty() && self.index.capacity() > KEEP_WHEN_IDLE {
                 self.index = KeyIndex::default();
             }

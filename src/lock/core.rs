@@ -275,7 +275,7 @@ impl<V> KnownRecords<V> {
     }
 
     fn put(&mut self, name: &Rc<str>, known: Known<V>) {
-        if let Some(&at) = self.index.get(&**name) {
+        if let Some(&at) = self.index.get(name) {
             if let Some(slot) = self.records.get_mut(at as usize) {
                 slot.1 = known;
                 return;
