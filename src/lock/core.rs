@@ -416,8 +416,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 }
                 (_, answer) => self.contend(ticket, answer, now, random),
             },
-            State::Holding(lease) => match (lease.renewing.take(), answer) {
+            State::Holding(lease) => match (lease.renewing, answer) {
                 (Some(at), Answer::Replaced(Some(version))) => {
+                    lease.renewing = None;
                     self.renewed(ticket, version, at);
                     Step::Held
                 }
@@ -426,7 +427,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     self.remove(ticket);
                     Step::Lost
                 }
-                // A failed renewal changes nothing: the lease runs to its old end.
+                (Some(_), Answer::Failed) => {
+                    // A failed renewal changes nothing: the lease runs to its old end.
+                    lease.renewing = None;
+                    Step::Held
+                }
+                // A wake-up (a waiter handed the lease), or nothing in flight.
                 _ => Step::Held,
             },
             State::Releasing { .. } => {
