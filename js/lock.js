@@ -9,6 +9,7 @@
 // wake-ups — and feeds the answers back. The core calls no JavaScript.
 import * as glue from './keyturn_lock.js';
 import { LockStoreError, LockUnavailable } from './errors.js';
+import { InstanceHost } from './instance.js';
 import { LOCK_STALE_MS, LOCK_WAIT_MS } from './constants.js';
 
 export { LockStoreError, LockUnavailable, LOCK_STALE_MS, LOCK_WAIT_MS };
@@ -36,12 +37,31 @@ export function setLockLoader(loader) {
   load = loader;
 }
 
-function lockModule() {
+let host;
+
+/**
+ * The lock module's live instance, instantiated on first use. After a trap it is failed for
+ * good (see instance.js): managers made on it fail every call with `KeyturnInstanceFailed`, and
+ * new ones get a fresh instance.
+ */
+function liveInstance() {
   if (!loaded) {
     load(glue);
     loaded = true;
+    host = new InstanceHost(glue);
   }
-  return glue;
+  return host.current();
+}
+
+/** Told, for each JS value a failed instance held: a waiter in it is woken to fail. */
+function settleHeld(value, failure) {
+  if (value === null || typeof value !== 'object' || !('wake' in value)) return;
+  value.failure = failure;
+  const wake = value.wake;
+  if (wake !== undefined) {
+    value.wake = undefined;
+    wake();
+  }
 }
 
 // Step codes of the core (src/js/lock.rs).
@@ -80,7 +100,8 @@ function wrongAnswer(method, expected, answer) {
  */
 class Manager {
   constructor(store, now) {
-    this.core = new (lockModule().LockCoreBinding)();
+    this.instance = liveInstance();
+    this.core = new glue.LockCoreBinding();
     this.store = store;
     this.now = now;
     this.last = 0;
@@ -88,16 +109,35 @@ class Manager {
     this.timerAt = Infinity;
     // Ends the waits and leases that are due, and wakes whom the core names.
     this.due = () => {
-      this.core.expire(this.time());
-      this.drain();
+      if (this.instance.failure !== undefined) return;
+      try {
+        this.core.expire(this.time());
+        this.drain();
+      } catch (error) {
+        this.failed(error);
+      }
     };
     // The shared timer: ends what is due, and arms itself for what comes next.
     this.fire = () => {
       this.timer = undefined;
       this.timerAt = Infinity;
       this.due();
-      this.arm();
+      try {
+        if (this.instance.failure === undefined) this.arm();
+      } catch (error) {
+        this.failed(error);
+      }
     };
+  }
+
+  /** A call into the core threw: a trap fails the instance and every waiter in it (instance.js). */
+  failed(error) {
+    return this.instance.failed(error, settleHeld);
+  }
+
+  /** Throws the instance's failure, if it failed. */
+  alive() {
+    if (this.instance.failure !== undefined) throw this.instance.failure;
   }
 
   /** `now()`, or its last good answer when it gives something other than a finite number. */
@@ -118,6 +158,7 @@ class Manager {
 
   /** Takes `ticket` out of its line (a waiter giving up; nothing for a ticket already gone). */
   leave(ticket) {
+    if (this.instance.failure !== undefined) return;
     this.core.leave(ticket, true);
     this.drain();
   }
@@ -226,7 +267,8 @@ function managerFor(store, now) {
     managers.set(store, byNow);
   }
   let manager = byNow.get(now);
-  if (manager === undefined) {
+  // One whose instance failed is replaced: its locks keep failing, new calls get a fresh one.
+  if (manager === undefined || manager.instance.failure !== undefined) {
     manager = new Manager(store, now);
     byNow.set(now, manager);
   }
@@ -241,8 +283,14 @@ function managerFor(store, now) {
  */
 function exchange(manager, name, ticket, code) {
   const { core, store } = manager;
-  const value = code === READ ? undefined : core.value();
-  const version = code === REPLACE ? core.version() : undefined;
+  let value;
+  let version;
+  try {
+    value = code === READ ? undefined : core.value();
+    version = code === REPLACE ? core.version() : undefined;
+  } catch (error) {
+    return Promise.reject(manager.failed(error));
+  }
   let call;
   try {
     call = code === CREATE ? store.create(name, value) : code === READ ? store.read(name) : store.replace(name, version, value);
@@ -250,7 +298,13 @@ function exchange(manager, name, ticket, code) {
     return Promise.reject(failed(manager, ticket, code, error));
   }
   return Promise.resolve(call).then(
-    (answer) => classify(manager, ticket, code, answer),
+    (answer) => {
+      try {
+        return classify(manager, ticket, code, answer);
+      } catch (error) {
+        throw manager.failed(error);
+      }
+    },
     (error) => {
       throw failed(manager, ticket, code, error);
     },
@@ -288,8 +342,13 @@ function classify(manager, ticket, code, answer) {
 
 /** Tells the core a call failed (it then holds nothing for it); the error to report. */
 function failed(manager, ticket, code, cause, error) {
-  manager.core.step(ticket, FAILED, undefined, manager.time());
-  manager.drain();
+  try {
+    manager.alive();
+    manager.core.step(ticket, FAILED, undefined, manager.time());
+    manager.drain();
+  } catch (trapped) {
+    return manager.failed(trapped);
+  }
   if (error !== undefined) return error;
   const message = cause instanceof Error ? cause.message : String(cause);
   return new LockStoreError(`store.${METHODS[code]} failed: ${message}`, { cause });
@@ -323,6 +382,7 @@ export function acquireLock(store, name, options) {
       staleMs = number(options.staleMs, 'options.staleMs', staleMs);
     }
     manager = managerFor(store, now);
+    manager.alive();
     checkName(name);
     if (signal?.aborted) throw signal.reason;
     waiter = { wake: undefined };
@@ -331,15 +391,19 @@ export function acquireLock(store, name, options) {
     code = manager.core.acquire(name, waitMs, staleMs, waiter, manager.clock());
     ticket = manager.core.lastTicket();
     manager.drain();
+    if (signal === undefined && (code === CREATE || code === REPLACE)) {
+      // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
+      return exchange(manager, name, ticket, code).then((next) => {
+        try {
+          manager.drain();
+          return next === HELD ? new KeyturnLock(manager, ticket, name) : acquiring(manager, name, ticket, next, waiter, undefined);
+        } catch (error) {
+          throw manager.failed(error);
+        }
+      });
+    }
   } catch (error) {
-    return Promise.reject(error);
-  }
-  if (signal === undefined && (code === CREATE || code === REPLACE)) {
-    // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
-    return exchange(manager, name, ticket, code).then((next) => {
-      manager.drain();
-      return next === HELD ? new KeyturnLock(manager, ticket, name) : acquiring(manager, name, ticket, next, waiter, undefined);
-    });
+    return Promise.reject(manager === undefined ? error : manager.failed(error));
   }
   return acquiring(manager, name, ticket, code, waiter, signal);
 }
@@ -372,6 +436,8 @@ async function acquiring(manager, name, ticket, code, waiter, signal) {
         }
         return lock;
       }
+      if (waiter.failure !== undefined) throw waiter.failure;
+      manager.alive();
       if (aborted) throw signal.reason;
       if (code > WAIT) return undefined; // GIVE_UP: the wait is over, nothing held
       if (code === SLEEP) {
@@ -385,6 +451,8 @@ async function acquiring(manager, name, ticket, code, waiter, signal) {
       }
       manager.drain();
     }
+  } catch (error) {
+    throw manager.failed(error);
   } finally {
     signal?.removeEventListener('abort', onAbort);
     // Whatever ended the wait (an abort, a refused timer, a failed store): out of the line.
@@ -451,6 +519,7 @@ class KeyturnLock {
   #timer;
 
   constructor(manager, ticket, name) {
+    manager.alive();
     const { core } = manager;
     this.#manager = manager;
     this.#ticket = ticket;
@@ -517,9 +586,15 @@ class KeyturnLock {
 
   async #renew() {
     const manager = this.#manager;
-    let code = manager.core.renew(this.#ticket, manager.time());
-    if (code === REPLACE) code = await exchange(manager, this.#name, this.#ticket, code);
-    manager.drain();
+    let code;
+    try {
+      manager.alive();
+      code = manager.core.renew(this.#ticket, manager.time());
+      if (code === REPLACE) code = await exchange(manager, this.#name, this.#ticket, code);
+      manager.drain();
+    } catch (error) {
+      throw manager.failed(error);
+    }
     if (code === HELD) {
       this.#heldUntil = manager.core.heldUntil(this.#ticket);
       this.#watch();
@@ -540,8 +615,15 @@ class KeyturnLock {
 
   #release() {
     const manager = this.#manager;
-    const code = manager.core.release(this.#ticket, manager.time());
-    manager.drain();
+    let code;
+    try {
+      manager.alive();
+      code = manager.core.release(this.#ticket, manager.time());
+      manager.drain();
+    } catch (error) {
+      this.#released();
+      return Promise.reject(manager.failed(error));
+    }
     if (code !== REPLACE) {
       this.#released();
       return released;

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { acquireLock, createKeyedSerializer, KeyturnInstanceFailed, MemoryStore, SerializedWorkTimeout } from 'keyturn';
 import { SerializerBinding } from '../../pkg/keyturn_wasm.js';
+import { LockCoreBinding } from '../../pkg/keyturn_lock.js';
 import { deferred } from './support.mjs';
 
 if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
@@ -261,5 +262,30 @@ test('a trap in the wasm instance: a clear error for that call and every later o
   await assert.rejects(fresh('k', () => new Promise(() => {})), SerializedWorkTimeout);
   assert.equal(fresh.pending(), 0);
   await sleep(5);
+  assert.deepEqual(unhandled, []);
+});
+
+test('a trap in the lock\'s wasm instance: that call, its waiters and its locks fail clearly; new acquisitions get a fresh instance', async () => {
+  const store = new MemoryStore();
+  const holder = await acquireLock(store, 'a');
+  const waiting = acquireLock(store, 'a', { waitMs: 5000 });
+  await sleep(1);
+  // Corrupt the next core call's pointer, as a memory fault would: the wasm traps.
+  const original = LockCoreBinding.prototype.acquire;
+  LockCoreBinding.prototype.acquire = function (...args) {
+    LockCoreBinding.prototype.acquire = original;
+    this.__wbg_ptr = 0xfffffff0;
+    return original.apply(this, args);
+  };
+  const trapped = await acquireLock(store, 'b').catch((error) => error);
+  assert.ok(trapped instanceof KeyturnInstanceFailed, String(trapped));
+  assert.ok(trapped.cause instanceof WebAssembly.RuntimeError);
+  assert.equal(await waiting.catch((error) => error), trapped, 'the waiter in it is told, with the same error');
+  assert.equal(await holder.renew().catch((error) => error), trapped);
+  await assert.rejects(holder.release(), (error) => error === trapped);
+  // The same store, a fresh instance: a new name is taken at once.
+  const fresh = await acquireLock(store, 'c');
+  assert.equal(fresh.fence, 1);
+  await fresh.release();
   assert.deepEqual(unhandled, []);
 });
