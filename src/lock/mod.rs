@@ -1,4 +1,4 @@
-//! A lease lock over any [`LockStore`]: the seed's board lock on a conditional put, with
+//! A lease lock over any [`LockStore`](crate::store::LockStore): the seed's board lock on a conditional put, with
 //! fencing, renewable leases and a local FIFO.
 //!
 //! The conditional create is the decision: two contenders that both see no record cannot both
