@@ -261,3 +261,101 @@ async fn rust_lock_api_on_real_timers_and_crypto() {
     assert_ne!(second.token(), first.token());
     second.release().await.unwrap();
 }
+
+#[test]
+async fn rust_leases_on_real_timers_renew_and_with_lock() {
+    use keyturn::{LockError, LockManager, LockOptions, MemoryStore, PlatformRandom, WallClock};
+
+    let store = Rc::new(MemoryStore::new());
+    let locks = LockManager::new(store.clone(), WallClock, PlatformRandom::default());
+    let rival = LockManager::new(store.clone(), WallClock, PlatformRandom::default());
+    let short = LockOptions {
+        wait_ms: 0.0,
+        stale_ms: 60.0,
+    };
+    // A lease renewed on real timers outlives its first staleMs; unrenewed, it lapses.
+    let lock = locks.acquire("lease", short).await.unwrap().expect("free");
+    let first_end = lock.held_until();
+    WallClock.sleep(30.0).unwrap().await;
+    assert!(lock.renew().await.unwrap());
+    assert!(lock.held_until() > first_end);
+    WallClock.sleep(40.0).unwrap().await;
+    assert!(
+        lock.is_held(),
+        "renewed: still held past the first lease's end"
+    );
+    WallClock.sleep(70.0).unwrap().await;
+    assert!(!lock.is_held(), "lapsed");
+    assert!(!lock.renew().await.unwrap(), "lost for good");
+    let taker = rival
+        .acquire("lease", short)
+        .await
+        .unwrap()
+        .expect("taken over");
+    assert!(taker.fence() > lock.fence());
+    taker.release().await.unwrap();
+
+    // with_lock renews while its work runs three leases long; a rival never gets in.
+    let work = locks.with_lock("job", short, |held| {
+        let fence = held.fence();
+        async move {
+            WallClock.sleep(180.0).unwrap().await;
+            fence
+        }
+    });
+    let tries = async {
+        let mut got = 0;
+        // Four tries over 120 ms, all while the 180 ms work runs (after it, the name is free).
+        for _ in 0..4 {
+            WallClock.sleep(30.0).unwrap().await;
+            if rival.acquire("job", short).await.unwrap().is_some() {
+                got += 1;
+            }
+        }
+        got
+    };
+    let (fence, rival_got) = futures_join(work, tries).await;
+    assert_eq!(fence.unwrap(), 1);
+    assert_eq!(rival_got, 0, "the lease was renewed while the work ran");
+    // Busy: Unavailable.
+    let held = rival
+        .acquire("busy", LockOptions::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let refused = locks
+        .with_lock("busy", short, |_| async { 1 })
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, LockError::Unavailable { .. }));
+    held.release().await.unwrap();
+}
+
+/// Polls both futures to completion on one task.
+async fn futures_join<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    let mut a = Box::pin(a);
+    let mut b = Box::pin(b);
+    let (mut out_a, mut out_b) = (None, None);
+    std::future::poll_fn(|cx| {
+        if out_a.is_none() {
+            if let std::task::Poll::Ready(value) = a.as_mut().poll(cx) {
+                out_a = Some(value);
+            }
+        }
+        if out_b.is_none() {
+            if let std::task::Poll::Ready(value) = b.as_mut().poll(cx) {
+                out_b = Some(value);
+            }
+        }
+        if out_a.is_some() && out_b.is_some() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    (out_a.unwrap(), out_b.unwrap())
+}
