@@ -484,7 +484,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::Done;
         }
         let next = self.lines.next_in_line(ticket);
-        let behind = next.map_or(0, |next| 1 + self.lines.behind(next, MAX_BATCH - 2));
+        // Waiters behind the next one: each gets one of the fences the hand-off CAS reserves.
+        let behind = next.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
         let state = self.lines.line_data(line);
         let streak_since = state.and_then(|state| state.streak_since);
         let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
@@ -517,7 +518,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 let token = random.token();
                 // Above every fence this record has carried, so the record's fence never falls.
                 let fence = lease.record_fence + 1;
-                let last_fence = fence + behind as u64 - 1;
+                let last_fence = fence + behind as u64;
                 let value = encode_ours(true, &token, last_fence, now);
                 let version = lease.version.clone();
                 let then = AfterRelease::HandOff {
@@ -611,7 +612,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
-    /// The next waiter to tell something, after any call that may have changed the lines.
+    /// The next waiter to tell something, after any call that may have changed the lines (in no
+    /// particular order: each is about a different waiter).
     pub fn take_woken(&mut self) -> Option<Woken<W>> {
         self.woken.pop()
     }
@@ -748,12 +750,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 self.hold(ticket, lease);
                 Step::Held
             }
-            (Call::Create { .. }, _) => {
-                attempt.exists = true;
-                self.attempt(ticket, now)
-            }
-            // Somebody wrote in between: read again at once, it is progress.
-            (Call::Replace { .. }, _) => {
+            // A record is there, or somebody wrote in between: read (again) at once, it is
+            // progress.
+            (Call::Create { .. } | Call::Replace { .. }, _) => {
                 attempt.exists = true;
                 self.attempt(ticket, now)
             }
