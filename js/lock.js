@@ -142,13 +142,15 @@ class Manager {
 
   /** `now()`, or its last good answer when it gives something other than a finite number. */
   clock() {
-    const now = this.now === undefined ? Date.now() : this.now();
+    if (this.now === undefined) return (this.last = Date.now());
+    const now = this.now();
     if (typeof now === 'number' && Number.isFinite(now)) this.last = now;
     return this.last;
   }
 
   /** The time for a step that must not fail: `clock()`, or its last good answer if `now` throws. */
   time() {
+    if (this.now === undefined) return (this.last = Date.now());
     try {
       return this.clock();
     } catch {
@@ -256,7 +258,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 /** The JS side of a name's rules (its length and emptiness are the core's). */
 function checkName(name) {
   if (typeof name !== 'string') throw new TypeError(`keyturn: name must be a non-empty string, got ${describe(name)}`);
-  if (LONE_SURROGATE.test(name)) throw new TypeError('keyturn: name must be well-formed Unicode (it has a lone surrogate)');
+  if (!(name.isWellFormed?.() ?? !LONE_SURROGATE.test(name))) throw new TypeError('keyturn: name must be well-formed Unicode (it has a lone surrogate)');
 }
 
 function managerFor(store, now) {
