@@ -22,6 +22,7 @@ bench: build
 	node bench/workerd.mjs
 	node bench/lock.mjs
 	node bench/stores.mjs
+	node bench/serializer-store.mjs
 	node bench/claims.mjs
 
 clean:

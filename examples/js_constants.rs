@@ -3,6 +3,7 @@
 
 use keyturn::{
     messages, DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_KEY_BYTES, MAX_TIMEOUT_MS,
+    SERIALIZE_PREFIX,
 };
 
 /// `text` as a JavaScript string literal.
@@ -56,6 +57,13 @@ fn main() {
         println!("/** {doc} */");
         println!("export const {name} = {value};");
     }
+    println!(
+        "/** A serializer with a store serves key `k` under the lock name SERIALIZE_PREFIX + k. */"
+    );
+    println!(
+        "export const SERIALIZE_PREFIX = {};",
+        literal(SERIALIZE_PREFIX)
+    );
     println!();
     println!(
         "/** Message templates: `{{name}}` is replaced by the value of `name` (see `fill`). */"

@@ -63,7 +63,11 @@ export interface SerializeOptions {
 
 /** What a work gets besides its signal. */
 export interface Turn {
-  /** Without a store: 0. */
+  /**
+   * With a store: the fence of the key's lease for this turn, strictly rising with every turn
+   * of the key in every isolate sharing the store — pass it to the writes the work makes, so a
+   * resource can refuse a late write of an abandoned turn. Without a store: 0.
+   */
   readonly fence: number;
 }
 
@@ -118,14 +122,28 @@ export interface KeyedSerializerOptions {
   timeoutMs?: number;
   /** Most works one key may have queued or running: a whole number from 1 up, or `Infinity` (the default). */
   maxPending?: number;
+  /**
+   * Serialize across every isolate whose serializer uses the same storage: each turn holds the
+   * key's lease in this store (the lock named `SERIALIZE_PREFIX + key`), renewed while its work
+   * runs. The deadline covers waiting for the lease and running. A store failure rejects that
+   * work with {@link LockStoreError}. A Workers KV namespace is refused (no conditional put).
+   */
+  store?: LockStore;
+  /** With a store: the lease a running turn holds, in ms, renewed every third of it; default 2000. */
+  staleMs?: number;
 }
+
+/** A serializer with a store serves key `k` under the lock name `SERIALIZE_PREFIX + k`: `'keyturn:serialize:'`. */
+export const SERIALIZE_PREFIX: string;
 
 /**
  * A per-key serializer: works for one key never overlap and start in the order they entered
- * `serialize`; works for different keys run concurrently. Within one isolate only.
+ * `serialize`; works for different keys run concurrently. Within one isolate — or, with a
+ * `store`, across every isolate sharing it (in order within each isolate).
  *
- * Throws a `TypeError` when `options` or one of its fields has the wrong type and a
- * `RangeError` when `timeoutMs` or `maxPending` is out of range.
+ * Throws a `TypeError` when `options` or one of its fields has the wrong type (or `store` is
+ * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending` or `staleMs` is out of
+ * range.
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;
 

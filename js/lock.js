@@ -261,6 +261,19 @@ function checkName(name) {
   if (!(name.isWellFormed?.() ?? !LONE_SURROGATE.test(name))) throw new TypeError('keyturn: name must be well-formed Unicode (it has a lone surrogate)');
 }
 
+/** The manager of a store's locks on `Date.now`, checking the store (for a serializer). */
+export function storeManager(store) {
+  return managerFor(store, undefined);
+}
+
+/** A serializer's `staleMs` option, checked as `acquireLock` checks it; its value. */
+export function checkStaleMs(staleMs) {
+  const value = number(staleMs, 'options.staleMs', LOCK_STALE_MS);
+  liveInstance();
+  glue.LockCoreBinding.checkOptions(0, value);
+  return value;
+}
+
 function managerFor(store, now) {
   let byNow = managers.get(store);
   if (byNow === undefined) {
@@ -366,13 +379,10 @@ function failed(manager, ticket, code, cause, error) {
 export function acquireLock(store, name, options) {
   let manager;
   let signal;
-  let waiter;
-  let code;
-  let ticket;
+  let waitMs = LOCK_WAIT_MS;
+  let staleMs = LOCK_STALE_MS;
   try {
     let now;
-    let waitMs = LOCK_WAIT_MS;
-    let staleMs = LOCK_STALE_MS;
     if (options !== undefined) {
       if (options === null || typeof options !== 'object') throw new TypeError(`keyturn: options must be an object or undefined, got ${describe(options)}`);
       ({ now, signal } = options);
@@ -386,11 +396,27 @@ export function acquireLock(store, name, options) {
     manager = managerFor(store, now);
     manager.alive();
     checkName(name);
+  } catch (error) {
+    return Promise.reject(manager === undefined ? error : manager.failed(error));
+  }
+  return acquireWith(manager, name, waitMs, staleMs, signal, -1);
+}
+
+/**
+ * An acquisition on `manager` of a checked name. `followers`: -1 for a plain lock; for a
+ * serializer's turn, the acquisitions of its queued works announced after this one (see
+ * `Succession` in src/lock/core.rs).
+ */
+export function acquireWith(manager, name, waitMs, staleMs, signal, followers) {
+  let waiter;
+  let code;
+  let ticket;
+  try {
     if (signal?.aborted) throw signal.reason;
     waiter = { wake: undefined };
     // Validates the name and the options' ranges: a TypeError or RangeError before anything is
     // queued. (A `now` that throws here fails the call with nothing queued.)
-    code = manager.core.acquire(name, waitMs, staleMs, waiter, manager.clock());
+    code = manager.core.acquire(name, waitMs, staleMs, waiter, manager.clock(), followers);
     ticket = manager.core.lastTicket();
     manager.drain();
     if (signal === undefined && (code === CREATE || code === REPLACE)) {
@@ -405,7 +431,7 @@ export function acquireLock(store, name, options) {
       });
     }
   } catch (error) {
-    return Promise.reject(manager === undefined ? error : manager.failed(error));
+    return Promise.reject(manager.failed(error));
   }
   return acquiring(manager, name, ticket, code, waiter, signal);
 }
@@ -495,6 +521,9 @@ export async function withLock(store, name, fn, options) {
 }
 
 const released = Promise.resolve();
+
+/** The serializer's release, which announces the works queued behind the next one. */
+export const HAND_ON = Symbol('keyturn.handOn');
 
 function lostReason(name, why) {
   return new DOMException(`keyturn: the lease on lock ${name} ${why}`, 'AbortError');
@@ -608,19 +637,24 @@ class KeyturnLock {
 
   /** Gives the lock back: one store call at most; the core decides what it writes. */
   release() {
+    return this[HAND_ON](-1, 0);
+  }
+
+  /** A serializer's release, announcing `followers` turns after the next waiter's, with leases of `staleMs`. */
+  [HAND_ON](followers, staleMs) {
     if (this.#done) return released;
     this.#done = true;
     clearTimeout(this.#timer);
-    const settle = () => this.#release();
+    const settle = () => this.#release(followers, staleMs);
     return this.#renewal === undefined ? settle() : this.#renewal.then(settle, settle);
   }
 
-  #release() {
+  #release(followers, staleMs) {
     const manager = this.#manager;
     let code;
     try {
       manager.alive();
-      code = manager.core.release(this.#ticket, manager.time());
+      code = manager.core.release(this.#ticket, manager.time(), followers, staleMs);
       manager.drain();
     } catch (error) {
       this.#released();

@@ -14,9 +14,10 @@
 import * as glue from './keyturn_wasm.js';
 import { InstanceHost } from './instance.js';
 import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
-import { DEFAULT_TIMEOUT_MS } from './constants.js';
+import { DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX } from './constants.js';
+import { acquireWith, checkStaleMs, storeManager, HAND_ON } from './lock.js';
 
-export { DEFAULT_TIMEOUT_MS, SerializedWorkTimeout, SerializedQueueFull };
+export { DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull };
 
 const { SerializerBinding: Binding } = glue;
 
@@ -141,7 +142,16 @@ class Line {
     this.id = id;
     this.last = undefined;
     this.advance = contextual ? undefined : () => serializer.advance(this);
+    // With a store: the job whose turn it is, and the lease it handed on, which the next
+    // job's acquisition takes over (or a release frees, if the key goes idle first).
+    this.current = undefined;
+    this.held = undefined;
   }
+}
+
+/** A lease lost while its work ran: the reason its signal aborts with. */
+function lostLease(key) {
+  return new DOMException(`keyturn: the lease of key ${key} was lost (the store refused a renewal)`, 'AbortError');
 }
 
 /** Whatever the call answers instead of a job: refused before anything was queued. */
@@ -157,6 +167,15 @@ class Serializer {
     this.core = new Binding(options, !contextual); // throws the TypeError/RangeError naming an option
     this.timeoutMs = this.core.timeoutMs();
     this.maxPending = this.core.maxPending();
+    // With a store: the lock manager of that store, and the lease each running turn holds.
+    this.locks = undefined;
+    this.staleMs = 0;
+    if (options?.store !== undefined) {
+      this.staleMs = checkStaleMs(options.staleMs);
+      this.locks = storeManager(options.store); // a TypeError for a store that is not one
+    } else if (options?.staleMs !== undefined) {
+      checkStaleMs(options.staleMs);
+    }
     this.lines = new Map();
     this.admitted = undefined;
     // Direct mode: one timer for the earliest deadline, and the lines whose head's turn came,
@@ -341,7 +360,13 @@ class Serializer {
         return;
       }
     }
-    if (this.begin(job)) this.call(job);
+    if (this.begin(job)) this.proceed(job);
+  }
+
+  /** A started job: its work now, or — with a store — once it holds its key's lease. */
+  proceed(job) {
+    if (this.locks === undefined) this.call(job, NO_STORE_TURN);
+    else this.lease(job);
   }
 
   /** A work whose deadline cannot be armed does not run; its caller gets the host's error. */
@@ -363,11 +388,11 @@ class Serializer {
   }
 
   /** Calls the work with its signal, and settles the caller's promise as the work does. */
-  call(job) {
+  call(job, turn) {
     const work = job.work;
     job.work = undefined;
     try {
-      const value = work(job.controller.signal, NO_STORE_TURN);
+      const value = work(job.controller.signal, turn);
       if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
         // Not a thenable: settled already, and nothing is left to abort.
         job.resolve(value);
@@ -420,11 +445,13 @@ class Serializer {
       this.failed(error);
       return;
     }
+    if (this.locks !== undefined) this.turnEnded(line);
     this.lineChanged(line, change);
   }
 
   lineChanged(line, change) {
     if (change & IDLE) {
+      if (line.held !== undefined) this.letGo(line);
       if (this.lines.get(line.key) === line) this.lines.delete(line.key);
       // Nothing queued or running: no timer stays behind (a busy serializer keeps its one).
       if (this.lines.size === 0 && this.timer !== undefined) {
@@ -575,7 +602,7 @@ class Serializer {
       this.unarmed(job, error);
       return;
     }
-    if (this.begin(job)) this.call(job);
+    if (this.begin(job)) this.proceed(job);
   }
 
   expireOwn(job) {
@@ -605,8 +632,117 @@ class Serializer {
       this.failed(error);
       return;
     }
+    if (this.locks !== undefined) {
+      this.turnEnded(job.line);
+      if (change & IDLE) this.letGo(job.line);
+    }
     // The next job starts from its own reaction on this job's tail.
     if (change & IDLE && this.lines.get(job.line.key) === job.line) this.lines.delete(job.line.key);
+  }
+
+  // ---- with a store: the key's lease ----
+
+  /**
+   * Takes the key's lease for a started job, then calls its work with the lease's fence. The
+   * wait is bounded by the job's deadline (its controller aborts the acquisition at timeout or
+   * the caller's abort, leaving nothing held). The lease the job before handed on is released
+   * only once this acquisition is in line, so the core hands it over without a store call; the
+   * works queued behind are announced, so one record write reserves fences for all of them.
+   */
+  lease(job) {
+    const line = job.line;
+    line.current = job;
+    let followers = 0;
+    try {
+      followers = Math.max(0, this.core.pendingIn(line.id) - 1);
+    } catch (error) {
+      this.failed(error);
+    }
+    const signal = job.controller.signal;
+    acquireWith(this.locks, SERIALIZE_PREFIX + line.key, job.timeoutMs, this.staleMs, signal, followers).then(
+      (lock) => this.leased(job, lock),
+      (error) => {
+        // Aborted: the deadline or the caller's signal told the caller already.
+        if (!signal.aborted) job.reject(error);
+      },
+    );
+    const held = line.held;
+    if (held !== undefined) {
+      line.held = undefined;
+      held[HAND_ON](followers, this.staleMs).catch(ignore);
+    }
+  }
+
+  leased(job, lock) {
+    if (lock === undefined) {
+      // The wait ended on the lock's clock before the deadline's timer fired: the same end.
+      if (job.line.current === job) this.timeOutNow(job);
+      return;
+    }
+    if (job.controller.signal.aborted || job.line.current !== job) {
+      lock[HAND_ON](0, this.staleMs).catch(ignore);
+      return;
+    }
+    job.lock = lock;
+    this.renewLater(job);
+    this.call(job, { fence: lock.fence });
+  }
+
+  /** Abandons a job whose lease wait ran out. */
+  timeOutNow(job) {
+    try {
+      if (!this.core.abandon(job.line.id, false)) return;
+    } catch (error) {
+      this.failed(error);
+      return;
+    }
+    this.timeOut(job, undefined);
+  }
+
+  /** Renews a running job's lease every staleMs / 3; a refused renewal aborts its signal. */
+  renewLater(job) {
+    try {
+      job.renewal = setTimeout(() => {
+        job.renewal = undefined;
+        const lock = job.lock;
+        if (lock === undefined) return;
+        lock.renew().then(
+          (held) => {
+            if (job.lock !== lock) return;
+            if (held) this.renewLater(job);
+            else job.controller?.abort(lostLease(job.line.key));
+          },
+          () => job.lock === lock && this.renewLater(job),
+        );
+      }, this.staleMs / 3);
+      unref(job.renewal);
+    } catch {
+      // no timer for renewals: the lease runs staleMs, as an unrenewed lock's does
+    }
+  }
+
+  /** A line's turn ended (its job's promise settled): its lease waits for the next job. */
+  turnEnded(line) {
+    const job = line.current;
+    if (job === undefined) return;
+    line.current = undefined;
+    if (job.renewal !== undefined) {
+      clear(job.renewal);
+      job.renewal = undefined;
+    }
+    const lock = job.lock;
+    if (lock === undefined) return;
+    job.lock = undefined;
+    if (line.held !== undefined) line.held[HAND_ON](0, this.staleMs).catch(ignore);
+    line.held = lock;
+  }
+
+  /** An idle key's lease is freed for the other isolates. */
+  letGo(line) {
+    const held = line.held;
+    if (held === undefined) return;
+    line.held = undefined;
+    held[HAND_ON](0, this.staleMs).catch(ignore);
   }
 
   // ---- looking ----

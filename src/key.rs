@@ -50,6 +50,24 @@ pub fn validate_key(key: &str) -> Result<(), KeyError> {
     }
 }
 
+/// The prefix of the lock a serializer with a store takes for a key: the key `k` is served
+/// under the lock name `keyturn:serialize:k`. An application that acquires that name itself
+/// takes a turn of that key (and only then: no other name starts so).
+pub const SERIALIZE_PREFIX: &str = "keyturn:serialize:";
+
+/// Checks that `name` is usable as a lock name: [`validate_key`]'s rule, not counting a leading
+/// [`SERIALIZE_PREFIX`] (so every serializer key has its lock).
+///
+/// ```
+/// use keyturn::{validate_name, KeyError, SERIALIZE_PREFIX};
+/// let key = "x".repeat(512);
+/// assert_eq!(validate_name(&format!("{SERIALIZE_PREFIX}{key}")), Ok(()));
+/// assert_eq!(validate_name(&"x".repeat(513)), Err(KeyError::TooLong(513)));
+/// ```
+pub fn validate_name(name: &str) -> Result<(), KeyError> {
+    validate_key(name.strip_prefix(SERIALIZE_PREFIX).unwrap_or(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

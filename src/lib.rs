@@ -1,7 +1,8 @@
 //! # keyturn — one turn per key
 //!
 //! Async work for one key runs one at a time, with a deadline that really aborts it — inside one
-//! isolate with the serializer, and across every isolate sharing a store with the lock.
+//! isolate with the serializer, and across every isolate sharing a store with the lock or the
+//! serializer over a store.
 //!
 //! ## Which one to use
 //! - [`KeyedSerializer`] (JS: `createKeyedSerializer`) orders work **within one isolate**: works
@@ -11,6 +12,9 @@
 //!   conditional put ([`LockStore`]): a lease with takeover of dead holders and a fence that
 //!   rises with every acquisition. It costs store round trips; within one isolate its
 //!   contenders queue locally and hand the lease on.
+//! - [`StoreSerializer`] (JS: `createKeyedSerializer({ store })`) is the serializer across
+//!   isolates: each turn holds the key's lease in the store, renewed while it runs, and gets its
+//!   fence; consecutive turns in one isolate pass the lease on without a store call.
 //!
 //! ## What it guarantees, and what it does not
 //! - Per-key FIFO in the order calls were made, not the order the events behind them happened:
@@ -32,8 +36,9 @@
 //!   bindings — a refused timer is a [`TimerError`], not a trap.
 //!
 //! ## When not to use it
-//! - The serializer to order work across isolates: a Cloudflare Worker runs many isolates, so
-//!   a serializer in one does not see requests handled by another. Use the lock.
+//! - The serializer without a store to order work across isolates: a Cloudflare Worker runs
+//!   many isolates, so a serializer in one does not see requests handled by another. Give it a
+//!   store ([`StoreSerializer`]), or use the lock.
 //! - The lock over a store without a conditional put (Workers KV): it would not exclude anyone.
 //! - Either for CPU-bound work: a turn is only as fair as the awaits inside it.
 
@@ -70,11 +75,12 @@ static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_all
 pub use clock::{Clock, ManualClock, TimerError};
 #[cfg(target_arch = "wasm32")]
 pub use js::platform::{acquire_lock, PlatformClock, PlatformRandom, WallClock};
-pub use key::{validate_key, KeyError, MAX_KEY_BYTES};
+pub use key::{validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX};
 pub use lock::{Lock, LockError, LockManager, LockOptions, LOCK_STALE_MS, LOCK_WAIT_MS};
 pub use random::{Random, SeededRandom};
 pub use serializer::{
     KeyedSerializer, MaxPendingOutOfRange, SerializeError, SerializerOptionError,
-    SerializerOptions, Stats, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+    SerializerOptions, Stats, StoreSerializer, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS,
+    MAX_TIMEOUT_MS,
 };
 pub use store::{LockStore, MemoryStore, StoreError, Versioned};

@@ -1,7 +1,7 @@
 //! The lock's decision table, driven by hand: no executor, no timers — each test makes the store
 //! calls the core asks for on a `MemoryStore` and says what time it is.
 
-use keyturn::lock::{Answer, LockCore, Step, Woken};
+use keyturn::lock::{Answer, LockCore, Step, Succession, Woken};
 use keyturn::queue::Ticket;
 use keyturn::record::Record;
 use keyturn::{LockOptions, MemoryStore, SeededRandom};
@@ -613,4 +613,160 @@ fn bad_names_and_options_queue_nothing() {
         .is_err());
     assert!(core.is_idle());
     assert_eq!(core.store_calls(), 0);
+}
+
+#[test]
+fn announced_followers_get_fences_reserved_by_the_first_write_and_are_handed_on_free() {
+    // A serializer's works: each acquires only while the one before holds, announcing how many
+    // more come after it. The first write reserves their fences; the hand-offs write nothing.
+    let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(7), Core::new());
+    let (first, step) = core
+        .acquire_with(
+            "k",
+            0,
+            options(100.0, 2000.0),
+            Succession::serialized(4, 400.0),
+            0.0,
+            &random,
+        )
+        .unwrap();
+    assert_eq!(
+        drive(&mut core, &store, "k", first, step, 0.0, &random),
+        Step::Held
+    );
+    assert_eq!(core.lease(first).unwrap().fence, 1);
+    assert_eq!(stored(&store, "k").fence, 5, "four fences reserved");
+    let writes = store.get("k").unwrap().version;
+    let mut holder = first;
+    for id in 1..=4u32 {
+        let now = f64::from(id);
+        let (next, step) = core
+            .acquire_with(
+                "k",
+                id,
+                options(100.0, 2000.0),
+                Succession::serialized(4 - id as usize, 400.0),
+                now,
+                &random,
+            )
+            .unwrap();
+        assert!(matches!(step, Step::Wait { .. }), "{step:?}");
+        assert_eq!(
+            core.release_with(
+                holder,
+                Succession::serialized(4 - id as usize, 400.0),
+                now,
+                &random
+            ),
+            Step::Done,
+            "handed on in the batch"
+        );
+        assert_eq!(woken(&mut core), vec![(true, id)]);
+        assert_eq!(core.step(next, Answer::Woke, now, &random), Step::Held);
+        assert_eq!(core.lease(next).unwrap().fence, 1 + u64::from(id));
+        holder = next;
+    }
+    assert_eq!(store.get("k").unwrap().version, writes, "no store write");
+    // A sixth: past the reserved fences, the hand-off writes once and reserves again.
+    let (sixth, _) = core
+        .acquire_with(
+            "k",
+            5,
+            options(100.0, 2000.0),
+            Succession::serialized(2, 400.0),
+            6.0,
+            &random,
+        )
+        .unwrap();
+    let step = core.release_with(holder, Succession::serialized(2, 400.0), 6.0, &random);
+    assert!(matches!(step, Step::Replace { .. }), "{step:?}");
+    assert_eq!(
+        drive(&mut core, &store, "k", holder, step, 6.0, &random),
+        Step::Done
+    );
+    assert_eq!(core.step(sixth, Answer::Woke, 6.0, &random), Step::Held);
+    assert_eq!(core.lease(sixth).unwrap().fence, 6);
+    assert_eq!(stored(&store, "k").fence, 8);
+    // Past the streak's bound the record is freed for other isolates, followers or not.
+    let (seventh, _) = core
+        .acquire_with(
+            "k",
+            6,
+            options(1000.0, 2000.0),
+            Succession::serialized(1, 400.0),
+            200.0,
+            &random,
+        )
+        .unwrap();
+    let step = core.release_with(sixth, Succession::serialized(1, 400.0), 200.0, &random);
+    let Step::Replace { ref value, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert!(value.contains("\"free\""), "{value}");
+    drive(&mut core, &store, "k", sixth, step, 200.0, &random);
+    let mut now = 200.0;
+    let step = core.step(seventh, Answer::Woke, now, &random);
+    assert!(matches!(step, Step::Sleep { .. }), "yields first: {step:?}");
+    assert_eq!(
+        until_held(&mut core, &store, seventh, step, &mut now, &random),
+        Step::Held
+    );
+    assert!(core.lease(seventh).unwrap().fence > 6);
+}
+
+/// Drives `ticket` to its end as [`drive`] does, counting the store calls made.
+fn drive_counting(
+    core: &mut Core,
+    store: &MemoryStore,
+    ticket: Ticket,
+    mut step: Step<String>,
+    now: f64,
+    random: &SeededRandom,
+    calls: &mut u32,
+) -> Step<String> {
+    while let Some(answer) = call(store, "k", &step) {
+        *calls += 1;
+        step = core.step(ticket, answer, now, random);
+    }
+    step
+}
+
+#[test]
+fn two_isolates_alternating_read_first_once_they_see_each_other() {
+    // Each isolate remembers the record it freed; once the other isolate wrote it in between,
+    // a CAS on the remembered version would fail, so it reads first: read, CAS, release.
+    let store = MemoryStore::new();
+    let random = SeededRandom::new(3);
+    let mut isolates = [Core::new(), Core::new()];
+    let mut per_turn = Vec::new();
+    for turn in 0..8 {
+        let now = f64::from(turn) * 10.0;
+        let core = &mut isolates[turn as usize % 2];
+        let mut calls = 0;
+        let (ticket, step) = core
+            .acquire("k", 0, options(100.0, 2000.0), now, &random)
+            .unwrap();
+        let step = drive_counting(core, &store, ticket, step, now, &random, &mut calls);
+        assert_eq!(step, Step::Held, "turn {turn}");
+        let step = core.release(ticket, now + 1.0, &random);
+        drive_counting(core, &store, ticket, step, now + 1.0, &random, &mut calls);
+        per_turn.push(calls);
+    }
+    // create+release; create, read, CAS, release; then CAS fails once per isolate; then 3.
+    assert_eq!(per_turn, vec![2, 4, 4, 4, 3, 3, 3, 3]);
+    // Alone again: it reads first until a read finds the version it freed; then one CAS.
+    let core = &mut isolates[0];
+    let mut counts = Vec::new();
+    for turn in 0..3 {
+        let now = 100.0 + f64::from(turn) * 10.0;
+        let mut calls = 0;
+        let (ticket, step) = core
+            .acquire("k", 0, options(100.0, 2000.0), now, &random)
+            .unwrap();
+        drive_counting(core, &store, ticket, step, now, &random, &mut calls);
+        let step = core.release(ticket, now + 1.0, &random);
+        drive_counting(core, &store, ticket, step, now + 1.0, &random, &mut calls);
+        counts.push(calls);
+    }
+    assert_eq!(counts, vec![3, 3, 2]);
 }

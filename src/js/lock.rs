@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 
 use super::errors::{range_error, type_error};
 use super::platform::PlatformRandom;
-use crate::lock::{Answer, LockCore, LockError, LockOptions, Step, Woken};
+use crate::lock::{Answer, LockCore, LockError, LockOptions, Step, Succession, Woken};
 use crate::queue::Ticket;
 use crate::record::Record;
 
@@ -95,8 +95,10 @@ impl LockCoreBinding {
     /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms` (the
     /// JS checked that `name` is a well-formed string and the options numbers; the name's rules
     /// and the options' ranges are checked here). `waiter` is what
-    /// [`LockCoreBinding::take_woken`] gives back to wake it. The step's code; the new ticket is
-    /// in the outbox ([`LockCoreBinding::last_ticket`]).
+    /// [`LockCoreBinding::take_woken`] gives back to wake it; `followers`: for a serializer's
+    /// turn, the acquisitions announced after this one (see [`Succession::serialized`]), or -1
+    /// for a plain lock. The step's code; the new ticket is in the outbox
+    /// ([`LockCoreBinding::last_ticket`]).
     pub fn acquire(
         &mut self,
         name: &str,
@@ -104,11 +106,13 @@ impl LockCoreBinding {
         stale_ms: f64,
         waiter: JsValue,
         now: f64,
+        followers: i32,
     ) -> Result<u8, JsValue> {
         let lock_options = LockOptions { wait_ms, stale_ms };
+        let succession = succession(followers, stale_ms);
         match self
             .core
-            .acquire(name, waiter, lock_options, now, &self.random)
+            .acquire_with(name, waiter, lock_options, succession, now, &self.random)
         {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
@@ -121,6 +125,16 @@ impl LockCoreBinding {
             Err(LockError::InvalidName(error)) => Err(super::errors::key_error("name", error)),
             Err(_) => Err(type_error(&["the lock could not start"])),
         }
+    }
+
+    /// Checks lock options as [`acquire`](Self::acquire) does (for a serializer with a store,
+    /// when it is made): the `RangeError` naming the option, or nothing.
+    #[wasm_bindgen(js_name = checkOptions)]
+    pub fn check_options(wait_ms: f64, stale_ms: f64) -> Result<(), JsValue> {
+        LockOptions { wait_ms, stale_ms }
+            .validate()
+            .map(|_| ())
+            .map_err(|error| range_error(&["options.", error.message()]))
     }
 
     /// The answer to a create (`kind` 0) or replace (1) — `version` a string or `undefined` for
@@ -172,12 +186,16 @@ impl LockCoreBinding {
         self.emit(step)
     }
 
-    /// Starts a release: `REPLACE` to make, or `DONE`.
-    pub fn release(&mut self, ticket: f64, now: f64) -> u8 {
+    /// Starts a release; `followers` as for [`acquire`](Self::acquire), after the next waiter's:
+    /// `REPLACE` to make, or `DONE`.
+    pub fn release(&mut self, ticket: f64, now: f64, followers: i32, stale_ms: f64) -> u8 {
         let Some(ticket) = self.ticket(ticket) else {
             return DONE;
         };
-        let step = self.core.release(ticket, now, &self.random);
+        let succession = succession(followers, stale_ms);
+        let step = self
+            .core
+            .release_with(ticket, succession, now, &self.random);
         self.emit(step)
     }
 
@@ -267,6 +285,14 @@ impl LockCoreBinding {
                 }
             }
         }
+    }
+}
+
+/// A plain lock's succession for `followers` < 0, else a serializer's.
+fn succession(followers: i32, stale_ms: f64) -> Succession {
+    match usize::try_from(followers) {
+        Ok(followers) => Succession::serialized(followers, stale_ms),
+        Err(_) => Succession::LOCK,
     }
 }
 

@@ -35,7 +35,7 @@ use std::rc::Rc;
 
 use super::{LockError, LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS, TAKEOVERS};
 use crate::deadlines::Deadlines;
-use crate::key::validate_key;
+use crate::key::validate_name;
 use crate::queue::{KeyIndex, KeyedQueue, Ticket};
 use crate::random::Random;
 use crate::record::{encode_ours, NotARecord, Record};
@@ -82,6 +82,38 @@ pub enum Step<V> {
     Lost,
     /// The wait is over and nothing is held; the ticket has left the line.
     GiveUp,
+}
+
+/// What a driver tells the core about the acquisitions of a name that follow one: a
+/// serializer's queued works, which each acquire only once the one before holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Succession {
+    /// Acquisitions announced after this one (after the next waiter's, at a release): the
+    /// record written next reserves a fence for each (up to [`MAX_BATCH`]), so they are handed
+    /// on with no store call.
+    pub followers: usize,
+    /// How long a streak of local hand-offs may run before the record is freed for other
+    /// isolates.
+    pub streak_ms: f64,
+}
+
+impl Succession {
+    /// A plain lock's: nothing announced, streaks of [`MAX_LOCAL_STREAK_MS`] — a remote
+    /// contender on the default wait still gets in.
+    pub const LOCK: Succession = Succession {
+        followers: 0,
+        streak_ms: MAX_LOCAL_STREAK_MS,
+    };
+
+    /// A serializer's turns with a lease of `stale_ms`: streaks of a quarter of it (at least
+    /// [`MAX_LOCAL_STREAK_MS`]), as a remote serializer's works wait for their deadline — seconds
+    /// — rather than a lock's 100 ms.
+    pub fn serialized(followers: usize, stale_ms: f64) -> Self {
+        Succession {
+            followers,
+            streak_ms: (stale_ms / 4.0).max(MAX_LOCAL_STREAK_MS),
+        }
+    }
 }
 
 /// What came of the last [`Step`].
@@ -132,6 +164,10 @@ struct Attempt<V> {
     unreadable: Option<(V, f64)>,
     /// A record is known to be there: polls read instead of create.
     exists: bool,
+    /// The version this isolate freed the record at, when it reads first (see [`Known`]).
+    known: Option<V>,
+    /// Another isolate wrote the record since this isolate freed it.
+    contested: bool,
     call: Call,
 }
 
@@ -141,13 +177,17 @@ enum Call {
     Idle,
     /// Paused (first a yield to other isolates, later between polls).
     Sleep,
+    /// `fence` is the holder's; the record carries `last_fence` (fences reserved for the
+    /// followers announced: see [`LockCore::acquire_with`]).
     Create {
         fence: u64,
+        last_fence: u64,
         at: f64,
     },
     Read,
     Replace {
         fence: u64,
+        last_fence: u64,
         at: f64,
     },
 }
@@ -166,6 +206,8 @@ struct Lease<V> {
     renewing: Option<f64>,
     /// Found past its end by a renewal: never renewed again.
     lapsed: bool,
+    /// Another isolate wrote the record between this isolate's last two acquisitions.
+    contested: bool,
 }
 
 impl<V> Lease<V> {
@@ -220,6 +262,11 @@ struct NameState<V> {
     /// The next head pauses one poll before its first attempt (after a capped streak).
     yield_first: bool,
     batch: Option<Batch<V>>,
+    /// Acquisitions its driver announced after the next one (see [`LockCore::acquire_with`]):
+    /// fences reserved for them when the record is written.
+    followers: u64,
+    /// The bound on a streak of local hand-offs ([`Succession::streak_ms`]).
+    streak_ms: f64,
 }
 
 // Written out: a derive would ask `V: Default`.
@@ -229,6 +276,8 @@ impl<V> Default for NameState<V> {
             streak_since: None,
             yield_first: false,
             batch: None,
+            followers: 0,
+            streak_ms: MAX_LOCAL_STREAK_MS,
         }
     }
 }
@@ -238,6 +287,9 @@ impl<V> Default for NameState<V> {
 struct Known<V> {
     version: V,
     fence: u64,
+    /// Another isolate wrote the record since this one freed it, last time: the next
+    /// acquisition reads first rather than spend a CAS bound to fail on this version.
+    contested: bool,
 }
 
 /// Known records by name, in the crate's one map type (see [`KeyIndex`]).
@@ -341,7 +393,26 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: f64,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
-        validate_key(name).map_err(LockError::InvalidName)?;
+        self.acquire_with(name, handle, options, Succession::LOCK, now, random)
+    }
+
+    /// [`acquire`](Self::acquire) for a driver that knows what follows (a serializer's queued
+    /// works, see [`Succession`]): the record this acquisition or the next hand-off writes
+    /// reserves a fence for each follower, so they are handed on with no store call even though
+    /// each acquires only once the one before it holds.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_with(
+        &mut self,
+        name: &str,
+        handle: W,
+        options: LockOptions,
+        succession: Succession,
+        now: f64,
+        random: &impl Random,
+    ) -> Result<(Ticket, Step<V>), LockError> {
+        validate_name(name).map_err(LockError::InvalidName)?;
         let options = options.validate().map_err(LockError::InvalidOption)?;
         let deadline = now + options.wait_ms;
         let stale_ms = options.stale_ms;
@@ -353,6 +424,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 handle,
             };
             let ticket = self.lines.push(name, entry).ticket;
+            self.announce(ticket, succession);
             self.push_timer(deadline, ticket);
             if let Some(head) = self.lines.head(line) {
                 // A holder here past its lease with nobody to notice: put out now. Else its
@@ -376,6 +448,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             Some(key) => self.lines.push_shared(&key, entry).ticket,
             None => self.lines.push(name, entry).ticket,
         };
+        self.announce(ticket, succession);
         let step = self.start(ticket, now, random);
         Ok((ticket, step))
     }
@@ -460,7 +533,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }) = self.remove(ticket)
         {
             if keep && lease.renewing.is_none() {
-                self.remember(&name, lease.version, lease.record_fence);
+                self.remember(&name, lease.version, lease.record_fence, lease.contested);
             }
         }
     }
@@ -468,6 +541,19 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// Starts a release: [`Step::Replace`] to make (then [`LockCore::step`] with its answer), or
     /// [`Step::Done`] when there is nothing to write — handed on within a batch, or not held.
     pub fn release(&mut self, ticket: Ticket, now: f64, random: &impl Random) -> Step<V> {
+        self.release_with(ticket, Succession::LOCK, now, random)
+    }
+
+    /// [`release`](Self::release) announcing what follows the next waiter (see
+    /// [`acquire_with`](Self::acquire_with)).
+    pub fn release_with(
+        &mut self,
+        ticket: Ticket,
+        succession: Succession,
+        now: f64,
+        random: &impl Random,
+    ) -> Step<V> {
+        self.announce(ticket, succession);
         let Some(line) = self.lines.line_of(ticket) else {
             return Step::Done;
         };
@@ -487,9 +573,11 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         // Waiters behind the next one: each gets one of the fences the hand-off CAS reserves.
         let behind = next.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
         let state = self.lines.line_data(line);
+        let behind = (behind as u64).max(state.map_or(0, |state| state.followers));
         let streak_since = state.and_then(|state| state.streak_since);
-        let in_streak = streak_since.is_none_or(|since| now - since < MAX_LOCAL_STREAK_MS);
-        let young = MAX_LOCAL_STREAK_MS.min(lease.stale_ms / 4.0);
+        let streak_ms = state.map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
+        let in_streak = streak_since.is_none_or(|since| now - since < streak_ms);
+        let young = streak_ms.min(lease.stale_ms / 4.0);
         let from_batch = state
             .and_then(|state| state.batch.as_ref())
             .filter(|batch| {
@@ -509,6 +597,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     stale_ms: self.stale_ms_of(next).unwrap_or(lease.stale_ms),
                     renewing: None,
                     lapsed: false,
+                    contested: lease.contested,
                 };
                 self.hold(next, handed);
                 self.remove(ticket);
@@ -518,7 +607,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 let token = random.token();
                 // Above every fence this record has carried, so the record's fence never falls.
                 let fence = lease.record_fence + 1;
-                let last_fence = fence + behind as u64;
+                let last_fence = fence + behind;
                 let value = encode_ours(true, &token, last_fence, now);
                 let version = lease.version.clone();
                 let then = AfterRelease::HandOff {
@@ -663,6 +752,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::GiveUp;
         };
         let known = self.known.take(&name).filter(|_| !yield_first);
+        let reserve = self.reserve_for(ticket);
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -679,12 +769,26 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
         }
         match known {
+            // Other isolates wrote it between this isolate's last two turns: they likely did
+            // again, so read first (a CAS on the version known would fail, one call wasted).
+            Some(known) if known.contested => {
+                attempt.exists = true;
+                attempt.known = Some(known.version);
+                attempt.contested = true;
+                self.attempt(ticket, now)
+            }
             // A record this isolate wrote last and nobody holds: take it with one CAS.
             Some(known) => {
+                attempt.known = Some(known.version.clone());
                 let fence = known.fence + 1;
+                let last_fence = fence + reserve;
                 attempt.exists = true;
-                attempt.call = Call::Replace { fence, at: now };
-                let value = encode_ours(true, &attempt.token, fence, now);
+                attempt.call = Call::Replace {
+                    fence,
+                    last_fence,
+                    at: now,
+                };
+                let value = encode_ours(true, &attempt.token, last_fence, now);
                 self.replace(known.version, value)
             }
             None => self.attempt(ticket, now),
@@ -694,6 +798,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// The next store call of a contender that holds nothing yet: create until a record is
     /// known to exist, then read (records are never deleted).
     fn attempt(&mut self, ticket: Ticket, now: f64) -> Step<V> {
+        let reserve = self.reserve_for(ticket);
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -706,9 +811,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             attempt.call = Call::Read;
             return Step::Read;
         }
-        attempt.call = Call::Create { fence: 1, at: now };
+        attempt.call = Call::Create {
+            fence: 1,
+            last_fence: 1 + reserve,
+            at: now,
+        };
         Step::Create {
-            value: encode_ours(true, &attempt.token, 1, now),
+            value: encode_ours(true, &attempt.token, 1 + reserve, now),
         }
     }
 
@@ -730,22 +839,53 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let call = std::mem::replace(&mut attempt.call, Call::Idle);
         match (call, answer) {
             (
-                Call::Create { fence, at } | Call::Replace { fence, at },
-                Answer::Created(Some(version)),
-            )
-            | (
-                Call::Create { fence, at } | Call::Replace { fence, at },
-                Answer::Replaced(Some(version)),
-            ) => {
-                let lease = Lease {
-                    token: std::mem::take(&mut attempt.token),
+                Call::Create {
                     fence,
-                    record_fence: fence,
+                    last_fence,
+                    at,
+                }
+                | Call::Replace {
+                    fence,
+                    last_fence,
+                    at,
+                },
+                Answer::Created(Some(version)) | Answer::Replaced(Some(version)),
+            ) => {
+                let token = std::mem::take(&mut attempt.token);
+                if last_fence > fence {
+                    // Fences reserved for announced followers: they are handed on as a batch.
+                    let batch = Batch {
+                        version: version.clone(),
+                        token: token.clone(),
+                        last_fence,
+                        at,
+                    };
+                    if let Some(state) = self
+                        .lines
+                        .line_of(ticket)
+                        .and_then(|line| self.lines.line_data_mut(line))
+                    {
+                        state.streak_since.get_or_insert(at);
+                        state.batch = Some(batch);
+                    }
+                }
+                let Some(Entry {
+                    state: State::Contending(attempt),
+                    ..
+                }) = self.lines.get_mut(ticket)
+                else {
+                    return Step::GiveUp;
+                };
+                let lease = Lease {
+                    token,
+                    fence,
+                    record_fence: last_fence,
                     version,
                     at,
                     stale_ms: attempt.stale_ms,
                     renewing: None,
                     lapsed: false,
+                    contested: attempt.contested,
                 };
                 self.hold(ticket, lease);
                 Step::Held
@@ -754,6 +894,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // progress.
             (Call::Create { .. } | Call::Replace { .. }, _) => {
                 attempt.exists = true;
+                // Another isolate wrote the record since this one freed it (or since it read).
+                attempt.contested |= attempt.known.is_some();
                 self.attempt(ticket, now)
             }
             (Call::Read, Answer::Read(found)) => self.decide(ticket, found, now, random),
@@ -770,6 +912,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: f64,
         random: &impl Random,
     ) -> Step<V> {
+        let reserve = self.reserve_for(ticket);
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -778,6 +921,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::GiveUp;
         };
         let stale_ms = attempt.stale_ms;
+        if let (Some(known), Some((version, _))) = (&attempt.known, &found) {
+            // Nobody wrote it since this isolate freed it: next time, a CAS straight away.
+            if known == version {
+                attempt.contested = false;
+            }
+        }
         let write = match found {
             // Gone (a store that expires records): the next attempt creates.
             None => {
@@ -812,8 +961,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
         };
         if let Some((version, fence)) = write {
-            attempt.call = Call::Replace { fence, at: now };
-            let value = encode_ours(true, &attempt.token, fence, now);
+            let last_fence = fence.saturating_add(reserve);
+            attempt.call = Call::Replace {
+                fence,
+                last_fence,
+                at: now,
+            };
+            let value = encode_ours(true, &attempt.token, last_fence, now);
             return self.replace(version, value);
         }
         if now >= attempt.deadline {
@@ -884,7 +1038,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         else {
             return;
         };
-        let (at, record_fence, stale_ms) = (*at, lease.record_fence, lease.stale_ms);
+        let (at, record_fence, stale_ms, contested) =
+            (*at, lease.record_fence, lease.stale_ms, lease.contested);
         match std::mem::replace(then, AfterRelease::Free { capped: false }) {
             AfterRelease::HandOff {
                 token,
@@ -903,6 +1058,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                             stale_ms: self.stale_ms_of(target).unwrap_or(stale_ms),
                             renewing: None,
                             lapsed: false,
+                            contested,
                         };
                         if let Some(state) = self.lines.line_data_mut(line) {
                             state.streak_since.get_or_insert(at);
@@ -917,11 +1073,11 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     }
                     // Nobody here to take it: held by a token nobody has. Remembered, so this
                     // isolate's next acquisition takes it with one CAS.
-                    None => self.remember(&name, version, last_fence),
+                    None => self.remember(&name, version, last_fence, contested),
                 }
             }
             AfterRelease::Free { capped } => {
-                self.remember(&name, version, record_fence);
+                self.remember(&name, version, record_fence, contested);
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.yield_first = capped;
                     state.streak_since = None;
@@ -970,6 +1126,30 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// The new head of a line: a waiter starts contending (a holder was told already).
+    /// Records what a driver announced for `ticket`'s line (see [`LockCore::acquire_with`]).
+    fn announce(&mut self, ticket: Ticket, succession: Succession) {
+        if let Some(state) = self
+            .lines
+            .line_of(ticket)
+            .and_then(|line| self.lines.line_data_mut(line))
+        {
+            state.followers = succession.followers.min(MAX_BATCH - 1) as u64;
+            state.streak_ms = succession.streak_ms;
+        }
+    }
+
+    /// Fences a record written for `ticket` reserves beyond its own: one for each acquisition
+    /// behind it, here or announced.
+    fn reserve_for(&self, ticket: Ticket) -> u64 {
+        let behind = self.lines.behind(ticket, MAX_BATCH - 1) as u64;
+        let announced = self
+            .lines
+            .line_of(ticket)
+            .and_then(|line| self.lines.line_data(line))
+            .map_or(0, |state| state.followers);
+        behind.max(announced)
+    }
+
     fn promote(&mut self, ticket: Ticket) {
         let Some(entry) = self.lines.get_mut(ticket) else {
             return;
@@ -984,8 +1164,15 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.woken.push(Woken::Turn(ticket));
     }
 
-    fn remember(&mut self, name: &Rc<str>, version: V, fence: u64) {
-        self.known.put(name, Known { version, fence });
+    fn remember(&mut self, name: &Rc<str>, version: V, fence: u64, contested: bool) {
+        self.known.put(
+            name,
+            Known {
+                version,
+                fence,
+                contested,
+            },
+        );
     }
 
     fn replace(&mut self, version: V, value: String) -> Step<V> {
@@ -1035,6 +1222,8 @@ impl<V> Attempt<V> {
             poll: FIRST_POLL_MS,
             unreadable: None,
             exists: false,
+            known: None,
+            contested: false,
             call: Call::Idle,
         }
     }

@@ -8,7 +8,7 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::core::{Answer, LockCore, Step, Woken};
+use super::core::{Answer, LockCore, Step, Succession, Woken};
 use super::{LockError, LockOptions};
 use crate::clock::{Clock, Sleep};
 use crate::queue::Ticket;
@@ -201,16 +201,43 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         name: &str,
         options: LockOptions,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
+        self.acquire_after(name, options, Succession::LOCK, None)
+            .await
+    }
+
+    /// [`acquire`](Self::acquire) for a serializer's turn: `succession` announces the works
+    /// queued behind it, and `previous` — the lease the turn before holds, if any — is released
+    /// only once this acquisition is in line, so the lease passes to it without a store call.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire); dropped while `previous` is being released, that release
+    /// is cut short as [`Lock::release`]'s would be.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire). A failed release of `previous` is not reported: the
+    /// acquisition waits for that record to go stale, as for any holder's.
+    pub async fn acquire_after(
+        &self,
+        name: &str,
+        options: LockOptions,
+        succession: Succession,
+        previous: Option<Lock<S, C, R>>,
+    ) -> Result<Option<Lock<S, C, R>>, LockError> {
         let inner = &*self.inner;
         let slot = Rc::new(Slot::default());
         let handle = slot.clone();
-        let (ticket, mut step) = inner
-            .with_core(|core, now, random| core.acquire(name, handle, options, now, random))?;
+        let (ticket, mut step) = inner.with_core(|core, now, random| {
+            core.acquire_with(name, handle, options, succession, now, random)
+        })?;
         let mut leave = Leave {
             inner,
             ticket,
             armed: true,
         };
+        if let Some(previous) = previous {
+            // A hand-off wakes this acquisition's slot: its wait below ends at once.
+            let _ = previous.release_with(succession).await;
+        }
         loop {
             let (answer, failure) = match step {
                 Step::Held => {
@@ -462,13 +489,18 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// # Errors
     /// The store failed; the record may still be held by this token and goes stale.
     pub async fn release(&self) -> Result<(), LockError> {
+        self.release_with(Succession::LOCK).await
+    }
+
+    /// [`release`](Self::release) announcing what follows the next waiter (a serializer's turns).
+    pub(crate) async fn release_with(&self, succession: Succession) -> Result<(), LockError> {
         if self.done.replace(true) {
             return Ok(());
         }
         let ticket = self.ticket;
         let step = self
             .inner
-            .with_core(|core, now, random| core.release(ticket, now, random));
+            .with_core(|core, now, random| core.release_with(ticket, succession, now, random));
         if let Step::Replace { .. } = step {
             let mut leave = Leave {
                 inner: &self.inner,

@@ -28,7 +28,7 @@ use ::core::fmt;
 mod core;
 mod manager;
 
-pub use self::core::{Answer, LeaseView, LockCore, Step, Woken};
+pub use self::core::{Answer, LeaseView, LockCore, Step, Succession, Woken};
 pub use self::manager::{Lock, LockManager};
 
 use crate::clock::TimerError;

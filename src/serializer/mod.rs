@@ -4,6 +4,7 @@
 //! Rust callers (futures, cancelled by drop), and the JavaScript binding (promises).
 
 pub mod core;
+mod store;
 
 use ::core::fmt;
 use std::cell::{Cell, RefCell};
@@ -14,6 +15,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 pub use self::core::{Abandon, EnqueueError, Released, SerializerCore, Started, Stats};
+pub use self::store::StoreSerializer;
 use crate::clock::{Clock, Sleep, TimerError};
 use crate::key::KeyError;
 use crate::messages;
@@ -184,6 +186,8 @@ pub enum SerializeError {
     },
     /// The work's deadline could not be armed (the platform refused a timer); it did not run.
     Timer(TimerError),
+    /// A [`StoreSerializer`]'s store failed while taking the key's lease: the work did not run.
+    Lock(crate::lock::LockError),
 }
 
 impl fmt::Display for SerializeError {
@@ -201,6 +205,7 @@ impl fmt::Display for SerializeError {
                 &[("key", key), ("timeoutMs", &timeout_ms.to_string())],
             )),
             SerializeError::Timer(error) => error.fmt(f),
+            SerializeError::Lock(error) => error.fmt(f),
         }
     }
 }
@@ -428,6 +433,11 @@ impl<C: Clock> KeyedSerializer<C> {
             }),
         };
         queued.map_err(|error| SerializeError::refused(key, error))
+    }
+
+    /// The deadline of works without their own, in milliseconds.
+    pub fn timeout_ms(&self) -> f64 {
+        self.front.borrow().core.options().timeout_ms()
     }
 
     /// The number of keys with queued or running work.

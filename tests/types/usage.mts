@@ -102,3 +102,22 @@ async function locks(): Promise<void> {
   await acquireLock(store, 'x', { signal: true });
 }
 void locks;
+
+import { SERIALIZE_PREFIX } from 'keyturn';
+
+async function acrossIsolates(): Promise<void> {
+  const store: LockStore = new MemoryStore();
+  const shared: Serialize = createKeyedSerializer({ store, staleMs: 3000, timeoutMs: 10_000, maxPending: 100 });
+  const written: number = await shared('order-1', async (signal, turn) => {
+    const fence: number = turn.fence;
+    void signal.aborted;
+    return fence;
+  });
+  const name: string = `${SERIALIZE_PREFIX}order-1`;
+  void [written, name];
+  // @ts-expect-error a store has three methods
+  createKeyedSerializer({ store: { create: async () => null } });
+  // @ts-expect-error staleMs is a number
+  createKeyedSerializer({ store, staleMs: '5' });
+}
+void acrossIsolates;

@@ -1,34 +1,44 @@
-// Webhook notifications about objects: each is handled one at a time per object within this
-// isolate (the keyed serializer, which gives each its deadline), and under the object's lock
-// across isolates (`withLock`, over the isolate's one store, renewing the lease while it runs).
+// Webhook notifications about objects: one `serialize(id, work)` per notification, over the
+// isolate's Durable Object lock store — so notifications about one object run one at a time in
+// every isolate of the deployment, each with its deadline (waiting for the object's turn and
+// running), its lease renewed while it runs, and a fence that rises with every turn.
 // The handler reads the object's state, applies the notification, and writes it back with the
-// lock's fence: a conditional put on the etag it read, refused when the object was written by a
-// newer holder — so nothing is lost when notifications about one object arrive concurrently,
-// and a holder that lost its lease cannot land a late write.
-import { createKeyedSerializer, withLock } from 'keyturn';
+// turn's fence: a conditional put on the etag it read, refused when the object was written by a
+// newer turn — so nothing is lost when notifications about one object arrive concurrently, and
+// a work whose turn was abandoned cannot land a late write.
+import { createKeyedSerializer } from 'keyturn';
 
 import { HttpError } from './http.js';
 import { lockStore } from './locks.js';
 
-const serialize = createKeyedSerializer({ timeoutMs: 10000 });
+const serializers = new WeakMap();
 const objectKey = (id) => `objects/${id}.json`;
 
+/** The isolate's serializer over its lock store (made once, from the first request's `env`). */
+function serializerFor(env) {
+  const store = lockStore(env);
+  let serialize = serializers.get(store);
+  if (serialize === undefined) {
+    serialize = createKeyedSerializer({ store, timeoutMs: 10000, staleMs: Number(env.LOCK_STALE_MS ?? 2000) });
+    serializers.set(store, serialize);
+  }
+  return serialize;
+}
+
 export function notify(env, id, delta) {
-  return serialize(id, (signal) =>
-    withLock(lockStore(env), `object:${id}`, async (lock) => {
-      const object = await env.BUCKET.get(objectKey(id));
-      const state = object ? await object.json() : { id, total: 0, notifications: 0, fence: 0 };
-      if (lock.fence < (state.fence ?? 0)) throw new HttpError(409, 'the object was written by a newer holder of its lock');
-      const total = state.total + delta;
-      // Past 2^53 - 1 a sum is no longer exact: refused, and nothing is written.
-      if (!Number.isSafeInteger(total)) throw new HttpError(422, 'the total would leave the exact integers');
-      const next = { ...state, total, notifications: state.notifications + 1, fence: lock.fence };
-      if (signal.aborted) throw new HttpError(503, 'timed out before writing; the next notification re-decides');
-      const onlyIf = object ? { etagMatches: object.etag } : { etagDoesNotMatch: '*' };
-      if ((await env.BUCKET.put(objectKey(id), JSON.stringify(next), { onlyIf })) === null) {
-        throw new HttpError(409, 'the object was written by a newer holder of its lock');
-      }
-      return next;
-    }, { waitMs: 10000, signal }),
-  );
+  return serializerFor(env)(id, async (signal, turn) => {
+    const object = await env.BUCKET.get(objectKey(id));
+    const state = object ? await object.json() : { id, total: 0, notifications: 0, fence: 0 };
+    if (turn.fence < (state.fence ?? 0)) throw new HttpError(409, 'the object was written by a newer turn');
+    const total = state.total + delta;
+    // Past 2^53 - 1 a sum is no longer exact: refused, and nothing is written.
+    if (!Number.isSafeInteger(total)) throw new HttpError(422, 'the total would leave the exact integers');
+    const next = { ...state, total, notifications: state.notifications + 1, fence: turn.fence };
+    if (signal.aborted) throw new HttpError(503, 'timed out before writing; the next notification re-decides');
+    const onlyIf = object ? { etagMatches: object.etag } : { etagDoesNotMatch: '*' };
+    if ((await env.BUCKET.put(objectKey(id), JSON.stringify(next), { onlyIf })) === null) {
+      throw new HttpError(409, 'the object was written by a newer turn');
+    }
+    return next;
+  });
 }

@@ -1,0 +1,314 @@
+//! The serializer over a store (`StoreSerializer`), natively, on a manual clock and a
+//! deterministic executor: two "isolates" are two lock managers over one `MemoryStore`.
+
+mod common;
+
+#[cfg(target_family = "wasm")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use common::Executor;
+use keyturn::record::Record;
+use keyturn::{
+    Clock, LockError, LockManager, LockStore, ManualClock, MemoryStore, SeededRandom,
+    SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned, SERIALIZE_PREFIX,
+};
+
+/// A shared MemoryStore that lags 0–2 ms per call, counts its calls and can fail them.
+#[derive(Clone)]
+struct Shared {
+    memory: Rc<MemoryStore>,
+    clock: ManualClock,
+    calls: Rc<Cell<u32>>,
+    fail_next: Rc<Cell<u32>>,
+    lag: Rc<Cell<u64>>,
+}
+
+impl Shared {
+    async fn weather(&self) -> Result<(), StoreError> {
+        self.calls.set(self.calls.get() + 1);
+        // A deterministic lag: 1, 2, 0, 1, 2, 0, …
+        let lag = self.lag.get();
+        self.lag.set(lag + 1);
+        self.clock.after((lag % 3) as f64).await;
+        if self.fail_next.get() > 0 {
+            self.fail_next.set(self.fail_next.get() - 1);
+            return Err(StoreError::new("injected failure"));
+        }
+        Ok(())
+    }
+}
+
+impl LockStore for Shared {
+    type Version = String;
+    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
+        self.weather().await?;
+        self.memory.create(key, value).await
+    }
+    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
+        self.weather().await?;
+        self.memory.read(key).await
+    }
+    async fn replace(
+        &self,
+        key: &str,
+        version: &String,
+        value: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.weather().await?;
+        self.memory.replace(key, version, value).await
+    }
+}
+
+type Serializer = StoreSerializer<Shared, ManualClock, SeededRandom>;
+
+fn isolate(store: &Shared, timeout_ms: f64, stale_ms: f64, seed: u64) -> Rc<Serializer> {
+    let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
+    let options = SerializerOptions::new(timeout_ms, f64::INFINITY).unwrap();
+    Rc::new(StoreSerializer::new(options, stale_ms, locks).unwrap())
+}
+
+fn world() -> (Shared, Rc<Executor>) {
+    let store = Shared {
+        memory: Rc::new(MemoryStore::new()),
+        clock: ManualClock::new(),
+        calls: Rc::default(),
+        fail_next: Rc::default(),
+        // The first call lags 1 ms: calls made at once are all queued before it answers.
+        lag: Rc::new(Cell::new(1)),
+    };
+    (store, Executor::new())
+}
+
+/// Runs the executor, moving the clock 1 ms at a time, until every task finished.
+fn run(executor: &Executor, clock: &ManualClock) {
+    for _ in 0..1_000_000 {
+        executor.run_until_stalled();
+        if executor.unfinished() == 0 {
+            return;
+        }
+        clock.advance(1.0);
+    }
+    panic!("tasks did not finish");
+}
+
+fn record(store: &Shared, key: &str) -> Record {
+    let name = format!("{SERIALIZE_PREFIX}{key}");
+    Record::decode(&store.memory.get(&name).expect("a record").value).expect("ours")
+}
+
+/// Read-modify-write increments with a pause in between, watched for overlaps and fences.
+#[derive(Default)]
+struct Watch {
+    total: Cell<u32>,
+    live: Cell<u32>,
+    max_live: Cell<u32>,
+    fences: RefCell<Vec<u64>>,
+}
+
+#[test]
+fn two_isolates_increment_one_key_without_overlap_and_with_rising_fences() {
+    let (store, executor) = world();
+    let isolates = [
+        isolate(&store, 10_000.0, 500.0, 1),
+        isolate(&store, 10_000.0, 500.0, 2),
+    ];
+    let watch = Rc::new(Watch::default());
+    for i in 0..200 {
+        let (serializer, watch, clock) =
+            (isolates[i % 2].clone(), watch.clone(), store.clock.clone());
+        executor.spawn(async move {
+            serializer
+                .run("counter", |_signal, fence| async move {
+                    watch.live.set(watch.live.get() + 1);
+                    watch
+                        .max_live
+                        .set(watch.max_live.get().max(watch.live.get()));
+                    watch.fences.borrow_mut().push(fence);
+                    let read = watch.total.get();
+                    clock.after(1.0).await;
+                    watch.total.set(read + 1);
+                    watch.live.set(watch.live.get() - 1);
+                })
+                .await
+                .unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    assert_eq!(watch.total.get(), 200);
+    assert_eq!(watch.max_live.get(), 1);
+    let fences = watch.fences.borrow();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    assert!(!record(&store, "counter").held, "freed at the end");
+    for serializer in &isolates {
+        assert_eq!(serializer.pending(), 0);
+    }
+}
+
+#[test]
+fn sixteen_works_in_one_isolate_cost_three_store_calls() {
+    let (store, executor) = world();
+    let serializer = isolate(&store, 10_000.0, 2_000.0, 3);
+    let fences = Rc::new(RefCell::new(Vec::new()));
+    for _ in 0..16 {
+        let (serializer, fences) = (serializer.clone(), fences.clone());
+        executor.spawn(async move {
+            let fence = serializer
+                .run("k", |_signal, fence| async move { fence })
+                .await
+                .unwrap();
+            fences.borrow_mut().push(fence);
+        });
+    }
+    run(&executor, &store.clock);
+    assert_eq!(*fences.borrow(), (1..=16).collect::<Vec<u64>>());
+    // The first turn starts as its task is polled, before the other 15 are queued: its create
+    // reserves nothing, the first hand-off reserves 14 fences, the last turn frees the record.
+    assert_eq!(store.calls.get(), 3, "create, one hand-off CAS, release");
+    assert!(!record(&store, "k").held);
+}
+
+#[test]
+fn a_hung_work_times_out_and_the_other_isolates_work_runs_right_after() {
+    let (store, executor) = world();
+    let hung = isolate(&store, 100.0, 5_000.0, 4);
+    let other = isolate(&store, 1_000.0, 5_000.0, 5);
+    let outcome = Rc::new(RefCell::new(None));
+    let ran_at = Rc::new(Cell::new(f64::NAN));
+    {
+        let (hung, outcome) = (hung.clone(), outcome.clone());
+        executor.spawn(async move {
+            let result = hung
+                .run("k", |_signal, _fence| std::future::pending::<()>())
+                .await;
+            *outcome.borrow_mut() = Some(result);
+        });
+    }
+    executor.run_until_stalled();
+    store.clock.advance(10.0);
+    {
+        let (other, ran_at, clock) = (other.clone(), ran_at.clone(), store.clock.clone());
+        executor.spawn(async move {
+            other
+                .run(
+                    "k",
+                    |_signal, _fence| async move { ran_at.set(clock.now_ms()) },
+                )
+                .await
+                .unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    assert!(matches!(
+        outcome.borrow().as_ref(),
+        Some(Err(SerializeError::TimedOut { .. }))
+    ));
+    // Dropped at its deadline with nobody queued in its isolate: its lease is freed at once,
+    // and the other isolate's work runs within a poll (25 ms) of that deadline.
+    assert!(ran_at.get() >= 100.0, "ran at {}", ran_at.get());
+    assert!(ran_at.get() < 100.0 + 30.0, "ran at {}", ran_at.get());
+}
+
+#[test]
+fn a_work_dropped_at_its_deadline_hands_its_lease_to_the_next_here_without_a_store_call() {
+    let (store, executor) = world();
+    let serializer = isolate(&store, 100.0, 5_000.0, 6);
+    let results = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..2 {
+        let (serializer, results) = (serializer.clone(), results.clone());
+        executor.spawn(async move {
+            let result = serializer
+                .run("k", move |_signal, fence| async move {
+                    if i == 0 {
+                        std::future::pending::<()>().await;
+                    }
+                    fence
+                })
+                .await;
+            results.borrow_mut().push((i, result));
+        });
+    }
+    run(&executor, &store.clock);
+    let results = results.borrow();
+    assert!(matches!(
+        results[0],
+        (0, Err(SerializeError::TimedOut { .. }))
+    ));
+    assert_eq!(results[1], (1, Ok(2)));
+    // The first turn started before the second was queued, so its create reserved nothing:
+    // the hand-off is one CAS.
+    assert_eq!(
+        store.calls.get(),
+        3,
+        "the create, the hand-off, and the last release"
+    );
+}
+
+#[test]
+fn a_store_failure_fails_that_work_and_the_key_moves_on() {
+    let (store, executor) = world();
+    let serializer = isolate(&store, 1_000.0, 2_000.0, 7);
+    store.fail_next.set(1);
+    let results = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..2 {
+        let (serializer, results) = (serializer.clone(), results.clone());
+        executor.spawn(async move {
+            let result = serializer
+                .run("k", |_signal, fence| async move { fence })
+                .await;
+            results.borrow_mut().push((i, result));
+        });
+    }
+    run(&executor, &store.clock);
+    let results = results.borrow();
+    assert!(
+        matches!(
+            &results[0],
+            (0, Err(SerializeError::Lock(LockError::Store(_))))
+        ),
+        "{results:?}"
+    );
+    assert_eq!(results[1], (1, Ok(1)));
+    assert_eq!(serializer.pending(), 0);
+    assert!(!record(&store, "k").held);
+}
+
+#[test]
+fn a_long_work_keeps_its_lease_by_renewal() {
+    let (store, executor) = world();
+    let first = isolate(&store, 10_000.0, 300.0, 8);
+    let second = isolate(&store, 10_000.0, 300.0, 9);
+    let watch = Rc::new(Watch::default());
+    for (i, serializer) in [first.clone(), second.clone()].into_iter().enumerate() {
+        let (watch, clock) = (watch.clone(), store.clock.clone());
+        executor.spawn(async move {
+            serializer
+                .run("k", |signal, _fence| async move {
+                    watch.live.set(watch.live.get() + 1);
+                    watch
+                        .max_live
+                        .set(watch.max_live.get().max(watch.live.get()));
+                    // Three leases long: renewed, never taken over.
+                    clock.after(if i == 0 { 900.0 } else { 1.0 }).await;
+                    assert!(!signal.is_aborted());
+                    watch.live.set(watch.live.get() - 1);
+                })
+                .await
+                .unwrap();
+        });
+        executor.run_until_stalled();
+        store.clock.advance(5.0);
+    }
+    run(&executor, &store.clock);
+    assert_eq!(watch.max_live.get(), 1);
+    assert!(store.clock.now_ms() >= 900.0);
+}
+
+#[test]
+fn a_bad_stale_ms_is_refused() {
+    let (store, _executor) = world();
+    let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(1));
+    assert!(StoreSerializer::new(SerializerOptions::default(), 0.0, locks).is_err());
+}
