@@ -685,7 +685,49 @@ class Serializer {
     }
     job.lock = lock;
     this.renewLater(job);
-    this.call(job, { fence: lock.fence });
+    this.callLeased(job, { fence: lock.fence });
+  }
+
+  /**
+   * `call`, with a lease: when the work settles and nothing of its key is queued behind it, the
+   * lease is freed before its caller hears — so a handler that answers its request as soon as
+   * its work settled leaves nothing held (on Workers, I/O still in flight when a request ends
+   * may be cancelled). With works behind, the next one takes the lease over with no store call.
+   */
+  callLeased(job, turn) {
+    const work = job.work;
+    job.work = undefined;
+    let run;
+    try {
+      run = Promise.resolve(work(job.controller.signal, turn));
+    } catch (error) {
+      run = Promise.reject(error);
+    }
+    run.then(
+      (value) => this.settleLeased(job, () => job.resolve(value)),
+      (error) => this.settleLeased(job, () => job.reject(error)),
+    );
+    if (job.onLateSettle !== undefined) this.watchLate(job, run);
+  }
+
+  settleLeased(job, settle) {
+    const lock = job.lock;
+    let last = false;
+    try {
+      last = lock !== undefined && job.line.current === job && !job.controller.signal.aborted && this.core.pendingIn(job.line.id) <= 1;
+    } catch (error) {
+      this.failed(error);
+    }
+    if (!last) {
+      settle();
+      return;
+    }
+    job.lock = undefined;
+    if (job.renewal !== undefined) {
+      clear(job.renewal);
+      job.renewal = undefined;
+    }
+    lock[HAND_ON](0, this.staleMs).then(settle, settle);
   }
 
   /** Abandons a job whose lease wait ran out. */

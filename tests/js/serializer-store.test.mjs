@@ -295,3 +295,18 @@ test('randomized: two instances, random deadlines, aborts and store lag — no o
   assert.ok(stores[0].calls + stores[1].calls > 0);
   await watch.noUnhandled();
 });
+
+test('the last work of a key frees its lease before its caller hears: nothing is left held when a handler answers', async () => {
+  const store = new MapStore({ lagMs: 3 });
+  const serialize = esm.createKeyedSerializer({ store });
+  for (let round = 0; round < 3; round++) {
+    const fence = await serialize('k', async (signal, turn) => turn.fence);
+    assert.equal(record(store, 'keyturn:serialize:k').state, 'free', `round ${round}: freed before the caller resumed`);
+    assert.equal(record(store, 'keyturn:serialize:k').fence, fence);
+  }
+  // With works behind, the lease is handed on instead (no store call between them).
+  const calls = store.calls;
+  await Promise.all([serialize('k', () => 1), serialize('k', () => 2), serialize('k', () => 3)]);
+  assert.equal(record(store, 'keyturn:serialize:k').state, 'free');
+  assert.ok(store.calls - calls <= 2, `${store.calls - calls} calls for three works`);
+});

@@ -79,9 +79,9 @@ test('the same across two worker isolates sharing the Durable Object namespace',
   assert.equal(board.inProgress.length, 3);
 });
 
-test('concurrent notifications on one object lose no update', async () => {
+test('200 concurrent notifications on one object, split across two isolates, lose no update; fences rise', async () => {
   const responses = await Promise.all(
-    Array.from({ length: 40 }, (_, i) =>
+    Array.from({ length: 200 }, (_, i) =>
       fetchFrom(i % 2 ? 'b' : 'a', '/objects/order-1/notifications', {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
@@ -89,11 +89,22 @@ test('concurrent notifications on one object lose no update', async () => {
       }),
     ),
   );
-  assert.deepEqual(await countStatuses(responses.map((r) => r.clone())), { 200: 40 });
+  assert.deepEqual(await countStatuses(responses.map((r) => r.clone())), { 200: 200 });
   const states = await Promise.all(responses.map((r) => r.json()));
-  const last = states.reduce((a, b) => (a.notifications > b.notifications ? a : b));
-  assert.equal(last.notifications, 40);
-  assert.equal(last.total, (40 * 41) / 2);
+  states.sort((a, b) => a.notifications - b.notifications);
+  assert.deepEqual(states.map((state) => state.notifications), Array.from({ length: 200 }, (_, i) => i + 1), 'each saw the one before');
+  assert.equal(states[199].total, (200 * 201) / 2);
+  assert.ok(states.every((state, i) => i === 0 || state.fence > states[i - 1].fence), 'each turn\'s fence above the one before');
+});
+
+test('a notification that would carry the total past 2^53 - 1 is refused with 422 and writes nothing', async () => {
+  const post = (delta) =>
+    fetchFrom('a', '/objects/huge/notifications', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ delta }) });
+  assert.equal((await post(Number.MAX_SAFE_INTEGER)).status, 200);
+  const refused = await post(Number.MAX_SAFE_INTEGER);
+  assert.equal(refused.status, 422);
+  const bucket = await mf.getR2Bucket('BUCKET', 'a');
+  assert.equal((await (await bucket.get('objects/huge.json')).json()).total, Number.MAX_SAFE_INTEGER);
 });
 
 test('a holder that died mid-claim is taken over after staleMs, and its late write is refused by fence', async () => {
