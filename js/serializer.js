@@ -11,6 +11,10 @@
 // the next work of its key starts. A work is called two microtasks after its turn comes (the
 // previous work's promise settled, or an idle key was called), as the seed's `previous.then(() =>
 // bounded(…))` and `Promise.resolve().then(work)` do.
+//
+// With a `store`, a started job first takes its key's lease through the lock's manager for that
+// store (lock.js; the lock named SERIALIZE_PREFIX + key), then runs with the lease's fence; the
+// lease is renewed while the work runs and handed to the key's next job without a store call.
 import * as glue from './keyturn_wasm.js';
 import { InstanceHost } from './instance.js';
 import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
