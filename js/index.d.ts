@@ -1,5 +1,13 @@
 // Types of the keyturn package. Static, copied into pkg/ by the build.
 
+declare global {
+  // `Lock` is `await using`-disposable. Declared here too, so that consumers whose `lib` predates
+  // `esnext.disposable` (ES2022, say) compile against these types; it merges with the lib's own.
+  interface SymbolConstructor {
+    readonly asyncDispose: unique symbol;
+  }
+}
+
 /** The default deadline of one serialized work: 30 000 ms, as the seed. */
 export const DEFAULT_TIMEOUT_MS: number;
 

@@ -25,7 +25,10 @@ for module in wasm:js-serializer:3 lock:js-lock:2; do
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
 done
 cp js/api.js js/serializer.js js/lock.js js/errors.js js/instance.js js/browser.js js/workerd.js \
-  js/node.mjs js/index.d.ts js/package.json pkg/
+  js/node.mjs js/index.d.ts js/package.json README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
+# The same types for `require` under TypeScript's node16/nodenext resolution: a `.d.ts` in this
+# `"type": "module"` package describes an ES module, which a CommonJS consumer may not import.
+cp js/index.d.ts pkg/index.d.cts
 # Constants and message templates, from their one source: the crate.
 cargo run --quiet --example js_constants > pkg/constants.js
 cp -r js/stores pkg/stores

@@ -12,6 +12,13 @@ cargo fmt --check
 cargo clippy --quiet --all-targets -- -D warnings
 cargo clippy --quiet --all-targets --target wasm32-unknown-unknown -- -D warnings
 
+step "crate hygiene: docs without warnings, and the crate package holds only the crate"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+unexpected="$(cargo package --list --allow-dirty --quiet 2>/dev/null \
+  | grep -vE '^(src/.*\.rs|tests/[a-z_]+\.rs|tests/common/mod\.rs|examples/js_constants\.rs|Cargo\.(toml|toml\.orig|lock)|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE)|\.cargo_vcs_info\.json)$' || true)"
+if [ -n "$unexpected" ]; then echo "cargo package would ship: $unexpected"; exit 1; fi
+echo "crate package: ok"
+
 step "native Rust tests, doctests included"
 cargo test --quiet
 

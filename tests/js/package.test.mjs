@@ -1,0 +1,233 @@
+// The package as npm users receive it: `npm pack` of pkg/, installed (the tarball, not a link)
+// into a fresh project, and every entry run from there — import, require, the browser entry in
+// headless Chromium, the workerd entry bundled by wrangler and run by Miniflare — and TypeScript
+// consumers compiled against it under the resolutions users configure.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, extname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { Miniflare } from 'miniflare';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = (name) => join(root, 'node_modules/.bin', name);
+const work = mkdtempSync(join(tmpdir(), 'keyturn-package-'));
+const project = join(work, 'consumer');
+const installed = join(project, 'node_modules/keyturn');
+let packed;
+
+before(() => {
+  const out = execFileSync('npm', ['pack', join(root, 'pkg'), '--pack-destination', work, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  packed = JSON.parse(out)[0];
+  mkdirSync(project);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', join(work, packed.filename)], { cwd: project, stdio: 'pipe' });
+});
+
+after(() => rmSync(work, { recursive: true, force: true }));
+
+// What every entry checks, by name: the serializer (order, timeout, caller signal, a store's
+// fence) and the lock over MemoryStore. `k` is the package's namespace.
+const checks = `async function checks(k) {
+  const results = {};
+  const serialize = k.createKeyedSerializer({ timeoutMs: 50 });
+  const log = [];
+  const a = serialize('x', async () => { log.push('a'); await new Promise((r) => setTimeout(r, 2)); return 'a'; });
+  const b = serialize('x', () => { log.push('b'); return 'b'; });
+  results.order = (await a) === 'a' && (await b) === 'b' && log.join() === 'a,b';
+  const timedOut = await serialize('x', () => new Promise(() => {})).catch((e) => e);
+  results.timeout = timedOut instanceof k.SerializedWorkTimeout && timedOut.key === 'x' && timedOut.timeoutMs === 50;
+  const controller = new AbortController();
+  const held = serialize('y', () => new Promise((r) => setTimeout(r, 20)));
+  const cancelled = serialize('y', () => 'never', { signal: controller.signal });
+  controller.abort('left');
+  results.signal = (await cancelled.catch((e) => e)) === 'left' && (await held) === undefined;
+  const store = new k.MemoryStore();
+  const first = await k.acquireLock(store, 'board');
+  const busy = await k.acquireLock(store, 'board', { waitMs: 5 });
+  await first.release();
+  const second = await k.acquireLock(store, 'board');
+  await second.release();
+  results.lock = first.fence === 1 && busy === undefined && second.fence === 2;
+  const shared = k.createKeyedSerializer({ store });
+  const fences = await Promise.all([1, 2, 3].map(() => shared('z', (signal, turn) => turn.fence)));
+  results.storeSerializer = fences.join() === '1,2,3';
+  results.constants = k.DEFAULT_TIMEOUT_MS === 30000 && k.LOCK_WAIT_MS === 100 && k.SERIALIZE_PREFIX === 'keyturn:serialize:';
+  return results;
+}`;
+
+const allPassed = (results) => Object.keys(results).length === 6 && Object.values(results).every((ok) => ok === true);
+
+test('the tarball holds README, both licenses, a changelog, metadata and every file its entries load — nothing from the build tree', () => {
+  const files = packed.files.map((file) => file.path).sort();
+  for (const file of ['README.md', 'LICENSE-MIT', 'LICENSE-APACHE', 'CHANGELOG.md', 'package.json', 'index.d.ts', 'index.d.cts']) assert.ok(files.includes(file), `${file} is packed`);
+  assert.deepEqual(files.filter((file) => file.startsWith('.') || file.includes('/.') || file.endsWith('.src.mjs')), [], 'no build leftovers');
+  const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'));
+  assert.match(manifest.version, /^\d+\.\d+\.\d+/);
+  assert.ok(manifest.keywords.length >= 5);
+  assert.equal(manifest.license, 'MIT OR Apache-2.0');
+  // Every module a shipped file loads — static and dynamic imports, and `new URL(…, import.meta.url)`
+  // assets — is shipped too.
+  const specifier = /(?:from\s+|import\(\s*|new URL\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g;
+  for (const file of files.filter((name) => /\.(m?js|cjs)$/.test(name))) {
+    const source = readFileSync(join(installed, file), 'utf8');
+    for (const [, relative] of source.matchAll(specifier)) {
+      const target = normalize(join(dirname(file), relative));
+      assert.ok(files.includes(target), `${file} loads ${relative}, which is not packed`);
+    }
+  }
+  for (const target of Object.values(manifest.exports['.']).flatMap((entry) => Object.values(entry).flatMap((v) => (typeof v === 'string' ? [v] : Object.values(v))))) {
+    assert.ok(files.includes(target.replace(/^\.\//, '')), `the exports map names ${target}, which is not packed`);
+  }
+});
+
+function runNode(file, source) {
+  // Deadline timers are unref'd (as the seed's): a script awaiting only a timeout keeps itself alive.
+  writeFileSync(join(project, file), `const keepAlive = setInterval(() => {}, 1000);\n${source}\n`);
+  const result = spawnSync(process.execPath, [file], { cwd: project, encoding: 'utf8' });
+  assert.equal(result.status, 0, result.stderr);
+  return JSON.parse(result.stdout.trim().split('\n').pop());
+}
+
+test('import: the ESM entry from the installed tarball', () => {
+  const results = runNode('esm.mjs', `import * as k from 'keyturn';\n${checks}\nconsole.log(JSON.stringify(await checks(k)));\nclearInterval(keepAlive);`);
+  assert.ok(allPassed(results), JSON.stringify(results));
+});
+
+test('require: the CommonJS entry from the installed tarball', () => {
+  const results = runNode('cjs.cjs', `const k = require('keyturn');\n${checks}\nchecks(k).then((r) => { console.log(JSON.stringify(r)); clearInterval(keepAlive); });`);
+  assert.ok(allPassed(results), JSON.stringify(results));
+});
+
+const chromium = ['chromium', 'chromium-browser', 'google-chrome'].find((name) => spawnSync('which', [name]).status === 0);
+const types = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+
+test('the browser entry from the installed tarball, in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
+  const page = `<!doctype html><meta charset="utf-8"><pre id="out">running</pre><script type="module">
+    ${checks}
+    const out = document.getElementById('out');
+    try {
+      out.textContent = JSON.stringify(await checks(await import('/node_modules/keyturn/browser.js')));
+    } catch (error) {
+      out.textContent = JSON.stringify({ error: String(error) });
+    }
+  </script>`;
+  const server = createServer(async (request, response) => {
+    const path = new URL(request.url, 'http://127.0.0.1').pathname;
+    if (path === '/') return response.writeHead(200, { 'content-type': 'text/html' }).end(page);
+    try {
+      const body = await readFile(join(project, normalize(path)));
+      response.writeHead(200, { 'content-type': types[extname(path)] ?? 'application/octet-stream' }).end(body);
+    } catch {
+      response.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const profile = mkdtempSync(join(work, 'chromium-'));
+  try {
+    const browser = spawn(chromium, [
+      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      `--user-data-dir=${profile}`, '--virtual-time-budget=10000', '--dump-dom', `http://127.0.0.1:${server.address().port}/`,
+    ]);
+    let dom = '';
+    browser.stdout.on('data', (chunk) => (dom += chunk));
+    await new Promise((resolve) => browser.on('close', resolve));
+    const said = /<pre id="out">([^<]*)<\/pre>/.exec(dom)?.[1]?.replaceAll('&quot;', '"');
+    const results = JSON.parse(said ?? '{}');
+    assert.ok(allPassed(results), said ?? dom.slice(0, 500));
+  } finally {
+    server.close();
+  }
+});
+
+test('the workerd entry from the installed tarball: bundled by wrangler, run by Miniflare', async () => {
+  const worker = join(project, 'worker');
+  mkdirSync(worker, { recursive: true });
+  writeFileSync(join(worker, 'index.js'), `import * as k from 'keyturn';\nexport { LockDurableObject } from 'keyturn';\n${checks}\nexport default { async fetch() { return Response.json(await checks(k)); } };\n`);
+  writeFileSync(join(project, 'wrangler.toml'), 'name = "consumer"\nmain = "worker/index.js"\ncompatibility_date = "2025-09-01"\n');
+  const out = join(work, 'bundle');
+  execFileSync(bin('wrangler'), ['deploy', '--dry-run', '--outdir', out], {
+    cwd: project,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_SEND_ERROR_REPORTS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+    stdio: 'pipe',
+  });
+  assert.ok(readdirSync(out).some((file) => file.endsWith('.wasm')), 'wrangler bundled the wasm modules');
+  const mf = new Miniflare({
+    modules: true,
+    modulesRoot: out,
+    scriptPath: join(out, 'index.js'),
+    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
+    compatibilityDate: '2025-09-01',
+    cf: false,
+  });
+  try {
+    const results = await (await mf.dispatchFetch('http://consumer/')).json();
+    assert.ok(allPassed(results), JSON.stringify(results));
+  } finally {
+    await mf.dispose();
+  }
+});
+
+// A consumer that uses every export; a misuse that must not compile.
+const consumer = (importLine) => `${importLine}
+
+export async function use(env: { LOCKS: { idFromName(name: string): unknown; get(id: unknown): unknown }; BUCKET: { get(key: string): Promise<unknown>; put(key: string, value: string, options?: unknown): Promise<unknown> } }): Promise<number> {
+  const store: LockStore = new MemoryStore();
+  const serialize: Serialize = createKeyedSerializer({ timeoutMs: DEFAULT_TIMEOUT_MS, maxPending: 10, store, staleMs: LOCK_STALE_MS });
+  const options: SerializeOptions = { signal: new AbortController().signal, timeoutMs: 100, onLateSettle: (value: unknown) => void value };
+  const fence: number = await serialize('k', async (signal: AbortSignal, turn: Turn) => (signal.aborted ? 0 : turn.fence), options);
+  const stats: SerializerStats = serialize.stats();
+  const lock: Lock | undefined = await acquireLock(store, SERIALIZE_PREFIX + 'k', { waitMs: LOCK_WAIT_MS, staleMs: LOCK_STALE_MS, now: Date.now });
+  await lock?.release();
+  const held: number = await withLock(store, 'board', (l: Lock) => l.fence);
+  const errors: Error[] = [new SerializedWorkTimeout('k', 1), new SerializedQueueFull('k', 1), new KeyturnInstanceFailed(new Error('x')), new LockStoreError('x'), new LockUnavailable('k', 1)];
+  const stores: LockStore[] = [new R2Store(env.BUCKET), new RedisStore(async () => null), new DurableObjectStore(env.LOCKS), new DenoKvStore({ get: async () => ({ value: null, versionstamp: null }), atomic: () => ({}) })];
+  const options2: KeyedSerializerOptions & LockOptions = { timeoutMs: 1, waitMs: 1 };
+  void [stats.started, errors, stores, options2, LockDurableObject];
+  return fence + held + serialize.pending() + serialize.pending('k');
+}
+`;
+
+const everyType = 'createKeyedSerializer, DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull, KeyturnInstanceFailed, acquireLock, withLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, MemoryStore, R2Store, RedisStore, DurableObjectStore, DenoKvStore, LockDurableObject, type Serialize, type SerializeOptions, type SerializerStats, type Turn, type KeyedSerializerOptions, type LockStore, type Lock, type LockOptions';
+
+const misuse = (importLine) => `${importLine}
+const serialize = createKeyedSerializer({ timeoutMs: '5' });
+serialize('k', 5);
+void acquireLock(new MemoryStore(), 'k', { waitMs: 'long' });
+`;
+
+function tsc(dir, compilerOptions, files) {
+  mkdirSync(dir, { recursive: true });
+  for (const [name, source] of Object.entries(files)) writeFileSync(join(dir, name), source);
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true, exactOptionalPropertyTypes: true, noEmit: true, skipLibCheck: false, lib: ['es2022', 'dom'], ...compilerOptions }, files: Object.keys(files) }));
+  return spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', dir], { encoding: 'utf8' });
+}
+
+test('TypeScript consumers compile against the installed types (strict, exactOptionalPropertyTypes) under nodenext ESM and CommonJS and bundler; misuse does not', () => {
+  const esm = `import { ${everyType} } from 'keyturn';`;
+  const cases = [
+    ['nodenext-esm', { module: 'nodenext', moduleResolution: 'nodenext' }, 'use.mts', esm],
+    ['nodenext-cjs', { module: 'nodenext', moduleResolution: 'nodenext' }, 'use.cts', esm],
+    ['bundler', { module: 'esnext', moduleResolution: 'bundler' }, 'use.ts', esm],
+  ];
+  for (const [name, options, file, importLine] of cases) {
+    const good = tsc(join(project, 'ts', name), options, { [file]: consumer(importLine) });
+    assert.equal(good.status, 0, `${name}: ${good.stdout}${good.stderr}`);
+    const bad = tsc(join(project, 'ts', `${name}-misuse`), options, { [file.replace('use', 'misuse')]: misuse(`import { createKeyedSerializer, acquireLock, MemoryStore } from 'keyturn';`) });
+    assert.notEqual(bad.status, 0, `${name}: the misuse compiled`);
+    for (const code of ['TS2322', 'TS2345']) assert.match(bad.stdout, new RegExp(code), `${name}: ${bad.stdout}`);
+  }
+});
+
+test('the consumer above names every value export of the package', async () => {
+  const k = await import(join(installed, 'node.mjs'));
+  const named = new Set(everyType.split(', ').filter((name) => !name.startsWith('type ')));
+  const missing = Object.keys(k).filter((name) => !named.has(name));
+  assert.deepEqual(missing, [], 'exports the TypeScript consumer does not use');
+});
