@@ -24,6 +24,7 @@ bench: build
 	node bench/stores.mjs
 	node bench/serializer-store.mjs
 	node bench/claims.mjs
+	node bench/cold-start.mjs
 
 clean:
 	rm -rf pkg target node_modules

@@ -24,7 +24,7 @@ for module in wasm:js-serializer:3 lock:js-lock:2; do
     --enable-sign-ext --enable-reference-types --enable-multivalue \
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
 done
-cp js/api.js js/serializer.js js/lock.js js/errors.js js/instance.js js/browser.js js/workerd.js \
+cp js/api.js js/serializer.js js/lock.js js/errors.js js/instance.js js/browser.js js/workerd.js js/deno.js \
   js/node.mjs js/index.d.ts js/package.json README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
 # The same types for `require` under TypeScript's node16/nodenext resolution: a `.d.ts` in this
 # `"type": "module"` package describes an ES module, which a CommonJS consumer may not import.
@@ -38,6 +38,11 @@ cp js/node.cjs.src.mjs pkg/.node.cjs.src.mjs
 node_modules/.bin/esbuild pkg/.node.cjs.src.mjs --bundle --format=cjs --platform=node \
   --log-level=warning --log-override:empty-import-meta=silent --outfile=pkg/node.cjs
 rm pkg/.node.cjs.src.mjs
+# The ESM entry for Node is one bundle too (its cold start is mostly the loader's work per module).
+mv pkg/node.mjs pkg/.node.src.mjs
+node_modules/.bin/esbuild pkg/.node.src.mjs --bundle --format=esm --platform=node --log-level=warning \
+  --outfile=pkg/node.mjs
+rm pkg/.node.src.mjs
 # Tests and benchmarks import the package by name, as users do.
 mkdir -p node_modules
 ln -sfn ../pkg node_modules/keyturn

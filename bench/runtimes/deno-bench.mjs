@@ -1,6 +1,5 @@
 // Run by Deno for bench/stores.mjs: times DenoKvStore on Deno KV's local engine. Prints JSON.
-import { acquireLock } from '../../pkg/node.mjs';
-import { DenoKvStore } from '../../pkg/stores/deno-kv.js';
+import { acquireLock, DenoKvStore } from '../../pkg/deno.js';
 import { benchStore } from './store-bench.mjs';
 
 const kv = await Deno.openKv(Deno.args[0]);

@@ -8,12 +8,11 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { acquireLock, createKeyedSerializer, KeyturnInstanceFailed, MemoryStore, SerializedWorkTimeout } from 'keyturn';
-import { SerializerBinding } from '../../pkg/keyturn_wasm.js';
-import { LockCoreBinding } from '../../pkg/keyturn_lock.js';
+// The package's modules as one graph (see modules.mjs): the bindings patched here are the ones
+// the serializer and the lock use.
+import { acquireLock, createKeyedSerializer, KeyturnInstanceFailed, MemoryStore, SerializedWorkTimeout, SerializerBinding, LockCoreBinding } from './modules.mjs';
 import { deferred } from './support.mjs';
 
-if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));

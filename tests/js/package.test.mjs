@@ -1,7 +1,7 @@
 // The package as npm users receive it: `npm pack` of pkg/, installed (the tarball, not a link)
-// into a fresh project, and every entry run from there — import, require, the browser entry in
-// headless Chromium, the workerd entry bundled by wrangler and run by Miniflare — and TypeScript
-// consumers compiled against it under the resolutions users configure.
+// into a fresh project, and every entry run from there — import, require, Deno, Bun, the browser
+// entry in headless Chromium, the workerd entry bundled by wrangler and run by Miniflare — and
+// TypeScript consumers compiled against it under the resolutions users configure.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -103,6 +103,20 @@ test('require: the CommonJS entry from the installed tarball', () => {
   const results = runNode('cjs.cjs', `const k = require('keyturn');\n${checks}\nchecks(k).then((r) => { console.log(JSON.stringify(r)); clearInterval(keepAlive); });`);
   assert.ok(allPassed(results), JSON.stringify(results));
 });
+
+// Deno 2 and Bun, each from its npm package, resolving 'keyturn' from the project's node_modules
+// (Deno by the package's "deno" condition, Bun by "node").
+for (const [runtime, argv] of [['deno', ['run', '--quiet', '--allow-read', '--allow-env']], ['bun', ['run']]]) {
+  test(`${runtime}: the installed tarball`, () => {
+    const file = `${runtime}.mjs`;
+    writeFileSync(join(project, file), `const keepAlive = setInterval(() => {}, 1000);\nimport * as k from 'keyturn';\n${checks}\nconsole.log(JSON.stringify({ results: await checks(k), entry: import.meta.resolve('keyturn') }));\nclearInterval(keepAlive);\n`);
+    const result = spawnSync(bin(runtime), [...argv, file], { cwd: project, encoding: 'utf8', env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' }, timeout: 120000 });
+    assert.equal(result.status, 0, result.stderr);
+    const { results, entry } = JSON.parse(result.stdout.trim().split('\n').pop());
+    assert.ok(allPassed(results), JSON.stringify(results));
+    assert.match(entry, runtime === 'deno' ? /node_modules\/keyturn\/deno\.js$/ : /node_modules\/keyturn\/node\.mjs$/);
+  });
+}
 
 const chromium = ['chromium', 'chromium-browser', 'google-chrome'].find((name) => spawnSync('which', [name]).status === 0);
 const types = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };

@@ -6,12 +6,10 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { createKeyedSerializer, SerializedWorkTimeout } from 'keyturn';
+// KEYTURN_CONTEXTUAL=1 runs the same tests in the start mode the workerd entry uses (see modules.mjs).
+const { createKeyedSerializer, SerializedWorkTimeout } = process.env.KEYTURN_CONTEXTUAL === '1' ? await import('./modules.mjs') : await import('keyturn');
 import { seededRandom } from './support.mjs';
 
-// KEYTURN_CONTEXTUAL=1 runs the same tests in the mode the workerd entry turns on (each work
-// started from its own caller's promise reaction, a deadline timer per work).
-if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));

@@ -5,10 +5,10 @@ import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { createKeyedSerializer, SerializedQueueFull, SerializedWorkTimeout } from 'keyturn';
+// KEYTURN_CONTEXTUAL=1 runs the same tests in the start mode the workerd entry uses (see modules.mjs).
+const { createKeyedSerializer, SerializedQueueFull, SerializedWorkTimeout } = process.env.KEYTURN_CONTEXTUAL === '1' ? await import('./modules.mjs') : await import('keyturn');
 import { deferred, watchProcess } from './support.mjs';
 
-if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
 const { noUnhandled } = watchProcess();
 

@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { createKeyedSerializer } from 'keyturn';
+// KEYTURN_CONTEXTUAL=1 runs the same tests in the start mode the workerd entry uses (see modules.mjs).
+const { createKeyedSerializer } = process.env.KEYTURN_CONTEXTUAL === '1' ? await import('./modules.mjs') : await import('keyturn');
 
-if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));

@@ -6,15 +6,11 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import * as esm from 'keyturn';
 import { MapStore, record } from './map-store.mjs';
 import { seededRandom, watchProcess } from './support.mjs';
 
-// KEYTURN_CONTEXTUAL=1: the ESM instance in the mode the workerd entry turns on.
-if (process.env.KEYTURN_CONTEXTUAL === '1') {
-  (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
-  (await import('../../pkg/lock.js')).waitInTheirCallersContext();
-}
+// KEYTURN_CONTEXTUAL=1: the ESM instance in the start mode the workerd entry uses (modules.mjs).
+const esm = process.env.KEYTURN_CONTEXTUAL === '1' ? await import('./modules.mjs') : await import('keyturn');
 
 const require = createRequire(import.meta.url);
 const cjs = require('keyturn');

@@ -6,12 +6,10 @@ import { createRequire } from 'node:module';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { createKeyedSerializer, SerializedWorkTimeout, DEFAULT_TIMEOUT_MS } from 'keyturn';
+// KEYTURN_CONTEXTUAL=1 runs the same tests in the start mode the workerd entry uses (see modules.mjs).
+const { createKeyedSerializer, SerializedWorkTimeout, DEFAULT_TIMEOUT_MS } = process.env.KEYTURN_CONTEXTUAL === '1' ? await import('./modules.mjs') : await import('keyturn');
 import { deferred, watchProcess } from './support.mjs';
 
-// KEYTURN_CONTEXTUAL=1 runs the same tests in the mode the workerd entry turns on (each work
-// started from its own caller's promise reaction, a deadline timer per work).
-if (process.env.KEYTURN_CONTEXTUAL === '1') (await import('../../pkg/serializer.js')).startWorksInTheirCallersContext();
 
 const require = createRequire(import.meta.url);
 

@@ -2,8 +2,7 @@
 // engine (its local SQLite backend). Four store objects over one handle stand for four
 // isolates; several handles on one file answer "database is locked" under contention, which
 // the lock reports as the store failure it is. Prints JSON.
-import { acquireLock } from '../../pkg/node.mjs';
-import { DenoKvStore } from '../../pkg/stores/deno-kv.js';
+import { acquireLock, DenoKvStore } from '../../pkg/deno.js';
 import { contract } from './contract.mjs';
 
 const path = Deno.args[0];

@@ -1,0 +1,10 @@
+// Deno: the wasm is read from disk (`Deno.readFileSync`) and instantiated synchronously; the
+// lock's module on first use. Deno could run the Node entry, but its `node:fs` costs ~20 ms to
+// load, several times the rest of a cold start.
+import { initSync } from './keyturn_wasm.js';
+import { setLockLoader } from './lock.js';
+
+initSync({ module: Deno.readFileSync(new URL('./keyturn_wasm_bg.wasm', import.meta.url)) });
+setLockLoader((lock) => lock.initSync({ module: Deno.readFileSync(new URL('./keyturn_lock_bg.wasm', import.meta.url)) }));
+
+export * from './api.js';
