@@ -10,58 +10,23 @@ import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import { Miniflare } from 'miniflare';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
+import { allPassed, checks, installTarball, root } from './installed.mjs';
+
 const bin = (name) => join(root, 'node_modules/.bin', name);
 const work = mkdtempSync(join(tmpdir(), 'keyturn-package-'));
-const project = join(work, 'consumer');
-const installed = join(project, 'node_modules/keyturn');
+let project;
+let installed;
 let packed;
 
 before(() => {
-  const out = execFileSync('npm', ['pack', join(root, 'pkg'), '--pack-destination', work, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  packed = JSON.parse(out)[0];
-  mkdirSync(project);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', join(work, packed.filename)], { cwd: project, stdio: 'pipe' });
+  ({ project, installed, packed } = installTarball(work));
 });
 
 after(() => rmSync(work, { recursive: true, force: true }));
 
-// What every entry checks, by name: the serializer (order, timeout, caller signal, a store's
-// fence) and the lock over MemoryStore. `k` is the package's namespace.
-const checks = `async function checks(k) {
-  const results = {};
-  const serialize = k.createKeyedSerializer({ timeoutMs: 50 });
-  const log = [];
-  const a = serialize('x', async () => { log.push('a'); await new Promise((r) => setTimeout(r, 2)); return 'a'; });
-  const b = serialize('x', () => { log.push('b'); return 'b'; });
-  results.order = (await a) === 'a' && (await b) === 'b' && log.join() === 'a,b';
-  const timedOut = await serialize('x', () => new Promise(() => {})).catch((e) => e);
-  results.timeout = timedOut instanceof k.SerializedWorkTimeout && timedOut.key === 'x' && timedOut.timeoutMs === 50;
-  const controller = new AbortController();
-  const held = serialize('y', () => new Promise((r) => setTimeout(r, 20)));
-  const cancelled = serialize('y', () => 'never', { signal: controller.signal });
-  controller.abort('left');
-  results.signal = (await cancelled.catch((e) => e)) === 'left' && (await held) === undefined;
-  const store = new k.MemoryStore();
-  const first = await k.acquireLock(store, 'board');
-  const busy = await k.acquireLock(store, 'board', { waitMs: 5 });
-  await first.release();
-  const second = await k.acquireLock(store, 'board');
-  await second.release();
-  results.lock = first.fence === 1 && busy === undefined && second.fence === 2;
-  const shared = k.createKeyedSerializer({ store });
-  const fences = await Promise.all([1, 2, 3].map(() => shared('z', (signal, turn) => turn.fence)));
-  results.storeSerializer = fences.join() === '1,2,3';
-  results.constants = k.DEFAULT_TIMEOUT_MS === 30000 && k.LOCK_WAIT_MS === 100 && k.SERIALIZE_PREFIX === 'keyturn:serialize:';
-  return results;
-}`;
-
-const allPassed = (results) => Object.keys(results).length === 6 && Object.values(results).every((ok) => ok === true);
 
 test('the tarball holds README, both licenses, a changelog, metadata and every file its entries load — nothing from the build tree', () => {
   const files = packed.files.map((file) => file.path).sort();

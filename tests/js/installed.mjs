@@ -1,0 +1,54 @@
+// What the packaging and bundler tests share: the package packed and installed into a fresh
+// project as npm users receive it, and the checks every entry runs, by name.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * `npm pack` of pkg/ into `work`, installed (the tarball, not a link) into `work/consumer`:
+ * `{ project, installed, packed }` (`packed` is npm's report of the tarball).
+ */
+export function installTarball(work) {
+  const out = execFileSync('npm', ['pack', join(root, 'pkg'), '--pack-destination', work, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const packed = JSON.parse(out)[0];
+  const project = join(work, 'consumer');
+  mkdirSync(project);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', join(work, packed.filename)], { cwd: project, stdio: 'pipe' });
+  return { project, installed: join(project, 'node_modules/keyturn'), packed };
+}
+
+// What every entry checks, by name: the serializer (order, timeout, caller signal, a store's
+// fence) and the lock over MemoryStore. `k` is the package's namespace.
+export const checks = `async function checks(k) {
+  const results = {};
+  const serialize = k.createKeyedSerializer({ timeoutMs: 50 });
+  const log = [];
+  const a = serialize('x', async () => { log.push('a'); await new Promise((r) => setTimeout(r, 2)); return 'a'; });
+  const b = serialize('x', () => { log.push('b'); return 'b'; });
+  results.order = (await a) === 'a' && (await b) === 'b' && log.join() === 'a,b';
+  const timedOut = await serialize('x', () => new Promise(() => {})).catch((e) => e);
+  results.timeout = timedOut instanceof k.SerializedWorkTimeout && timedOut.key === 'x' && timedOut.timeoutMs === 50;
+  const controller = new AbortController();
+  const held = serialize('y', () => new Promise((r) => setTimeout(r, 20)));
+  const cancelled = serialize('y', () => 'never', { signal: controller.signal });
+  controller.abort('left');
+  results.signal = (await cancelled.catch((e) => e)) === 'left' && (await held) === undefined;
+  const store = new k.MemoryStore();
+  const first = await k.acquireLock(store, 'board');
+  const busy = await k.acquireLock(store, 'board', { waitMs: 5 });
+  await first.release();
+  const second = await k.acquireLock(store, 'board');
+  await second.release();
+  results.lock = first.fence === 1 && busy === undefined && second.fence === 2;
+  const shared = k.createKeyedSerializer({ store });
+  const fences = await Promise.all([1, 2, 3].map(() => shared('z', (signal, turn) => turn.fence)));
+  results.storeSerializer = fences.join() === '1,2,3';
+  results.constants = k.DEFAULT_TIMEOUT_MS === 30000 && k.LOCK_WAIT_MS === 100 && k.SERIALIZE_PREFIX === 'keyturn:serialize:';
+  return results;
+}`;
+
+export const allPassed = (results) => Object.keys(results).length === 6 && Object.values(results).every((ok) => ok === true);
