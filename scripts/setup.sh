@@ -39,6 +39,15 @@ if ! command -v geckodriver >/dev/null; then
   cargo install geckodriver --locked
 fi
 
+# worker-build, for the Rust worker example (examples/rust-worker), at the version its Cargo.toml's
+# `worker` pins. It downloads esbuild, wasm-opt and wasm-bindgen unless told where they are:
+# scripts/test.sh gives it this machine's (wasm-bindgen from cargo, the others from npm).
+WORKER_BUILD_VERSION=0.8.7
+if [ "$(worker-build --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)" != "$WORKER_BUILD_VERSION" ]; then
+  say "installing worker-build $WORKER_BUILD_VERSION"
+  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
+fi
+
 # Node dev dependencies (wasm-opt from npm's binaryen, esbuild, typescript, miniflare and
 # wrangler for workerd, the redis client), as the lock says.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

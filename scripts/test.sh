@@ -33,6 +33,11 @@ step "wasm tests in headless Firefox"
 WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)" \
   cargo test --target wasm32-unknown-unknown --tests
 
+step "the Rust worker example (workers-rs), built by worker-build with this machine's tools"
+(cd examples/rust-worker && ESBUILD_BIN="$PWD/../../node_modules/.bin/esbuild" \
+  WASM_OPT_BIN="$PWD/../../node_modules/.bin/wasm-opt" WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
+  worker-build --release)
+
 step "JS tests against pkg/ (node's test runner), and workerd through Miniflare"
 node --expose-gc --test tests/js/
 

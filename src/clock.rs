@@ -5,7 +5,7 @@
 //! way to let time pass is a timer.
 
 use core::fmt;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -42,6 +42,44 @@ pub trait Clock {
     /// # Errors
     /// The platform refused the timer; nothing is armed.
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError>;
+    /// A waiter about to wait for another's turn to end. On a platform that runs each request
+    /// in a context of its own (Cloudflare Workers), a [`Waiting`]: its waker — which the one
+    /// ending the turn wakes, in its own request — wakes the waiter from the waiter's own
+    /// request, and it holds a timer of the waiter's own meanwhile (workerd cancels as hung a
+    /// request that waits with nothing of its own pending). `None`, the default: the waiter's
+    /// waker is woken directly.
+    fn waiting(&self) -> Option<Waiting> {
+        None
+    }
+}
+
+/// How a waiter is woken on a platform that runs each request in its own context: see
+/// [`Clock::waiting`]. Dropping it lets go of what it holds.
+pub struct Waiting {
+    /// What the one ending the turn wakes.
+    pub waker: Waker,
+    /// The waiter's own task waker, which `waker` ends up waking (set at every poll).
+    pub target: Rc<RefCell<Option<Waker>>>,
+    /// Whether `waker` was used: it wakes once; a waiter that must wait again makes a new one.
+    pub spent: Rc<Cell<bool>>,
+    /// What must live while it waits (a timer, a promise reaction).
+    pub hold: Box<dyn core::any::Any>,
+}
+
+impl fmt::Debug for Waiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waiting")
+            .field("spent", &self.spent.get())
+            .finish()
+    }
+}
+
+impl Waiting {
+    /// The waker to hand to whoever ends the turn, with `cx`'s waker as the one it wakes.
+    pub fn waker_for(&self, cx: &Context<'_>) -> Waker {
+        *self.target.borrow_mut() = Some(cx.waker().clone());
+        self.waker.clone()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for Rc<C> {
@@ -50,6 +88,9 @@ impl<C: Clock + ?Sized> Clock for Rc<C> {
     }
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         (**self).sleep(ms)
+    }
+    fn waiting(&self) -> Option<Waiting> {
+        (**self).waiting()
     }
 }
 

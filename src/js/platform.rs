@@ -6,15 +6,16 @@
 //! through wasm would skip Rust's cleanup. A refused timer is a [`TimerError`]; nothing here
 //! calls `unwrap_throw`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use wasm_bindgen::prelude::*;
 
-use crate::clock::{Clock, Sleep, SleepState, TimerError};
+use super::host::reflect_get;
+use crate::clock::{Clock, Sleep, SleepState, TimerError, Waiting};
 use crate::lock::{Lock, LockError, LockManager, LockOptions};
 use crate::random::{Pool, Random};
 use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
@@ -23,6 +24,24 @@ use crate::store::LockStore;
 #[wasm_bindgen]
 extern "C" {
     /// `performance.now()`: monotonic, present in Workers, browsers, Node and Deno.
+    /// `globalThis`.
+    #[wasm_bindgen(thread_local_v2, js_name = globalThis)]
+    static GLOBAL_THIS: JsValue;
+
+    /// `Promise.withResolvers()`.
+    #[wasm_bindgen(catch, js_namespace = Promise, js_name = withResolvers)]
+    fn promise_with_resolvers() -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(js_name = Promise)]
+    type HostPromise;
+    #[wasm_bindgen(method)]
+    fn then(this: &HostPromise, reaction: &Closure<dyn FnMut(JsValue)>) -> JsValue;
+
+    #[wasm_bindgen(js_name = Function)]
+    type HostFunction;
+    #[wasm_bindgen(catch, method, js_name = call)]
+    fn call0(this: &HostFunction, this_arg: &JsValue) -> Result<JsValue, JsValue>;
+
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
     fn performance_now() -> f64;
 
@@ -73,6 +92,98 @@ impl Clock for PlatformClock {
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         TimerSleep::arm(ms)
     }
+    fn waiting(&self) -> Option<Waiting> {
+        waiting_on_workers()
+    }
+}
+
+thread_local! {
+    /// Whether this isolate is Cloudflare Workers' (`navigator.userAgent`), once looked up.
+    static ON_WORKERS: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+fn on_workers() -> bool {
+    ON_WORKERS.with(|cached| {
+        *cached.get().get_or_insert_with(|| {
+            let key = |name: &str| JsValue::from_str(name);
+            GLOBAL_THIS
+                .with(|global| reflect_get(global, &key("navigator")))
+                .ok()
+                .filter(JsValue::is_object)
+                .and_then(|navigator| reflect_get(&navigator, &key("userAgent")).ok())
+                .and_then(|agent| agent.as_string())
+                .is_some_and(|agent| agent == "Cloudflare-Workers")
+        })
+    })
+}
+
+/// On Cloudflare Workers, a waiter's [`Waiting`]: a promise whose reaction — registered now,
+/// in the waiter's own request — wakes the waiter's task, so that it runs on in its own
+/// request (workerd ties I/O to the request a callback belongs to, and a waker called from
+/// another request would poll the waiter there); and a timer of the waiter's own for as long
+/// as timers go, so that workerd does not cancel its request as hung. Elsewhere `None`.
+fn waiting_on_workers() -> Option<Waiting> {
+    if !on_workers() {
+        return None;
+    }
+    let target: Rc<RefCell<Option<Waker>>> = Rc::default();
+    let spent = Rc::new(Cell::new(false));
+    let (woken, used) = (target.clone(), spent.clone());
+    let reaction = Closure::<dyn FnMut(JsValue)>::new(move |_: JsValue| {
+        used.set(true);
+        let waker = woken.borrow_mut().take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    });
+    let resolvers = promise_with_resolvers().ok()?;
+    let promise: HostPromise = reflect_get(&resolvers, &JsValue::from_str("promise"))
+        .ok()?
+        .unchecked_into();
+    let resolve: HostFunction = reflect_get(&resolvers, &JsValue::from_str("resolve"))
+        .ok()?
+        .unchecked_into();
+    promise.then(&reaction);
+    // A refused timer (past workerd's quota) leaves the wake-up, which is what matters most.
+    let timer = TimerSleep::arm(f64::from(MAX_TIMEOUT_MS)).ok();
+    Some(Waiting {
+        waker: function_waker(resolve),
+        target,
+        spent,
+        hold: Box::new((reaction, timer)),
+    })
+}
+
+/// A waker that calls a JS function (a promise's `resolve`). wasm32 without atomics has one
+/// thread, so an `Rc` behind the waker is never shared across threads.
+fn function_waker(resolve: HostFunction) -> Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn call(data: *const ()) {
+        // SAFETY: `data` is an `Rc<HostFunction>` kept alive by the waker being woken.
+        let function = unsafe { &*data.cast::<HostFunction>() };
+        let _ = function.call0(&JsValue::UNDEFINED);
+    }
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        // SAFETY: `data` came from `Rc::into_raw` and is still owned by a live waker.
+        unsafe { Rc::increment_strong_count(data.cast::<HostFunction>()) };
+        RawWaker::new(data, &VTABLE)
+    }
+    unsafe fn wake(data: *const ()) {
+        call(data);
+        // SAFETY: waking by value consumes this waker's count.
+        drop(unsafe { Rc::from_raw(data.cast::<HostFunction>()) });
+    }
+    unsafe fn wake_by_ref(data: *const ()) {
+        call(data);
+    }
+    unsafe fn drop_waker(data: *const ()) {
+        // SAFETY: dropping gives this waker's count back.
+        drop(unsafe { Rc::from_raw(data.cast::<HostFunction>()) });
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
+    let data = Rc::into_raw(Rc::new(resolve)).cast::<()>();
+    // SAFETY: the vtable's functions uphold the RawWaker contract for an `Rc<HostFunction>`.
+    unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) }
 }
 
 /// Wall-clock time on wasm32: `Date.now()` (epoch milliseconds) and `setTimeout`. The clock
@@ -87,6 +198,9 @@ impl Clock for WallClock {
     }
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         TimerSleep::arm(ms)
+    }
+    fn waiting(&self) -> Option<Waiting> {
+        waiting_on_workers()
     }
 }
 

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::core::{Answer, LockCore, Step, Succession, Woken};
 use super::{LockError, LockOptions};
-use crate::clock::{Clock, Sleep};
+use crate::clock::{Clock, Sleep, Waiting};
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::Record;
@@ -132,8 +132,10 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Leave<'_, S, C, R> {
     }
 }
 
-/// Waits until the core names this waiter or `sleep` ends.
-async fn wait_turn(slot: &Slot, mut sleep: Sleep) {
+/// Waits until the core names this waiter or `sleep` ends. Where the platform wakes waiters
+/// through their own context ([`Clock::waiting`]), another holder's release wakes this one there.
+async fn wait_turn(slot: &Slot, mut sleep: Sleep, clock: &impl Clock) {
+    let mut waiting: Option<Waiting> = None;
     poll_fn(|cx: &mut Context<'_>| {
         if slot.woken.replace(false) {
             return Poll::Ready(());
@@ -141,7 +143,14 @@ async fn wait_turn(slot: &Slot, mut sleep: Sleep) {
         if sleep.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
         }
-        *slot.waker.borrow_mut() = Some(cx.waker().clone());
+        if waiting.as_ref().is_none_or(|waiting| waiting.spent.get()) {
+            waiting = clock.waiting();
+        }
+        let waker = match &waiting {
+            Some(waiting) => waiting.waker_for(cx),
+            None => cx.waker().clone(),
+        };
+        *slot.waker.borrow_mut() = Some(waker);
         Poll::Pending
     })
     .await;
@@ -253,7 +262,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     (Answer::Woke, None)
                 }
                 Step::Wait { until } => {
-                    wait_turn(&slot, inner.sleep_until(until)?).await;
+                    wait_turn(&slot, inner.sleep_until(until)?, &inner.clock).await;
                     (Answer::Woke, None)
                 }
                 call => inner.call(name, call).await,

@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 
 pub use self::core::{Abandon, EnqueueError, Released, SerializerCore, Started, Stats};
 pub use self::store::StoreSerializer;
-use crate::clock::{Clock, Sleep, TimerError};
+use crate::clock::{Clock, Sleep, TimerError, Waiting};
 use crate::key::KeyError;
 use crate::messages;
 use crate::queue::{KeyHash, LineId, Ticket};
@@ -387,6 +387,8 @@ impl<C: Clock> KeyedSerializer<C> {
         WaitTurn {
             front: &self.front,
             ticket,
+            clock: &self.clock,
+            waiting: None,
         }
         .await;
         let timeout_ms = {
@@ -495,20 +497,34 @@ impl Drop for TurnGuard<'_> {
     }
 }
 
-struct WaitTurn<'a> {
+struct WaitTurn<'a, C: Clock> {
     front: &'a RefCell<Front>,
     ticket: Ticket,
+    clock: &'a C,
+    /// On a platform that wakes waiters through their own context (see [`Clock::waiting`]).
+    waiting: Option<Waiting>,
 }
 
-impl Future for WaitTurn<'_> {
+impl<C: Clock> Future for WaitTurn<'_, C> {
     type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut front = self.front.borrow_mut();
-        if front.core.is_head(self.ticket) {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.front.borrow().core.is_head(self.ticket) {
             return Poll::Ready(());
         }
-        if let Some(turn) = front.core.payload_mut(self.ticket) {
-            turn.waker = Some(cx.waker().clone());
+        // The platform's waiting is made (again, once spent) outside the line's borrow.
+        if self
+            .waiting
+            .as_ref()
+            .is_none_or(|waiting| waiting.spent.get())
+        {
+            self.waiting = self.clock.waiting();
+        }
+        let waker = match &self.waiting {
+            Some(waiting) => waiting.waker_for(cx),
+            None => cx.waker().clone(),
+        };
+        if let Some(turn) = self.front.borrow_mut().core.payload_mut(self.ticket) {
+            turn.waker = Some(waker);
         }
         Poll::Pending
     }
