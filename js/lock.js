@@ -266,14 +266,6 @@ export function storeManager(store) {
   return managerFor(store, undefined);
 }
 
-/** A serializer's `staleMs` option, checked as `acquireLock` checks it; its value. */
-export function checkStaleMs(staleMs) {
-  const value = number(staleMs, 'options.staleMs', LOCK_STALE_MS);
-  liveInstance();
-  glue.LockCoreBinding.checkOptions(0, value);
-  return value;
-}
-
 function managerFor(store, now) {
   let byNow = managers.get(store);
   if (byNow === undefined) {
@@ -637,24 +629,24 @@ class KeyturnLock {
 
   /** Gives the lock back: one store call at most; the core decides what it writes. */
   release() {
-    return this[HAND_ON](-1, 0);
+    return this[HAND_ON](0);
   }
 
-  /** A serializer's release, announcing `followers` turns after the next waiter's, with leases of `staleMs`. */
-  [HAND_ON](followers, staleMs) {
+  /** A serializer's release, announcing `followers` turns after the next waiter's. */
+  [HAND_ON](followers) {
     if (this.#done) return released;
     this.#done = true;
     clearTimeout(this.#timer);
-    const settle = () => this.#release(followers, staleMs);
+    const settle = () => this.#release(followers);
     return this.#renewal === undefined ? settle() : this.#renewal.then(settle, settle);
   }
 
-  #release(followers, staleMs) {
+  #release(followers) {
     const manager = this.#manager;
     let code;
     try {
       manager.alive();
-      code = manager.core.release(this.#ticket, manager.time(), followers, staleMs);
+      code = manager.core.release(this.#ticket, manager.time(), followers);
       manager.drain();
     } catch (error) {
       this.#released();

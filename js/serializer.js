@@ -19,7 +19,7 @@ import * as glue from './keyturn_wasm.js';
 import { InstanceHost } from './instance.js';
 import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
 import { DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX } from './constants.js';
-import { acquireWith, checkStaleMs, storeManager, HAND_ON } from './lock.js';
+import { acquireWith, storeManager, HAND_ON } from './lock.js';
 
 export { DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull };
 
@@ -172,14 +172,8 @@ class Serializer {
     this.timeoutMs = this.core.timeoutMs();
     this.maxPending = this.core.maxPending();
     // With a store: the lock manager of that store, and the lease each running turn holds.
-    this.locks = undefined;
-    this.staleMs = 0;
-    if (options?.store !== undefined) {
-      this.staleMs = checkStaleMs(options.staleMs);
-      this.locks = storeManager(options.store); // a TypeError for a store that is not one
-    } else if (options?.staleMs !== undefined) {
-      checkStaleMs(options.staleMs);
-    }
+    this.staleMs = this.core.staleMs();
+    this.locks = options?.store === undefined ? undefined : storeManager(options.store); // a TypeError for a store that is not one
     this.lines = new Map();
     this.admitted = undefined;
     // Direct mode: one timer for the earliest deadline, and the lines whose head's turn came,
@@ -673,7 +667,7 @@ class Serializer {
     const held = line.held;
     if (held !== undefined) {
       line.held = undefined;
-      held[HAND_ON](followers, this.staleMs).catch(ignore);
+      held[HAND_ON](followers).catch(ignore);
     }
   }
 
@@ -684,7 +678,7 @@ class Serializer {
       return;
     }
     if (job.controller.signal.aborted || job.line.current !== job) {
-      lock[HAND_ON](0, this.staleMs).catch(ignore);
+      lock[HAND_ON](0).catch(ignore);
       return;
     }
     job.lock = lock;
@@ -731,7 +725,7 @@ class Serializer {
       clear(job.renewal);
       job.renewal = undefined;
     }
-    lock[HAND_ON](0, this.staleMs).then(settle, settle);
+    lock[HAND_ON](0).then(settle, settle);
   }
 
   /** Abandons a job whose lease wait ran out. */
@@ -779,7 +773,7 @@ class Serializer {
     const lock = job.lock;
     if (lock === undefined) return;
     job.lock = undefined;
-    if (line.held !== undefined) line.held[HAND_ON](0, this.staleMs).catch(ignore);
+    if (line.held !== undefined) line.held[HAND_ON](0).catch(ignore);
     line.held = lock;
   }
 
@@ -788,7 +782,7 @@ class Serializer {
     const held = line.held;
     if (held === undefined) return;
     line.held = undefined;
-    held[HAND_ON](0, this.staleMs).catch(ignore);
+    held[HAND_ON](0).catch(ignore);
   }
 
   // ---- looking ----

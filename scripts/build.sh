@@ -19,7 +19,7 @@ for module in wasm:js-serializer:3 lock:js-lock:2; do
   wasm-bindgen --target web --experimental-reset-state-function --out-dir pkg --out-name "keyturn_$name" \
     "target/$name/wasm32-unknown-unknown/release/keyturn.wasm"
   # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
-  node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
+  node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers --strip-target-features \
     --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-reference-types --enable-multivalue \
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"

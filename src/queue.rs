@@ -254,7 +254,7 @@ impl<P, L: Default> Lines<P, L> {
         // Links only ever name live entries: every unlink below fixes its neighbours.
         match self.slots[index as usize].entry.as_mut() {
             Some(entry) => entry,
-            None => unreachable!("queue link to an empty slot"),
+            None => unreachable!(),
         }
     }
 
@@ -515,7 +515,7 @@ impl<P, L: Default> KeyedQueue<P, L> {
                     is_head: false,
                 };
             }
-            unreachable!("the key index names an idle line");
+            unreachable!();
         }
         let pushed = self.lines.open(key, payload);
         if let Some(key) = self.lines.key(pushed.ticket) {

@@ -616,69 +616,63 @@ fn bad_names_and_options_queue_nothing() {
 }
 
 #[test]
-fn announced_followers_get_fences_reserved_by_the_first_write_and_are_handed_on_free() {
-    // A serializer's works: each acquires only while the one before holds, announcing how many
-    // more come after it. The first write reserves their fences; the hand-offs write nothing.
+fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_free() {
+    // A serializer's works: each acquires only while the one before holds, and each release
+    // announces how many more come after the next. One hand-off CAS reserves their fences; the
+    // hand-offs after it write nothing. Streaks run to the serializer's bound.
     let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(7), Core::new());
+    let turns = |followers: usize| Succession::serialized(followers, 400.0);
+    assert_eq!(
+        turns(0).streak_ms,
+        100.0,
+        "a quarter of staleMs, at least 100 ms"
+    );
+    assert_eq!(Succession::serialized(0, 2000.0).streak_ms, 500.0);
     let (first, step) = core
-        .acquire_with(
-            "k",
-            0,
-            options(100.0, 2000.0),
-            Succession::serialized(4, 400.0),
-            0.0,
-            &random,
-        )
+        .acquire_with("k", 0, options(100.0, 2000.0), turns(4), 0.0, &random)
         .unwrap();
     assert_eq!(
         drive(&mut core, &store, "k", first, step, 0.0, &random),
         Step::Held
     );
     assert_eq!(core.lease(first).unwrap().fence, 1);
-    assert_eq!(stored(&store, "k").fence, 5, "four fences reserved");
-    let writes = store.get("k").unwrap().version;
     let mut holder = first;
+    let mut writes = Vec::new();
     for id in 1..=4u32 {
         let now = f64::from(id);
+        let followers = 4 - id as usize;
         let (next, step) = core
             .acquire_with(
                 "k",
                 id,
                 options(100.0, 2000.0),
-                Succession::serialized(4 - id as usize, 400.0),
+                turns(followers),
                 now,
                 &random,
             )
             .unwrap();
         assert!(matches!(step, Step::Wait { .. }), "{step:?}");
-        assert_eq!(
-            core.release_with(
-                holder,
-                Succession::serialized(4 - id as usize, 400.0),
-                now,
-                &random
-            ),
-            Step::Done,
-            "handed on in the batch"
-        );
+        let step = core.release_with(holder, followers, now, &random);
+        if let Step::Replace { .. } = step {
+            writes.push(id);
+            drive(&mut core, &store, "k", holder, step, now, &random);
+        }
         assert_eq!(woken(&mut core), vec![(true, id)]);
         assert_eq!(core.step(next, Answer::Woke, now, &random), Step::Held);
         assert_eq!(core.lease(next).unwrap().fence, 1 + u64::from(id));
         holder = next;
     }
-    assert_eq!(store.get("k").unwrap().version, writes, "no store write");
+    assert_eq!(writes, vec![1], "one hand-off CAS for the four");
+    assert_eq!(
+        stored(&store, "k").fence,
+        5,
+        "it reserved the fences of the three behind"
+    );
     // A sixth: past the reserved fences, the hand-off writes once and reserves again.
     let (sixth, _) = core
-        .acquire_with(
-            "k",
-            5,
-            options(100.0, 2000.0),
-            Succession::serialized(2, 400.0),
-            6.0,
-            &random,
-        )
+        .acquire_with("k", 5, options(100.0, 2000.0), turns(2), 6.0, &random)
         .unwrap();
-    let step = core.release_with(holder, Succession::serialized(2, 400.0), 6.0, &random);
+    let step = core.release_with(holder, 2, 6.0, &random);
     assert!(matches!(step, Step::Replace { .. }), "{step:?}");
     assert_eq!(
         drive(&mut core, &store, "k", holder, step, 6.0, &random),
@@ -689,16 +683,9 @@ fn announced_followers_get_fences_reserved_by_the_first_write_and_are_handed_on_
     assert_eq!(stored(&store, "k").fence, 8);
     // Past the streak's bound the record is freed for other isolates, followers or not.
     let (seventh, _) = core
-        .acquire_with(
-            "k",
-            6,
-            options(1000.0, 2000.0),
-            Succession::serialized(1, 400.0),
-            200.0,
-            &random,
-        )
+        .acquire_with("k", 6, options(1000.0, 2000.0), turns(1), 200.0, &random)
         .unwrap();
-    let step = core.release_with(sixth, Succession::serialized(1, 400.0), 200.0, &random);
+    let step = core.release_with(sixth, 1, 200.0, &random);
     let Step::Replace { ref value, .. } = step else {
         panic!("{step:?}")
     };

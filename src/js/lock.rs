@@ -127,16 +127,6 @@ impl LockCoreBinding {
         }
     }
 
-    /// Checks lock options as [`acquire`](Self::acquire) does (for a serializer with a store,
-    /// when it is made): the `RangeError` naming the option, or nothing.
-    #[wasm_bindgen(js_name = checkOptions)]
-    pub fn check_options(wait_ms: f64, stale_ms: f64) -> Result<(), JsValue> {
-        LockOptions { wait_ms, stale_ms }
-            .validate()
-            .map(|_| ())
-            .map_err(|error| range_error(&["options.", error.message()]))
-    }
-
     /// The answer to a create (`kind` 0) or replace (1) — `version` a string or `undefined` for
     /// none — a wake-up (2) or a failed call (3); the next step's code.
     pub fn step(&mut self, ticket: f64, kind: u8, version: JsValue, now: f64) -> u8 {
@@ -186,16 +176,15 @@ impl LockCoreBinding {
         self.emit(step)
     }
 
-    /// Starts a release; `followers` as for [`acquire`](Self::acquire), after the next waiter's:
-    /// `REPLACE` to make, or `DONE`.
-    pub fn release(&mut self, ticket: f64, now: f64, followers: i32, stale_ms: f64) -> u8 {
+    /// Starts a release announcing `followers` acquisitions after the next waiter's (a
+    /// serializer's queued works; 0 for a plain lock): `REPLACE` to make, or `DONE`.
+    pub fn release(&mut self, ticket: f64, now: f64, followers: u32) -> u8 {
         let Some(ticket) = self.ticket(ticket) else {
             return DONE;
         };
-        let succession = succession(followers, stale_ms);
         let step = self
             .core
-            .release_with(ticket, succession, now, &self.random);
+            .release_with(ticket, followers as usize, now, &self.random);
         self.emit(step)
     }
 

@@ -17,6 +17,7 @@ use super::errors::{
     describe, field, key_error, key_from_js, optional_number, options_object, range_error, spell,
     type_error,
 };
+use crate::lock::{LockOptions, LOCK_STALE_MS};
 use crate::queue::LineId;
 use crate::serializer::{
     Abandon, EnqueueError, SerializerCore, SerializerOptionError, SerializerOptions,
@@ -40,6 +41,8 @@ const NOT_WAITING: u32 = 4;
 #[wasm_bindgen]
 pub struct SerializerBinding {
     core: SerializerCore<JsValue>,
+    /// With a store: the lease of a turn, in milliseconds.
+    stale_ms: f64,
 }
 
 impl core::fmt::Debug for SerializerBinding {
@@ -84,13 +87,22 @@ impl SerializerBinding {
     /// Throws a `TypeError`/`RangeError` naming the option.
     #[wasm_bindgen(constructor)]
     pub fn new(options: JsValue, shared_timer: bool) -> Result<SerializerBinding, JsValue> {
-        let (timeout_ms, max_pending) = match options_object(&options, "options")? {
+        let (timeout_ms, max_pending, stale_ms) = match options_object(&options, "options")? {
             Some(object) => (
                 optional_number(field(&object, "timeoutMs")?, "options.timeoutMs")?,
                 optional_number(field(&object, "maxPending")?, "options.maxPending")?,
+                optional_number(field(&object, "staleMs")?, "options.staleMs")?,
             ),
-            None => (None, None),
+            None => (None, None, None),
         };
+        // With a store, the lease a turn holds: checked as the lock checks it, in its words.
+        let stale_ms = stale_ms.unwrap_or(f64::from(LOCK_STALE_MS));
+        LockOptions {
+            wait_ms: 0.0,
+            stale_ms,
+        }
+        .validate()
+        .map_err(|error| range_error(&["options.", error.message()]))?;
         let options = SerializerOptions::new(
             timeout_ms.unwrap_or(f64::from(DEFAULT_TIMEOUT_MS)),
             max_pending.unwrap_or(f64::INFINITY),
@@ -98,6 +110,7 @@ impl SerializerBinding {
         .map_err(option_error)?;
         Ok(SerializerBinding {
             core: SerializerCore::new(options, shared_timer),
+            stale_ms,
         })
     }
 
@@ -105,6 +118,12 @@ impl SerializerBinding {
     #[wasm_bindgen(js_name = timeoutMs)]
     pub fn timeout_ms(&self) -> f64 {
         self.core.options().timeout_ms()
+    }
+
+    /// With a store: the lease a turn holds, in milliseconds (`options.staleMs`, checked).
+    #[wasm_bindgen(js_name = staleMs)]
+    pub fn stale_ms(&self) -> f64 {
+        self.stale_ms
     }
 
     /// The bound on a key's works (`Infinity` for none).

@@ -88,9 +88,10 @@ pub enum Step<V> {
 /// serializer's queued works, which each acquire only once the one before holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Succession {
-    /// Acquisitions announced after this one (after the next waiter's, at a release): the
-    /// record written next reserves a fence for each (up to [`MAX_BATCH`]), so they are handed
-    /// on with no store call.
+    /// Acquisitions announced after the next waiter's (again at each release, see
+    /// [`LockCore::release_with`]): the hand-off's record reserves a fence for each (up to
+    /// [`MAX_BATCH`]), so they are handed on with no store call although each acquires only
+    /// once the one before it holds.
     pub followers: usize,
     /// How long a streak of local hand-offs may run before the record is freed for other
     /// isolates.
@@ -164,8 +165,9 @@ struct Attempt<V> {
     unreadable: Option<(V, f64)>,
     /// A record is known to be there: polls read instead of create.
     exists: bool,
-    /// The version this isolate freed the record at, when it reads first (see [`Known`]).
-    known: Option<V>,
+    /// The fence of the record this isolate freed last (0 for none): a read that finds it
+    /// still there, free, shows nobody took the name since (see [`Known`]).
+    known_fence: u64,
     /// Another isolate wrote the record since this isolate freed it.
     contested: bool,
     call: Call,
@@ -177,17 +179,13 @@ enum Call {
     Idle,
     /// Paused (first a yield to other isolates, later between polls).
     Sleep,
-    /// `fence` is the holder's; the record carries `last_fence` (fences reserved for the
-    /// followers announced: see [`LockCore::acquire_with`]).
     Create {
         fence: u64,
-        last_fence: u64,
         at: f64,
     },
     Read,
     Replace {
         fence: u64,
-        last_fence: u64,
         at: f64,
     },
 }
@@ -396,10 +394,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.acquire_with(name, handle, options, Succession::LOCK, now, random)
     }
 
-    /// [`acquire`](Self::acquire) for a driver that knows what follows (a serializer's queued
-    /// works, see [`Succession`]): the record this acquisition or the next hand-off writes
-    /// reserves a fence for each follower, so they are handed on with no store call even though
-    /// each acquires only once the one before it holds.
+    /// [`acquire`](Self::acquire) for a driver that knows what follows (a serializer's turns,
+    /// see [`Succession`]): its streaks of local hand-offs run to `succession.streak_ms`.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -541,19 +537,25 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// Starts a release: [`Step::Replace`] to make (then [`LockCore::step`] with its answer), or
     /// [`Step::Done`] when there is nothing to write — handed on within a batch, or not held.
     pub fn release(&mut self, ticket: Ticket, now: f64, random: &impl Random) -> Step<V> {
-        self.release_with(ticket, Succession::LOCK, now, random)
+        self.release_with(ticket, 0, now, random)
     }
 
-    /// [`release`](Self::release) announcing what follows the next waiter (see
-    /// [`acquire_with`](Self::acquire_with)).
+    /// [`release`](Self::release) announcing `followers` acquisitions after the next waiter's
+    /// (see [`Succession::followers`]).
     pub fn release_with(
         &mut self,
         ticket: Ticket,
-        succession: Succession,
+        followers: usize,
         now: f64,
         random: &impl Random,
     ) -> Step<V> {
-        self.announce(ticket, succession);
+        if let Some(state) = self
+            .lines
+            .line_of(ticket)
+            .and_then(|line| self.lines.line_data_mut(line))
+        {
+            state.followers = followers.min(MAX_BATCH - 1) as u64;
+        }
         let Some(line) = self.lines.line_of(ticket) else {
             return Step::Done;
         };
@@ -752,7 +754,6 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::GiveUp;
         };
         let known = self.known.take(&name).filter(|_| !yield_first);
-        let reserve = self.reserve_for(ticket);
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -773,22 +774,17 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // again, so read first (a CAS on the version known would fail, one call wasted).
             Some(known) if known.contested => {
                 attempt.exists = true;
-                attempt.known = Some(known.version);
+                attempt.known_fence = known.fence;
                 attempt.contested = true;
                 self.attempt(ticket, now)
             }
             // A record this isolate wrote last and nobody holds: take it with one CAS.
             Some(known) => {
-                attempt.known = Some(known.version.clone());
+                attempt.known_fence = known.fence;
                 let fence = known.fence + 1;
-                let last_fence = fence + reserve;
                 attempt.exists = true;
-                attempt.call = Call::Replace {
-                    fence,
-                    last_fence,
-                    at: now,
-                };
-                let value = encode_ours(true, &attempt.token, last_fence, now);
+                attempt.call = Call::Replace { fence, at: now };
+                let value = encode_ours(true, &attempt.token, fence, now);
                 self.replace(known.version, value)
             }
             None => self.attempt(ticket, now),
@@ -798,7 +794,6 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// The next store call of a contender that holds nothing yet: create until a record is
     /// known to exist, then read (records are never deleted).
     fn attempt(&mut self, ticket: Ticket, now: f64) -> Step<V> {
-        let reserve = self.reserve_for(ticket);
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -811,13 +806,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             attempt.call = Call::Read;
             return Step::Read;
         }
-        attempt.call = Call::Create {
-            fence: 1,
-            last_fence: 1 + reserve,
-            at: now,
-        };
+        attempt.call = Call::Create { fence: 1, at: now };
         Step::Create {
-            value: encode_ours(true, &attempt.token, 1 + reserve, now),
+            value: encode_ours(true, &attempt.token, 1, now),
         }
     }
 
@@ -839,47 +830,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let call = std::mem::replace(&mut attempt.call, Call::Idle);
         match (call, answer) {
             (
-                Call::Create {
-                    fence,
-                    last_fence,
-                    at,
-                }
-                | Call::Replace {
-                    fence,
-                    last_fence,
-                    at,
-                },
+                Call::Create { fence, at } | Call::Replace { fence, at },
                 Answer::Created(Some(version)) | Answer::Replaced(Some(version)),
             ) => {
-                let token = std::mem::take(&mut attempt.token);
-                if last_fence > fence {
-                    // Fences reserved for announced followers: they are handed on as a batch.
-                    let batch = Batch {
-                        version: version.clone(),
-                        token: token.clone(),
-                        last_fence,
-                        at,
-                    };
-                    if let Some(state) = self
-                        .lines
-                        .line_of(ticket)
-                        .and_then(|line| self.lines.line_data_mut(line))
-                    {
-                        state.streak_since.get_or_insert(at);
-                        state.batch = Some(batch);
-                    }
-                }
-                let Some(Entry {
-                    state: State::Contending(attempt),
-                    ..
-                }) = self.lines.get_mut(ticket)
-                else {
-                    return Step::GiveUp;
-                };
                 let lease = Lease {
-                    token,
+                    token: std::mem::take(&mut attempt.token),
                     fence,
-                    record_fence: last_fence,
+                    record_fence: fence,
                     version,
                     at,
                     stale_ms: attempt.stale_ms,
@@ -895,7 +852,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             (Call::Create { .. } | Call::Replace { .. }, _) => {
                 attempt.exists = true;
                 // Another isolate wrote the record since this one freed it (or since it read).
-                attempt.contested |= attempt.known.is_some();
+                attempt.contested |= attempt.known_fence > 0;
                 self.attempt(ticket, now)
             }
             (Call::Read, Answer::Read(found)) => self.decide(ticket, found, now, random),
@@ -912,7 +869,6 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: f64,
         random: &impl Random,
     ) -> Step<V> {
-        let reserve = self.reserve_for(ticket);
         let Some(Entry {
             state: State::Contending(attempt),
             ..
@@ -921,9 +877,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::GiveUp;
         };
         let stale_ms = attempt.stale_ms;
-        if let (Some(known), Some((version, _))) = (&attempt.known, &found) {
-            // Nobody wrote it since this isolate freed it: next time, a CAS straight away.
-            if known == version {
+        if let Some((_, Ok(record))) = &found {
+            // Nobody took the name since this isolate freed it: next time, a CAS straight away.
+            if !record.held && record.fence == attempt.known_fence {
                 attempt.contested = false;
             }
         }
@@ -961,13 +917,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
         };
         if let Some((version, fence)) = write {
-            let last_fence = fence.saturating_add(reserve);
-            attempt.call = Call::Replace {
-                fence,
-                last_fence,
-                at: now,
-            };
-            let value = encode_ours(true, &attempt.token, last_fence, now);
+            attempt.call = Call::Replace { fence, at: now };
+            let value = encode_ours(true, &attempt.token, fence, now);
             return self.replace(version, value);
         }
         if now >= attempt.deadline {
@@ -1127,6 +1078,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
 
     /// The new head of a line: a waiter starts contending (a holder was told already).
     /// Records what a driver announced for `ticket`'s line (see [`LockCore::acquire_with`]).
+    #[inline(never)]
     fn announce(&mut self, ticket: Ticket, succession: Succession) {
         if let Some(state) = self
             .lines
@@ -1136,18 +1088,6 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             state.followers = succession.followers.min(MAX_BATCH - 1) as u64;
             state.streak_ms = succession.streak_ms;
         }
-    }
-
-    /// Fences a record written for `ticket` reserves beyond its own: one for each acquisition
-    /// behind it, here or announced.
-    fn reserve_for(&self, ticket: Ticket) -> u64 {
-        let behind = self.lines.behind(ticket, MAX_BATCH - 1) as u64;
-        let announced = self
-            .lines
-            .line_of(ticket)
-            .and_then(|line| self.lines.line_data(line))
-            .map_or(0, |state| state.followers);
-        behind.max(announced)
     }
 
     fn promote(&mut self, ticket: Ticket) {
@@ -1222,7 +1162,7 @@ impl<V> Attempt<V> {
             poll: FIRST_POLL_MS,
             unreadable: None,
             exists: false,
-            known: None,
+            known_fence: 0,
             contested: false,
             call: Call::Idle,
         }

@@ -245,7 +245,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         };
         if let Some(previous) = previous {
             // A hand-off wakes this acquisition's slot: its wait below ends at once.
-            let _ = previous.release_with(succession).await;
+            let _ = previous.release_with(succession.followers).await;
         }
         loop {
             let (answer, failure) = match step {
@@ -498,18 +498,19 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// # Errors
     /// The store failed; the record may still be held by this token and goes stale.
     pub async fn release(&self) -> Result<(), LockError> {
-        self.release_with(Succession::LOCK).await
+        self.release_with(0).await
     }
 
-    /// [`release`](Self::release) announcing what follows the next waiter (a serializer's turns).
-    pub(crate) async fn release_with(&self, succession: Succession) -> Result<(), LockError> {
+    /// [`release`](Self::release) announcing `followers` acquisitions after the next waiter's
+    /// (a serializer's turns).
+    pub(crate) async fn release_with(&self, followers: usize) -> Result<(), LockError> {
         if self.done.replace(true) {
             return Ok(());
         }
         let ticket = self.ticket;
         let step = self
             .inner
-            .with_core(|core, now, random| core.release_with(ticket, succession, now, random));
+            .with_core(|core, now, random| core.release_with(ticket, followers, now, random));
         if let Step::Replace { .. } = step {
             let mut leave = Leave {
                 inner: &self.inner,

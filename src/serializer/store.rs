@@ -132,9 +132,7 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         }
         let lock = self.handed.borrow_mut().remove(key);
         if let Some(lock) = lock {
-            let _ = lock
-                .release_with(Succession::serialized(0, self.stale_ms))
-                .await;
+            let _ = lock.release_with(0).await;
         }
     }
 
@@ -216,9 +214,7 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         // freed for the other isolates (a failed release leaves it to go stale).
         if self.serializer.pending_for(key) <= 1 {
             if let Some(lock) = hand_on.lock.take() {
-                let _ = lock
-                    .release_with(Succession::serialized(0, self.stale_ms))
-                    .await;
+                let _ = lock.release_with(0).await;
             }
         }
         Ok(output)
