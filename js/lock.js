@@ -391,15 +391,14 @@ export function acquireLock(store, name, options) {
   } catch (error) {
     return Promise.reject(manager === undefined ? error : manager.failed(error));
   }
-  return acquireWith(manager, name, waitMs, staleMs, signal, -1);
+  return acquireWith(manager, name, waitMs, staleMs, signal, false);
 }
 
 /**
- * An acquisition on `manager` of a checked name. `followers`: -1 for a plain lock; for a
- * serializer's turn, the acquisitions of its queued works announced after this one (see
- * `Succession` in src/lock/core.rs).
+ * An acquisition on `manager` of a checked name; `serialized`: a serializer's turn, whose streaks
+ * of local hand-offs are longer (see `Succession` in src/lock/core.rs).
  */
-export function acquireWith(manager, name, waitMs, staleMs, signal, followers) {
+export function acquireWith(manager, name, waitMs, staleMs, signal, serialized) {
   let waiter;
   let code;
   let ticket;
@@ -408,7 +407,7 @@ export function acquireWith(manager, name, waitMs, staleMs, signal, followers) {
     waiter = { wake: undefined };
     // Validates the name and the options' ranges: a TypeError or RangeError before anything is
     // queued. (A `now` that throws here fails the call with nothing queued.)
-    code = manager.core.acquire(name, waitMs, staleMs, waiter, manager.clock(), followers);
+    code = manager.core.acquire(name, waitMs, staleMs, waiter, manager.clock(), serialized);
     ticket = manager.core.lastTicket();
     manager.drain();
     if (signal === undefined && (code === CREATE || code === REPLACE)) {

@@ -8,7 +8,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::Executor;
+use common::{run, Executor};
 use keyturn::lock::{OptionError, MAX_LOCAL_STREAK_MS};
 use keyturn::record::Record;
 use keyturn::{
@@ -110,18 +110,6 @@ fn world() -> (ManualClock, Rc<MemoryStore>, Rc<Executor>) {
 
 fn options(wait_ms: f64, stale_ms: f64) -> LockOptions {
     LockOptions { wait_ms, stale_ms }
-}
-
-/// Runs the executor, moving the clock 1 ms at a time, until every task finished.
-fn run(executor: &Executor, clock: &ManualClock) {
-    for _ in 0..1_000_000 {
-        executor.run_until_stalled();
-        if executor.unfinished() == 0 {
-            return;
-        }
-        clock.advance(1.0);
-    }
-    panic!("tasks did not finish");
 }
 
 fn stored(memory: &MemoryStore, name: &str) -> Record {

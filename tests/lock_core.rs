@@ -621,15 +621,11 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     // announces how many more come after the next. One hand-off CAS reserves their fences; the
     // hand-offs after it write nothing. Streaks run to the serializer's bound.
     let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(7), Core::new());
-    let turns = |followers: usize| Succession::serialized(followers, 400.0);
-    assert_eq!(
-        turns(0).streak_ms,
-        100.0,
-        "a quarter of staleMs, at least 100 ms"
-    );
+    let streak = Succession::serialized(0, 400.0).streak_ms;
+    assert_eq!(streak, 100.0, "a quarter of staleMs, at least 100 ms");
     assert_eq!(Succession::serialized(0, 2000.0).streak_ms, 500.0);
     let (first, step) = core
-        .acquire_with("k", 0, options(100.0, 2000.0), turns(4), 0.0, &random)
+        .acquire_with("k", 0, options(100.0, 2000.0), streak, 0.0, &random)
         .unwrap();
     assert_eq!(
         drive(&mut core, &store, "k", first, step, 0.0, &random),
@@ -642,14 +638,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
         let now = f64::from(id);
         let followers = 4 - id as usize;
         let (next, step) = core
-            .acquire_with(
-                "k",
-                id,
-                options(100.0, 2000.0),
-                turns(followers),
-                now,
-                &random,
-            )
+            .acquire_with("k", id, options(100.0, 2000.0), streak, now, &random)
             .unwrap();
         assert!(matches!(step, Step::Wait { .. }), "{step:?}");
         let step = core.release_with(holder, followers, now, &random);
@@ -670,7 +659,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     );
     // A sixth: past the reserved fences, the hand-off writes once and reserves again.
     let (sixth, _) = core
-        .acquire_with("k", 5, options(100.0, 2000.0), turns(2), 6.0, &random)
+        .acquire_with("k", 5, options(100.0, 2000.0), streak, 6.0, &random)
         .unwrap();
     let step = core.release_with(holder, 2, 6.0, &random);
     assert!(matches!(step, Step::Replace { .. }), "{step:?}");
@@ -683,7 +672,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     assert_eq!(stored(&store, "k").fence, 8);
     // Past the streak's bound the record is freed for other isolates, followers or not.
     let (seventh, _) = core
-        .acquire_with("k", 6, options(1000.0, 2000.0), turns(1), 200.0, &random)
+        .acquire_with("k", 6, options(1000.0, 2000.0), streak, 200.0, &random)
         .unwrap();
     let step = core.release_with(sixth, 1, 200.0, &random);
     let Step::Replace { ref value, .. } = step else {

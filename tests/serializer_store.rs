@@ -9,7 +9,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::Executor;
+use common::{run, Executor};
 use keyturn::record::Record;
 use keyturn::{
     Clock, LockError, LockManager, LockStore, ManualClock, MemoryStore, SeededRandom,
@@ -80,18 +80,6 @@ fn world() -> (Shared, Rc<Executor>) {
         lag: Rc::new(Cell::new(1)),
     };
     (store, Executor::new())
-}
-
-/// Runs the executor, moving the clock 1 ms at a time, until every task finished.
-fn run(executor: &Executor, clock: &ManualClock) {
-    for _ in 0..1_000_000 {
-        executor.run_until_stalled();
-        if executor.unfinished() == 0 {
-            return;
-        }
-        clock.advance(1.0);
-    }
-    panic!("tasks did not finish");
 }
 
 fn record(store: &Shared, key: &str) -> Record {

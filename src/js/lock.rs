@@ -95,9 +95,9 @@ impl LockCoreBinding {
     /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms` (the
     /// JS checked that `name` is a well-formed string and the options numbers; the name's rules
     /// and the options' ranges are checked here). `waiter` is what
-    /// [`LockCoreBinding::take_woken`] gives back to wake it; `followers`: for a serializer's
-    /// turn, the acquisitions announced after this one (see [`Succession::serialized`]), or -1
-    /// for a plain lock. The step's code; the new ticket is in the outbox
+    /// [`LockCoreBinding::take_woken`] gives back to wake it; `serialized`: a serializer's turn,
+    /// whose streaks of local hand-offs are longer (see [`Succession::serialized`]). The step's
+    /// code; the new ticket is in the outbox
     /// ([`LockCoreBinding::last_ticket`]).
     pub fn acquire(
         &mut self,
@@ -106,14 +106,22 @@ impl LockCoreBinding {
         stale_ms: f64,
         waiter: JsValue,
         now: f64,
-        followers: i32,
+        serialized: bool,
     ) -> Result<u8, JsValue> {
         let lock_options = LockOptions { wait_ms, stale_ms };
-        let succession = succession(followers, stale_ms);
-        match self
-            .core
-            .acquire_with(name, waiter, lock_options, succession, now, &self.random)
-        {
+        let succession = if serialized {
+            Succession::serialized(0, stale_ms)
+        } else {
+            Succession::LOCK
+        };
+        match self.core.acquire_with(
+            name,
+            waiter,
+            lock_options,
+            succession.streak_ms,
+            now,
+            &self.random,
+        ) {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
                 Ok(self.emit(step))
@@ -274,14 +282,6 @@ impl LockCoreBinding {
                 }
             }
         }
-    }
-}
-
-/// A plain lock's succession for `followers` < 0, else a serializer's.
-fn succession(followers: i32, stale_ms: f64) -> Succession {
-    match usize::try_from(followers) {
-        Ok(followers) => Succession::serialized(followers, stale_ms),
-        Err(_) => Succession::LOCK,
     }
 }
 

@@ -84,14 +84,15 @@ pub enum Step<V> {
     GiveUp,
 }
 
-/// What a driver tells the core about the acquisitions of a name that follow one: a
-/// serializer's queued works, which each acquire only once the one before holds.
+/// What a driver knows of the acquisitions of a name that follow one: a serializer's queued
+/// works, which each acquire only once the one before holds. The core takes `streak_ms` at an
+/// acquisition ([`LockCore::acquire_with`]) and `followers` at each release
+/// ([`LockCore::release_with`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Succession {
-    /// Acquisitions announced after the next waiter's (again at each release, see
-    /// [`LockCore::release_with`]): the hand-off's record reserves a fence for each (up to
-    /// [`MAX_BATCH`]), so they are handed on with no store call although each acquires only
-    /// once the one before it holds.
+    /// Acquisitions after the next waiter's: the hand-off's record reserves a fence for each
+    /// (up to [`MAX_BATCH`]), so they are handed on with no store call although each acquires
+    /// only once the one before it holds.
     pub followers: usize,
     /// How long a streak of local hand-offs may run before the record is freed for other
     /// isolates.
@@ -260,9 +261,6 @@ struct NameState<V> {
     /// The next head pauses one poll before its first attempt (after a capped streak).
     yield_first: bool,
     batch: Option<Batch<V>>,
-    /// Acquisitions its driver announced after the next one (see [`LockCore::acquire_with`]):
-    /// fences reserved for them when the record is written.
-    followers: u64,
     /// The bound on a streak of local hand-offs ([`Succession::streak_ms`]).
     streak_ms: f64,
 }
@@ -274,7 +272,6 @@ impl<V> Default for NameState<V> {
             streak_since: None,
             yield_first: false,
             batch: None,
-            followers: 0,
             streak_ms: MAX_LOCAL_STREAK_MS,
         }
     }
@@ -391,11 +388,11 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: f64,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
-        self.acquire_with(name, handle, options, Succession::LOCK, now, random)
+        self.acquire_with(name, handle, options, MAX_LOCAL_STREAK_MS, now, random)
     }
 
-    /// [`acquire`](Self::acquire) for a driver that knows what follows (a serializer's turns,
-    /// see [`Succession`]): its streaks of local hand-offs run to `succession.streak_ms`.
+    /// [`acquire`](Self::acquire) for a driver whose streaks of local hand-offs on this name
+    /// may run to `streak_ms` (a serializer's turns: [`Succession::streak_ms`]).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -404,7 +401,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         name: &str,
         handle: W,
         options: LockOptions,
-        succession: Succession,
+        streak_ms: f64,
         now: f64,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
@@ -420,7 +417,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 handle,
             };
             let ticket = self.lines.push(name, entry).ticket;
-            self.announce(ticket, succession);
+            self.set_streak(ticket, streak_ms);
             self.push_timer(deadline, ticket);
             if let Some(head) = self.lines.head(line) {
                 // A holder here past its lease with nobody to notice: put out now. Else its
@@ -444,7 +441,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             Some(key) => self.lines.push_shared(&key, entry).ticket,
             None => self.lines.push(name, entry).ticket,
         };
-        self.announce(ticket, succession);
+        self.set_streak(ticket, streak_ms);
         let step = self.start(ticket, now, random);
         Ok((ticket, step))
     }
@@ -549,13 +546,6 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: f64,
         random: &impl Random,
     ) -> Step<V> {
-        if let Some(state) = self
-            .lines
-            .line_of(ticket)
-            .and_then(|line| self.lines.line_data_mut(line))
-        {
-            state.followers = followers.min(MAX_BATCH - 1) as u64;
-        }
         let Some(line) = self.lines.line_of(ticket) else {
             return Step::Done;
         };
@@ -572,10 +562,11 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::Done;
         }
         let next = self.lines.next_in_line(ticket);
-        // Waiters behind the next one: each gets one of the fences the hand-off CAS reserves.
+        // Waiters behind the next one, here or announced: each gets one of the fences the
+        // hand-off CAS reserves.
         let behind = next.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
+        let behind = behind.max(followers.min(MAX_BATCH - 1)) as u64;
         let state = self.lines.line_data(line);
-        let behind = (behind as u64).max(state.map_or(0, |state| state.followers));
         let streak_since = state.and_then(|state| state.streak_since);
         let streak_ms = state.map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
         let in_streak = streak_since.is_none_or(|since| now - since < streak_ms);
@@ -1076,20 +1067,20 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         Some(removed.payload)
     }
 
-    /// The new head of a line: a waiter starts contending (a holder was told already).
-    /// Records what a driver announced for `ticket`'s line (see [`LockCore::acquire_with`]).
+    /// The bound on streaks of local hand-offs for `ticket`'s line (see
+    /// [`LockCore::acquire_with`]).
     #[inline(never)]
-    fn announce(&mut self, ticket: Ticket, succession: Succession) {
+    fn set_streak(&mut self, ticket: Ticket, streak_ms: f64) {
         if let Some(state) = self
             .lines
             .line_of(ticket)
             .and_then(|line| self.lines.line_data_mut(line))
         {
-            state.followers = succession.followers.min(MAX_BATCH - 1) as u64;
-            state.streak_ms = succession.streak_ms;
+            state.streak_ms = streak_ms;
         }
     }
 
+    /// The new head of a line: a waiter starts contending (a holder was told already).
     fn promote(&mut self, ticket: Ticket) {
         let Some(entry) = self.lines.get_mut(ticket) else {
             return;

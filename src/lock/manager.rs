@@ -4,7 +4,7 @@
 use core::fmt;
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
@@ -132,6 +132,26 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Leave<'_, S, C, R> {
     }
 }
 
+/// Polls `work` to its end, and `side` beside it until `side` ends first (a lease's renewals
+/// beside the work that holds it): `work`'s output.
+pub(crate) async fn beside<W: Future>(
+    mut work: Pin<&mut W>,
+    side: impl Future<Output = ()>,
+) -> W::Output {
+    let mut side = pin!(side);
+    let mut running = true;
+    poll_fn(|cx| {
+        if let Poll::Ready(output) = work.as_mut().poll(cx) {
+            return Poll::Ready(output);
+        }
+        if running && side.as_mut().poll(cx).is_ready() {
+            running = false;
+        }
+        Poll::Pending
+    })
+    .await
+}
+
 /// Waits until the core names this waiter or `sleep` ends. Where the platform wakes waiters
 /// through their own context ([`Clock::waiting`]), another holder's release wakes this one there.
 async fn wait_turn(slot: &Slot, mut sleep: Sleep, clock: &impl Clock) {
@@ -236,7 +256,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         let slot = Rc::new(Slot::default());
         let handle = slot.clone();
         let (ticket, mut step) = inner.with_core(|core, now, random| {
-            core.acquire_with(name, handle, options, succession, now, random)
+            core.acquire_with(name, handle, options, succession.streak_ms, now, random)
         })?;
         let mut leave = Leave {
             inner,
@@ -317,18 +337,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     }
                 }
             };
-            let mut renewals = pin!(renewals);
-            let mut renewing = true;
-            poll_fn(|cx| {
-                if let Poll::Ready(output) = work.as_mut().poll(cx) {
-                    return Poll::Ready(output);
-                }
-                if renewing && renewals.as_mut().poll(cx).is_ready() {
-                    renewing = false;
-                }
-                Poll::Pending
-            })
-            .await
+            beside(work.as_mut(), renewals).await
         };
         lock.release().await?;
         Ok(output)

@@ -29,6 +29,7 @@ mod core;
 mod manager;
 
 pub use self::core::{Answer, LeaseView, LockCore, Step, Succession, Woken};
+pub(crate) use self::manager::beside;
 pub use self::manager::{Lock, LockManager};
 
 use crate::clock::TimerError;

@@ -6,15 +6,14 @@
 use core::fmt;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
 
 use super::{KeyedSerializer, SerializeError, SerializerOptions, Stats, WorkSignal};
 use crate::clock::Clock;
 use crate::key::SERIALIZE_PREFIX;
-use crate::lock::{Lock, LockError, LockManager, LockOptions, OptionError, Succession};
+use crate::lock::{beside, Lock, LockError, LockManager, LockOptions, OptionError, Succession};
 use crate::random::Random;
 use crate::store::LockStore;
 
@@ -197,18 +196,7 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
                     }
                 }
             };
-            let mut renewals = pin!(renewals);
-            let mut renewing = true;
-            poll_fn(|cx| {
-                if let Poll::Ready(output) = work.as_mut().poll(cx) {
-                    return Poll::Ready(output);
-                }
-                if renewing && renewals.as_mut().poll(cx).is_ready() {
-                    renewing = false;
-                }
-                Poll::Pending
-            })
-            .await
+            beside(work.as_mut(), renewals).await
         };
         // Others queued here: the next takes the lease over when its turn comes. Else it is
         // freed for the other isolates (a failed release leaves it to go stale).

@@ -94,3 +94,15 @@ pub fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
     let waker = Waker::noop();
     Pin::new(future).poll(&mut Context::from_waker(waker))
 }
+
+/// Runs `executor`, moving `clock` 1 ms at a time, until every task finished.
+pub fn run(executor: &Executor, clock: &keyturn::ManualClock) {
+    for _ in 0..1_000_000 {
+        executor.run_until_stalled();
+        if executor.unfinished() == 0 {
+            return;
+        }
+        clock.advance(1.0);
+    }
+    panic!("tasks did not finish");
+}
