@@ -8,16 +8,14 @@
 //
 // Not a test: it asserts nothing about speed.
 import { execFileSync } from 'node:child_process';
-import { createServer } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, extname, join, normalize, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { Miniflare } from 'miniflare';
 
-import { browsers, pageSays } from '../tests/runtimes/webdriver.mjs';
+import { browsers, pageSays, serveFiles } from '../tests/runtimes/webdriver.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -66,24 +64,13 @@ try {
     await k.createKeyedSerializer()('k', async () => 1);
     document.getElementById('out').textContent = JSON.stringify({ load: loaded - t0, total: performance.now() - t0 });
   </script>`;
-  const types = { '.js': 'text/javascript', '.wasm': 'application/wasm' };
-  const server = createServer(async (request, response) => {
-    const path = new URL(request.url, 'http://127.0.0.1').pathname;
-    if (path === '/') return response.writeHead(200, { 'content-type': 'text/html' }).end(page);
-    try {
-      const body = await readFile(join(root, normalize(path)));
-      response.writeHead(200, { 'content-type': types[extname(path)] ?? 'application/octet-stream' }).end(body);
-    } catch {
-      response.writeHead(404).end();
-    }
-  });
-  await new Promise((ready) => server.listen(0, '127.0.0.1', ready));
+  const server = await serveFiles(root, page);
   try {
     for (const browser of browsers()) {
       const loads = [];
       const totals = [];
       for (let i = 0; i < runs; i++) {
-        const said = JSON.parse(await pageSays(browser, `http://127.0.0.1:${server.address().port}/`));
+        const said = JSON.parse(await pageSays(browser, server.url));
         loads.push(said.load);
         totals.push(said.total);
       }

@@ -521,6 +521,17 @@ class Serializer {
     job.reject(hostError ?? new SerializedWorkTimeout(job.line.key, job.timeoutMs));
   }
 
+  /** Abandons a running job whose deadline passed (its own timer's, or its lease wait's). */
+  timeOutNow(job) {
+    try {
+      if (!this.core.abandon(job.line.id, false)) return;
+    } catch (error) {
+      this.failed(error);
+      return;
+    }
+    this.timeOut(job, undefined);
+  }
+
   // ---- the caller's signal ----
 
   abortJob(job) {
@@ -609,14 +620,7 @@ class Serializer {
 
   expireOwn(job) {
     job.timer = undefined;
-    if (job.state !== RUNNING) return;
-    try {
-      if (!this.core.abandon(job.line.id, false)) return;
-    } catch (error) {
-      this.failed(error);
-      return;
-    }
-    this.timeOut(job, undefined);
+    if (job.state === RUNNING) this.timeOutNow(job);
   }
 
   jobDoneInContext(job) {
@@ -662,7 +666,7 @@ class Serializer {
       this.failed(error);
     }
     const signal = job.controller.signal;
-    acquireWith(this.locks, SERIALIZE_PREFIX + line.key, job.timeoutMs, this.staleMs, signal, followers).then(
+    acquireWith(this.locks, SERIALIZE_PREFIX + line.key, job.timeoutMs, this.staleMs, signal, true).then(
       (lock) => this.leased(job, lock),
       (error) => {
         // Aborted: the deadline or the caller's signal told the caller already.
@@ -731,17 +735,6 @@ class Serializer {
       job.renewal = undefined;
     }
     lock[HAND_ON](0).then(settle, settle);
-  }
-
-  /** Abandons a job whose lease wait ran out. */
-  timeOutNow(job) {
-    try {
-      if (!this.core.abandon(job.line.id, false)) return;
-    } catch (error) {
-      this.failed(error);
-      return;
-    }
-    this.timeOut(job, undefined);
   }
 
   /** Renews a running job's lease every staleMs / 3; a refused renewal aborts its signal. */

@@ -2,14 +2,16 @@
 // headless Chromium from a loopback server, the way a page or a bundle loads it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { spawn, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
-import { join, extname, normalize } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const pkg = fileURLToPath(new URL('../../pkg/', import.meta.url));
+import { serveFiles } from '../runtimes/webdriver.mjs';
+
+// The page loads the package from /pkg/, as served from the repository's root.
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const chromium = ['chromium', 'chromium-browser', 'google-chrome'].find((name) => spawnSync('which', [name]).status === 0);
 
 const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</pre><script type="module">
@@ -76,31 +78,14 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
   }
 </script>`;
 
-const types = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
-
 test('the browser entry loads, serializes (with its controls, and a fresh instance after a trap) and locks in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
-  const server = createServer(async (request, response) => {
-    const url = new URL(request.url, 'http://127.0.0.1');
-    if (url.pathname === '/') {
-      response.writeHead(200, { 'content-type': 'text/html' }).end(page);
-      return;
-    }
-    const path = normalize(url.pathname).replace(/^\/pkg\//, '');
-    try {
-      const body = await readFile(join(pkg, path));
-      response.writeHead(200, { 'content-type': types[extname(path)] ?? 'application/octet-stream' }).end(body);
-    } catch {
-      response.writeHead(404).end();
-    }
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const server = await serveFiles(root, page);
   const profile = await mkdtemp(join(tmpdir(), 'keyturn-chromium-'));
   try {
-    const { port } = server.address();
     const browser = spawn(chromium, [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      `--user-data-dir=${profile}`, '--virtual-time-budget=10000', '--dump-dom', `http://127.0.0.1:${port}/`,
+      `--user-data-dir=${profile}`, '--virtual-time-budget=10000', '--dump-dom', server.url,
     ]);
     let dom = '';
     browser.stdout.on('data', (chunk) => (dom += chunk));

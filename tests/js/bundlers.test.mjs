@@ -4,14 +4,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { createServer } from 'node:http';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { extname, join, normalize } from 'node:path';
+import { join } from 'node:path';
 
 import { allPassed, checks, installTarball, root } from './installed.mjs';
-import { browsers, pageSays } from '../runtimes/webdriver.mjs';
+import { browsers, pageSays, serveFiles } from '../runtimes/webdriver.mjs';
 
 const bin = (name) => join(root, 'node_modules/.bin', name);
 const work = mkdtempSync(join(tmpdir(), 'keyturn-bundlers-'));
@@ -63,8 +61,6 @@ export default { input: 'src/main.js', output: { dir: 'dist-rollup', format: 'es
   },
 };
 
-const types = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
-
 before(async () => {
   ({ project } = installTarball(work));
   mkdirSync(join(project, 'src'));
@@ -77,17 +73,7 @@ try {
   out.textContent = JSON.stringify({ error: String(error) });
 }
 `);
-  server = createServer(async (request, response) => {
-    let path = normalize(new URL(request.url, 'http://127.0.0.1').pathname);
-    if (path.endsWith('/')) path += 'index.html';
-    try {
-      const body = await readFile(join(project, path));
-      response.writeHead(200, { 'content-type': types[extname(path)] ?? 'application/octet-stream' }).end(body);
-    } catch {
-      response.writeHead(404).end();
-    }
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server = await serveFiles(project);
 });
 
 after(() => {
@@ -101,7 +87,7 @@ for (const [name, build] of Object.entries(bundlers)) {
   test(`${name} builds a page from the installed tarball that passes every check in ${drivable.map((b) => b.name).join(' and ') || 'no browser'}`, { skip: drivable.length === 0 && 'no browser to drive' }, async () => {
     build();
     for (const browser of drivable) {
-      const said = await pageSays(browser, `http://127.0.0.1:${server.address().port}/dist-${name}/`);
+      const said = await pageSays(browser, `${server.url}dist-${name}/`);
       let results;
       try {
         results = JSON.parse(said);

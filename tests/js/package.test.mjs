@@ -4,16 +4,15 @@
 // TypeScript consumers compiled against it under the resolutions users configure.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { createServer } from 'node:http';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, extname, join, normalize } from 'node:path';
+import { dirname, join, normalize } from 'node:path';
 
 import { Miniflare } from 'miniflare';
 
 import { allPassed, checks, installTarball, root } from './installed.mjs';
+import { browsers, pageSays, serveFiles } from '../runtimes/webdriver.mjs';
 
 const bin = (name) => join(root, 'node_modules/.bin', name);
 const work = mkdtempSync(join(tmpdir(), 'keyturn-package-'));
@@ -83,10 +82,9 @@ for (const [runtime, argv] of [['deno', ['run', '--quiet', '--allow-read', '--al
   });
 }
 
-const chromium = ['chromium', 'chromium-browser', 'google-chrome'].find((name) => spawnSync('which', [name]).status === 0);
-const types = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+const chromium = browsers().find((browser) => browser.name === 'chromium');
 
-test('the browser entry from the installed tarball, in headless Chromium', { skip: !chromium && 'no chromium' }, async () => {
+test('the browser entry from the installed tarball, in headless Chromium', { skip: !chromium && 'no chromium and chromedriver' }, async () => {
   const page = `<!doctype html><meta charset="utf-8"><pre id="out">running</pre><script type="module">
     ${checks}
     const out = document.getElementById('out');
@@ -96,30 +94,16 @@ test('the browser entry from the installed tarball, in headless Chromium', { ski
       out.textContent = JSON.stringify({ error: String(error) });
     }
   </script>`;
-  const server = createServer(async (request, response) => {
-    const path = new URL(request.url, 'http://127.0.0.1').pathname;
-    if (path === '/') return response.writeHead(200, { 'content-type': 'text/html' }).end(page);
-    try {
-      const body = await readFile(join(project, normalize(path)));
-      response.writeHead(200, { 'content-type': types[extname(path)] ?? 'application/octet-stream' }).end(body);
-    } catch {
-      response.writeHead(404).end();
-    }
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const profile = mkdtempSync(join(work, 'chromium-'));
+  const server = await serveFiles(project, page);
   try {
-    const browser = spawn(chromium, [
-      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      `--user-data-dir=${profile}`, '--virtual-time-budget=10000', '--dump-dom', `http://127.0.0.1:${server.address().port}/`,
-    ]);
-    let dom = '';
-    browser.stdout.on('data', (chunk) => (dom += chunk));
-    await new Promise((resolve) => browser.on('close', resolve));
-    const said = /<pre id="out">([^<]*)<\/pre>/.exec(dom)?.[1]?.replaceAll('&quot;', '"');
-    const results = JSON.parse(said ?? '{}');
-    assert.ok(allPassed(results), said ?? dom.slice(0, 500));
+    const said = await pageSays(chromium, server.url);
+    let results;
+    try {
+      results = JSON.parse(said);
+    } catch {
+      results = { said };
+    }
+    assert.ok(allPassed(results), said);
   } finally {
     server.close();
   }

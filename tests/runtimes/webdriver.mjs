@@ -1,12 +1,37 @@
 // A page in headless Chromium or Firefox, driven through WebDriver (chromedriver, geckodriver —
 // what scripts/setup.sh installs): open a URL, wait until the page's #out says something other
-// than "running", answer that text. Used by the packaging tests and the cold-start benchmark.
+// than "running", answer that text; and the loopback server that serves such pages. Used by
+// the packaging and bundler tests and the cold-start benchmark.
 import { spawn, spawnSync } from 'node:child_process';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { extname, join, normalize } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+
+const types = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+
+/**
+ * Serves the files under `dir` on a loopback port — a path ending in `/` as its index.html —
+ * with `page` (HTML) at `/` when given: `{ url, close }`.
+ */
+export async function serveFiles(dir, page) {
+  const server = createHttpServer(async (request, response) => {
+    let path = normalize(new URL(request.url, 'http://127.0.0.1').pathname);
+    if (path === '/' && page !== undefined) return response.writeHead(200, { 'content-type': 'text/html' }).end(page);
+    if (path.endsWith('/')) path += 'index.html';
+    try {
+      const body = await readFile(join(dir, path));
+      response.writeHead(200, { 'content-type': types[extname(path)] ?? 'application/octet-stream' }).end(body);
+    } catch {
+      response.writeHead(404).end();
+    }
+  });
+  await new Promise((ready) => server.listen(0, '127.0.0.1', ready));
+  return { url: `http://127.0.0.1:${server.address().port}/`, close: () => server.close() };
+}
 
 const which = (names) => names.find((name) => spawnSync('which', [name]).status === 0);
 
