@@ -13,7 +13,8 @@
 //
 // Implementations: `keyturn`; `seed` (only when KEYTURN_SEED names the seed's
 // keyed-serializer.js); `chain` (a bare promise chain) and `floor` (the chain with one
-// AbortController per work, the one cost no implementation that hands out a real signal avoids).
+// AbortController per work, the one cost no implementation that hands out a real signal avoids);
+// `floor-listen`, the floor that also listens to each caller's signal until its call settles.
 import { createRequire } from 'node:module';
 
 const [impl, keysArg, worksArg, roundsArg, workload = 'own'] = process.argv.slice(2);
@@ -25,13 +26,24 @@ const require = createRequire(import.meta.url);
 const noop = () => {};
 
 // The seed with its deadline, abort signal and late-settle report taken out: the per-key tails,
-// and the cleanup that lets an idle key go.
-function bareChain(withAbort) {
+// and the cleanup that lets an idle key go. `listen`: the caller's signal, when a call passes
+// one, gets an abort listener until the call settles — what watching a caller's signal costs
+// at the least on a runtime whose AbortSignal is an EventTarget.
+function bareChain(withAbort, listen) {
   const tails = new Map();
-  return (key, work) => {
+  const listener = { handleEvent() {} };
+  return (key, work, options) => {
     const previous = tails.get(key) || Promise.resolve();
     const result = previous.then(withAbort ? () => work(new AbortController().signal) : () => work());
-    const tail = result.then(noop, noop);
+    let tail;
+    const signal = listen ? options?.signal : undefined;
+    if (signal !== undefined) {
+      signal.addEventListener('abort', listener);
+      const unlisten = () => signal.removeEventListener('abort', listener);
+      tail = result.then(unlisten, unlisten);
+    } else {
+      tail = result.then(noop, noop);
+    }
     tails.set(key, tail);
     tail.then(() => {
       if (tails.get(key) === tail) tails.delete(key);
@@ -48,9 +60,11 @@ async function factory() {
       if (!process.env.KEYTURN_SEED) throw new Error('the seed row needs KEYTURN_SEED=<path to keyed-serializer.js>');
       return require(process.env.KEYTURN_SEED).createKeyedSerializer;
     case 'chain':
-      return () => bareChain(false);
+      return () => bareChain(false, false);
     case 'floor':
-      return () => bareChain(true);
+      return () => bareChain(true, false);
+    case 'floor-listen':
+      return () => bareChain(true, true);
     default:
       throw new Error(`unknown implementation ${impl}`);
   }

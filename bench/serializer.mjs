@@ -6,7 +6,7 @@
 // and the package's sizes. See serializer-one.mjs for the workloads.
 //
 //   node bench/serializer.mjs [--processes N] [--rounds N] [--works N] [--workloads own,own-signal,last]
-//                             [--impls keyturn,seed,chain,floor]
+//                             [--impls keyturn,seed,chain,floor,floor-listen]
 //   KEYTURN_SEED=../shared/seeds/keyed-serializer.js node bench/serializer.mjs
 //
 // Not a test: it asserts nothing about speed. Numbers vary with the machine; compare ratios.
@@ -28,6 +28,8 @@ const works = Number(option('works', 100000));
 const workloads = option('workloads', 'own,own-signal,last').split(',');
 const seed = process.env.KEYTURN_SEED ? resolve(process.env.KEYTURN_SEED) : undefined;
 const impls = option('impls', ['keyturn', ...(seed ? ['seed'] : []), 'chain', 'floor'].join(',')).split(',');
+// With a caller signal, also the floor that listens to it (by default).
+const signalImpls = args.includes('--impls') ? impls : [...impls, 'floor-listen'];
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -37,7 +39,7 @@ const median = (values) => {
 
 const describe = {
   own: 'every caller awaits its own result; works are async () => {}',
-  'own-signal': 'the same, each call passing a caller signal (keyturn only; the others ignore it)',
+  'own-signal': 'the same, each call passing a caller signal (keyturn and floor-listen watch it; the others ignore it);\n× floor is the plain workload\'s floor',
   last: 'works are () => {}; only the last result per key is awaited',
 };
 
@@ -48,11 +50,12 @@ for (const workload of workloads) {
   console.log('');
   console.log(`workload ${workload}: ${describe[workload]}`);
   console.log('keys    implementation   cold works/s  × floor  × seed    warm works/s  × floor  × seed');
+  const rowImpls = workload === 'own-signal' ? signalImpls : impls;
   for (const keys of [1, 1000]) {
-    const cold = Object.fromEntries(impls.map((impl) => [impl, []]));
-    const warm = Object.fromEntries(impls.map((impl) => [impl, []]));
+    const cold = Object.fromEntries(rowImpls.map((impl) => [impl, []]));
+    const warm = Object.fromEntries(rowImpls.map((impl) => [impl, []]));
     for (let p = 0; p < processes; p++) {
-      for (const impl of impls) {
+      for (const impl of rowImpls) {
         const out = execFileSync(process.execPath, [join(here, 'serializer-one.mjs'), impl, String(keys), String(works), String(rounds), workload], {
           env: { ...process.env, ...(seed ? { KEYTURN_SEED: seed } : {}) },
           encoding: 'utf8',
@@ -62,16 +65,19 @@ for (const workload of workloads) {
         warm[impl].push(...result.perSecond);
       }
     }
-    const c = Object.fromEntries(impls.map((impl) => [impl, median(cold[impl])]));
-    const w = Object.fromEntries(impls.map((impl) => [impl, median(warm[impl])]));
+    const c = Object.fromEntries(rowImpls.map((impl) => [impl, median(cold[impl])]));
+    const w = Object.fromEntries(rowImpls.map((impl) => [impl, median(warm[impl])]));
     // With a caller signal the floor is the plain workload's (the one a user compares with).
     const floor = workload === 'own-signal' && floors[`own:${keys}`] ? floors[`own:${keys}`] : { cold: c.floor, warm: w.floor };
     floors[`${workload}:${keys}`] = { cold: c.floor, warm: w.floor };
     const ratio = (value, base) => (base ? (value / base).toFixed(2) : '—').padStart(6);
-    for (const impl of impls) {
+    for (const impl of rowImpls) {
       console.log(
         `${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(c[impl]).toString().padStart(13)} ${ratio(c[impl], floor.cold)}  ${ratio(c[impl], c.seed)}   ${Math.round(w[impl]).toString().padStart(13)} ${ratio(w[impl], floor.warm)}  ${ratio(w[impl], w.seed)}`,
       );
+    }
+    if (c['floor-listen'] && c.keyturn) {
+      console.log(`${String(keys).padEnd(7)} keyturn ÷ floor-listen: cold ${ratio(c.keyturn, c['floor-listen']).trim()}, warm ${ratio(w.keyturn, w['floor-listen']).trim()}`);
     }
   }
 }

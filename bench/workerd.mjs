@@ -1,6 +1,7 @@
 // The serializer inside workerd (Miniflare): 100 000 async works in one request, every caller
 // awaiting its own result, over 1 key and over 1000 keys — beside the seed, bundled the same way,
-// when KEYTURN_SEED names its keyed-serializer.js. Each sample is a fresh workerd; prints the
+// when KEYTURN_SEED names its keyed-serializer.js, and two floors (a bare chain with one
+// AbortController per work, and with one deadline timer per work too; see serializer-worker.mjs). Each sample is a fresh workerd; prints the
 // median works/s of N samples.
 //
 //   node bench/workerd.mjs [--samples N]
@@ -24,13 +25,13 @@ const bundled = join(here, 'runtimes', 'seed-serializer.mjs');
 if (seed) {
   execFileSync(join(here, '../node_modules/.bin/esbuild'), [seed, '--bundle', '--format=esm', '--platform=neutral', `--outfile=${bundled}`, '--log-level=warning']);
 }
-const impls = seed ? ['keyturn', 'seed'] : ['keyturn'];
+const impls = seed ? ['keyturn', 'seed', 'floor-timer', 'floor'] : ['keyturn', 'floor-timer', 'floor'];
 const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 
 console.log(`serializer in workerd: 100000 async works in one request, every caller awaiting its own result; median of ${samples} fresh workerd runs`);
 if (!seed) console.log('(no seed row: set KEYTURN_SEED to the seed\'s keyed-serializer.js to add it)');
 console.log('');
-console.log('keys    implementation      works/s   × seed');
+console.log('keys    implementation      works/s   × seed  × floor-timer');
 try {
   for (const keys of [1, 1000]) {
     const rates = Object.fromEntries(impls.map((impl) => [impl, []]));
@@ -50,7 +51,8 @@ try {
     for (const impl of impls) {
       const rate = median(rates[impl]);
       const ratio = seed ? (rate / median(rates.seed)).toFixed(2) : '—';
-      console.log(`${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(rate).toString().padStart(11)}   ${ratio.padStart(6)}`);
+      const toFloor = (rate / median(rates['floor-timer'])).toFixed(2);
+      console.log(`${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(rate).toString().padStart(11)}   ${ratio.padStart(6)}  ${toFloor.padStart(11)}`);
     }
   }
 } finally {

@@ -1,8 +1,38 @@
 // Bench worker for bench/workerd.mjs: N async works in one request, every caller awaiting its
-// own result, with this package's serializer (workerd entry) or, when the bench bundled it as
-// ./seed-serializer.mjs, the seed's.
+// own result, with this package's serializer (workerd entry), or, when the bench bundled it as
+// ./seed-serializer.mjs, the seed's — or one of two floors: a bare promise chain with one
+// AbortController per work (`floor`), and the same with one deadline timer per work, armed when
+// it starts and cleared when it settles (`floor-timer`: what any serializer pays on Workers
+// whose works each get a real deadline, since a timer armed in one request's context does not
+// outlive that request, so works of different requests cannot share one).
 import { createKeyedSerializer } from '../../pkg/workerd.js';
 import { serializeMany } from '../../tests/workerd/limits-worker.mjs';
+
+const noop = () => {};
+
+function bareChain({ timeoutMs = 30_000 } = {}, withTimer) {
+  const tails = new Map();
+  const serialize = (key, work) => {
+    const previous = tails.get(key) || Promise.resolve();
+    const result = previous.then(() => {
+      const controller = new AbortController();
+      if (!withTimer) return work(controller.signal);
+      const timer = setTimeout(() => controller.abort(), timeoutMs);
+      const run = work(controller.signal);
+      const clear = () => clearTimeout(timer);
+      Promise.resolve(run).then(clear, clear);
+      return run;
+    });
+    const tail = result.then(noop, noop);
+    tails.set(key, tail);
+    tail.then(() => {
+      if (tails.get(key) === tail) tails.delete(key);
+    });
+    return result;
+  };
+  serialize.pending = () => tails.size;
+  return serialize;
+}
 
 export default {
   async fetch(request) {
@@ -10,6 +40,8 @@ export default {
     const works = Number(url.searchParams.get('works'));
     const keys = Number(url.searchParams.get('keys'));
     let create = createKeyedSerializer;
+    if (url.searchParams.get('impl') === 'floor') create = (options) => bareChain(options, false);
+    if (url.searchParams.get('impl') === 'floor-timer') create = (options) => bareChain(options, true);
     if (url.searchParams.get('impl') === 'seed') {
       // The seed is CommonJS: esbuild's ESM bundle of it exports `module.exports` as default.
       const seed = await import('./seed-serializer.mjs');
