@@ -1,6 +1,7 @@
 // The example worker as `make dev` runs it (wrangler dev, local, offline): N claims on one fresh
 // board sent at once, the statuses they got and how long the last answer took; the same for
-// notifications about one object. Three runs each.
+// notifications about one object, each run beside as many requests to an unknown route (404, no
+// I/O: what wrangler dev itself takes for the burst in those seconds). Three runs each.
 //
 //   node bench/claims.mjs [--claims 200] [--notifications 300] [--root DIR]
 //
@@ -55,6 +56,10 @@ try {
     const state = await (await fetch(`${base}/boards/${board}`)).json();
     console.log(`claims run ${run}: ${claims} at once → ${count(201)} × 201, ${count(409)} × 409, ${count(503)} × 503, other ${claims - count(201) - count(409) - count(503)}; last answer after ${ms.toFixed(0)} ms; board holds ${state.inProgress.length}`);
 
+    started = performance.now();
+    await Promise.all(Array.from({ length: notifications }, () => post('/nowhere', { delta: 1 }).then((r) => r.text())));
+    const baselineMs = performance.now() - started;
+
     const object = `bench-${port}-${run}`;
     started = performance.now();
     const answers = await Promise.all(Array.from({ length: notifications }, () => post(`/objects/${object}/notifications`, { delta: 1 }).then(async (r) => {
@@ -65,7 +70,7 @@ try {
     const notifiedMs = performance.now() - started;
     const ok = answers.filter((a) => a.status === 200);
     const total = Math.max(0, ...ok.map((a) => a.body.total));
-    console.log(`notifications run ${run}: ${notifications} at once → ${ok.length} × 200, ${answers.filter((a) => a.status === 503).length} × 503, ${answers.filter((a) => a.status === 'restarted').length} cut by a runtime restart; total ${total}; last answer after ${notifiedMs.toFixed(0)} ms`);
+    console.log(`notifications run ${run}: ${notifications} at once → ${ok.length} × 200, ${answers.filter((a) => a.status === 503).length} × 503, ${answers.filter((a) => a.status === 'restarted').length} cut by a runtime restart; total ${total}; last answer after ${notifiedMs.toFixed(0)} ms (${notifications} requests to an unknown route: ${baselineMs.toFixed(0)} ms)`);
   }
 } finally {
   process.kill(-wrangler.pid, 'SIGTERM');
