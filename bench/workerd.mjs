@@ -1,8 +1,8 @@
 // The serializer inside workerd (Miniflare): 100 000 async works in one request, every caller
 // awaiting its own result, over 1 key and over 1000 keys — beside the seed, bundled the same way,
 // when KEYTURN_SEED names its keyed-serializer.js, and two floors (a bare chain with one
-// AbortController per work, and with one deadline timer per work too; see serializer-worker.mjs). Each sample is a fresh workerd; prints the
-// median works/s of N samples.
+// AbortController per work, and with one deadline timer per work too; see serializer-worker.mjs).
+// Each sample is a fresh workerd; prints the median works/s of N samples.
 //
 //   node bench/workerd.mjs [--samples N]
 //   KEYTURN_SEED=../shared/seeds/keyed-serializer.js node bench/workerd.mjs

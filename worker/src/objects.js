@@ -12,7 +12,7 @@
 // store call), and then the object is as this isolate left it. When another isolate wrote since,
 // the put on the remembered etag is refused, and the turn reads the object and decides again (as
 // it does before refusing a notification on a remembered state). Through `make dev`, 300
-// notifications at once: one R2 call each instead of two, a quarter less time.
+// notifications at once: one R2 call each instead of two, 23 % less time in alternating runs.
 import { createKeyedSerializer } from 'keyturn';
 
 import { HttpError } from './http.js';
