@@ -284,11 +284,13 @@ function managerFor(store, now) {
 
 /**
  * The store call the core asked for (`code`, details in its outbox), its answer classified and
- * fed back: a promise of the next step's code. A store that throws, rejects or answers something
- * that is not a store's answer is a `LockStoreError` — after the core was told, so it holds
- * nothing. (Promise reactions, not an async function: one hop per store call.)
+ * fed back: a promise of the next step's code — or of `then(code)`, run in the same reaction
+ * (an uncontended acquisition or release is one store call: one promise hop less each), with
+ * `otherwise()` run before a failure is passed on. A store that throws, rejects or answers
+ * something that is not a store's answer is a `LockStoreError` — after the core was told, so it
+ * holds nothing. (Promise reactions, not an async function: one hop per store call.)
  */
-function exchange(manager, name, ticket, code) {
+function exchange(manager, name, ticket, code, then, otherwise) {
   const { core, store } = manager;
   let value;
   let version;
@@ -296,26 +298,36 @@ function exchange(manager, name, ticket, code) {
     value = code === READ ? undefined : core.value();
     version = code === REPLACE ? core.version() : undefined;
   } catch (error) {
-    return Promise.reject(manager.failed(error));
+    return Promise.reject(passOn(otherwise, manager.failed(error)));
   }
   let call;
   try {
     call = code === CREATE ? store.create(name, value) : code === READ ? store.read(name) : store.replace(name, version, value);
   } catch (error) {
-    return Promise.reject(failed(manager, ticket, code, error));
+    return Promise.reject(passOn(otherwise, failed(manager, ticket, code, error)));
   }
   return Promise.resolve(call).then(
     (answer) => {
+      let next;
       try {
-        return classify(manager, ticket, code, answer);
+        next = classify(manager, ticket, code, answer);
+        if (then === undefined) return next;
+        manager.drain();
       } catch (error) {
-        throw manager.failed(error);
+        throw passOn(otherwise, manager.failed(error));
       }
+      return then(next);
     },
     (error) => {
-      throw failed(manager, ticket, code, error);
+      throw passOn(otherwise, failed(manager, ticket, code, error));
     },
   );
+}
+
+/** A failure to pass on, once `otherwise` (if any) ran. */
+function passOn(otherwise, error) {
+  otherwise?.();
+  return error;
 }
 
 // A record's fields as the core takes them: a number or NaN, a string or undefined.
@@ -412,9 +424,8 @@ export function acquireWith(manager, name, waitMs, staleMs, signal, serialized) 
     manager.drain();
     if (signal === undefined && (code === CREATE || code === REPLACE)) {
       // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
-      return exchange(manager, name, ticket, code).then((next) => {
+      return exchange(manager, name, ticket, code, (next) => {
         try {
-          manager.drain();
           return next === HELD ? new KeyturnLock(manager, ticket, name) : acquiring(manager, name, ticket, next, waiter, undefined);
         } catch (error) {
           throw manager.failed(error);
@@ -655,16 +666,8 @@ class KeyturnLock {
       this.#released();
       return released;
     }
-    return exchange(manager, this.#name, this.#ticket, code).then(
-      () => {
-        manager.drain();
-        this.#released();
-      },
-      (error) => {
-        this.#released();
-        throw error;
-      },
-    );
+    const gone = () => this.#released();
+    return exchange(manager, this.#name, this.#ticket, code, gone, gone);
   }
 
   #released() {
