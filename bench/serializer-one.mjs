@@ -17,6 +17,8 @@
 // `floor-listen`, the floor that also listens to each caller's signal until its call settles.
 import { createRequire } from 'node:module';
 
+import { bareChain } from './runtimes/bare-chain.mjs';
+
 const [impl, keysArg, worksArg, roundsArg, workload = 'own'] = process.argv.slice(2);
 const keys = Number(keysArg);
 const works = Number(worksArg);
@@ -24,33 +26,6 @@ const rounds = Number(roundsArg);
 const require = createRequire(import.meta.url);
 
 const noop = () => {};
-
-// The seed with its deadline, abort signal and late-settle report taken out: the per-key tails,
-// and the cleanup that lets an idle key go. `listen`: the caller's signal, when a call passes
-// one, gets an abort listener until the call settles — what watching a caller's signal costs
-// at the least on a runtime whose AbortSignal is an EventTarget.
-function bareChain(withAbort, listen) {
-  const tails = new Map();
-  const listener = { handleEvent() {} };
-  return (key, work, options) => {
-    const previous = tails.get(key) || Promise.resolve();
-    const result = previous.then(withAbort ? () => work(new AbortController().signal) : () => work());
-    let tail;
-    const signal = listen ? options?.signal : undefined;
-    if (signal !== undefined) {
-      signal.addEventListener('abort', listener);
-      const unlisten = () => signal.removeEventListener('abort', listener);
-      tail = result.then(unlisten, unlisten);
-    } else {
-      tail = result.then(noop, noop);
-    }
-    tails.set(key, tail);
-    tail.then(() => {
-      if (tails.get(key) === tail) tails.delete(key);
-    });
-    return result;
-  };
-}
 
 async function factory() {
   switch (impl) {
@@ -60,11 +35,11 @@ async function factory() {
       if (!process.env.KEYTURN_SEED) throw new Error('the seed row needs KEYTURN_SEED=<path to keyed-serializer.js>');
       return require(process.env.KEYTURN_SEED).createKeyedSerializer;
     case 'chain':
-      return () => bareChain(false, false);
+      return () => bareChain({ abort: false });
     case 'floor':
-      return () => bareChain(true, false);
+      return () => bareChain();
     case 'floor-listen':
-      return () => bareChain(true, true);
+      return () => bareChain({ listen: true });
     default:
       throw new Error(`unknown implementation ${impl}`);
   }

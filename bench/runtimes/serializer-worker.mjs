@@ -7,32 +7,7 @@
 // outlive that request, so works of different requests cannot share one).
 import { createKeyedSerializer } from '../../pkg/workerd.js';
 import { serializeMany } from '../../tests/workerd/limits-worker.mjs';
-
-const noop = () => {};
-
-function bareChain({ timeoutMs = 30_000 } = {}, withTimer) {
-  const tails = new Map();
-  const serialize = (key, work) => {
-    const previous = tails.get(key) || Promise.resolve();
-    const result = previous.then(() => {
-      const controller = new AbortController();
-      if (!withTimer) return work(controller.signal);
-      const timer = setTimeout(() => controller.abort(), timeoutMs);
-      const run = work(controller.signal);
-      const clear = () => clearTimeout(timer);
-      Promise.resolve(run).then(clear, clear);
-      return run;
-    });
-    const tail = result.then(noop, noop);
-    tails.set(key, tail);
-    tail.then(() => {
-      if (tails.get(key) === tail) tails.delete(key);
-    });
-    return result;
-  };
-  serialize.pending = () => tails.size;
-  return serialize;
-}
+import { bareChain } from './bare-chain.mjs';
 
 export default {
   async fetch(request) {
@@ -40,8 +15,8 @@ export default {
     const works = Number(url.searchParams.get('works'));
     const keys = Number(url.searchParams.get('keys'));
     let create = createKeyedSerializer;
-    if (url.searchParams.get('impl') === 'floor') create = (options) => bareChain(options, false);
-    if (url.searchParams.get('impl') === 'floor-timer') create = (options) => bareChain(options, true);
+    if (url.searchParams.get('impl') === 'floor') create = () => bareChain();
+    if (url.searchParams.get('impl') === 'floor-timer') create = ({ timeoutMs }) => bareChain({ timeoutMs });
     if (url.searchParams.get('impl') === 'seed') {
       // The seed is CommonJS: esbuild's ESM bundle of it exports `module.exports` as default.
       const seed = await import('./seed-serializer.mjs');
