@@ -257,10 +257,14 @@ export class R2Store implements LockStore {
 /**
  * Redis as a lock store over any client: `evalFn(script, keys, args)` runs a Lua script and
  * resolves to its reply (nil → null). Each record is one string (version, then value) under
- * `prefix` (default `keyturn-lock:`).
+ * `prefix` (default `keyturn-lock:`). With `evalShaFn(sha, keys, args)` (EVALSHA), a call names
+ * its script by SHA-1 and sends it through `evalFn` only when the server answers NOSCRIPT.
  */
 export class RedisStore implements LockStore {
-  constructor(evalFn: (script: string, keys: string[], args: string[]) => Promise<unknown>, options?: { prefix?: string });
+  constructor(
+    evalFn: (script: string, keys: string[], args: string[]) => Promise<unknown>,
+    options?: { prefix?: string; evalShaFn?: (sha: string, keys: string[], args: string[]) => Promise<unknown> },
+  );
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;

@@ -150,7 +150,7 @@ export async function use(env: { LOCKS: { idFromName(name: string): unknown; get
   await lock?.release();
   const held: number = await withLock(store, 'board', (l: Lock) => l.fence);
   const errors: Error[] = [new SerializedWorkTimeout('k', 1), new SerializedQueueFull('k', 1), new KeyturnInstanceFailed(new Error('x')), new LockStoreError('x'), new LockUnavailable('k', 1)];
-  const stores: LockStore[] = [new R2Store(env.BUCKET), new RedisStore(async () => null), new DurableObjectStore(env.LOCKS), new DenoKvStore({ get: async () => ({ value: null, versionstamp: null }), atomic: () => ({}) })];
+  const stores: LockStore[] = [new R2Store(env.BUCKET), new RedisStore(async () => null), new RedisStore(async () => null, { evalShaFn: async (sha: string, keys: string[], args: string[]) => (sha + keys.join() + args.join()).length }), new DurableObjectStore(env.LOCKS), new DenoKvStore({ get: async () => ({ value: null, versionstamp: null }), atomic: () => ({}) })];
   const options2: KeyedSerializerOptions & LockOptions = { timeoutMs: 1, waitMs: 1 };
   void [stats.started, errors, stores, options2, LockDurableObject];
   return fence + held + serialize.pending() + serialize.pending('k');

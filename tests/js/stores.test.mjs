@@ -4,6 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -47,6 +48,96 @@ describe('R2Store in workerd (Miniflare)', () => {
   storeContract('R2Store', async (n) => Array.from({ length: n }, () => new R2Store(bucket)));
 });
 
+describe('RedisStore replies, over a scripted client', () => {
+  // A write's script answers 1 or nil; the store answers the version it sent (the record's
+  // first 32 characters), so clients that map integer replies to strings or bigints work too.
+  for (const [label, one] of [['a number', 1], ['a string', '1'], ['a bigint', 1n]]) {
+    test(`a write answered 1 as ${label} is the version the script was given`, async () => {
+      const calls = [];
+      const store = new RedisStore(async (script, keys, args) => {
+        calls.push({ script, keys, args });
+        return one;
+      });
+      const created = await store.create('a', 'v1');
+      assert.match(created, /^[0-9a-f]{32}$/);
+      assert.deepEqual(calls[0].keys, ['keyturn-lock:a']);
+      assert.deepEqual(calls[0].args, ['v1', created]);
+      const replaced = await store.replace('a', created, 'v2');
+      assert.deepEqual(calls[1].args, [created, 'v2', replaced]);
+      assert.notEqual(replaced, created);
+    });
+  }
+
+  test('a write answered nil is refused (null); any other answer is a TypeError', async () => {
+    let reply = null;
+    const store = new RedisStore(async () => reply);
+    assert.equal(await store.create('a', 'v'), null);
+    assert.equal(await store.replace('a', '0'.repeat(32), 'v'), null);
+    for (const wrong of [0, 2, 'OK', '0123456789abcdef0123456789abcdef', {}]) {
+      reply = wrong;
+      await assert.rejects(store.create('a', 'v'), (error) => error instanceof TypeError && /redis answered create with .*not 1 or nil/.test(error.message));
+      await assert.rejects(store.replace('a', '0'.repeat(32), 'v'), (error) => error instanceof TypeError && /answered replace/.test(error.message));
+    }
+  });
+});
+
+describe('RedisStore with evalShaFn, over a scripted client', () => {
+  const sha1 = (text) => createHash('sha1').update(text).digest('hex');
+
+  test('a call names its script by SHA-1, and sends the script only when the server answers NOSCRIPT', async () => {
+    const cached = new Map(); // sha → script, as the server's script cache
+    const calls = [];
+    const reply = (script, args) => (script.startsWith('return') ? null : 1);
+    const store = new RedisStore(
+      async (script, keys, args) => {
+        calls.push(['eval', sha1(script)]);
+        cached.set(sha1(script), script);
+        return reply(script, args);
+      },
+      {
+        evalShaFn: async (sha, keys, args) => {
+          calls.push(['evalSha', sha]);
+          if (!cached.has(sha)) throw new Error('NOSCRIPT No matching script. Please use EVAL.');
+          return reply(cached.get(sha), args);
+        },
+      },
+    );
+    const first = await store.create('a', 'v');
+    assert.equal(await store.read('a'), null);
+    await store.replace('a', first, 'w');
+    const [create, read, replace] = [calls[0][1], calls[2][1], calls[4][1]];
+    // Each script once by EVAL after its NOSCRIPT, under the SHA-1 it was named by.
+    assert.deepEqual(calls, [['evalSha', create], ['eval', create], ['evalSha', read], ['eval', read], ['evalSha', replace], ['eval', replace]]);
+    assert.equal(new Set([create, read, replace]).size, 3);
+    calls.length = 0;
+    await store.replace('a', first, 'x');
+    await store.create('b', 'v');
+    await store.read('b');
+    assert.deepEqual(calls, [['evalSha', replace], ['evalSha', create], ['evalSha', read]]);
+    // A flushed cache: each call falls back once more.
+    cached.clear();
+    calls.length = 0;
+    await store.replace('a', first, 'y');
+    await store.replace('a', first, 'z');
+    assert.deepEqual(calls, [['evalSha', replace], ['eval', replace], ['evalSha', replace]]);
+  });
+
+  test('an EVALSHA failure other than NOSCRIPT is the call\'s failure, not sent again', async () => {
+    let evals = 0;
+    const store = new RedisStore(
+      async () => {
+        evals += 1;
+        return 1;
+      },
+      { evalShaFn: async () => Promise.reject(new Error('connection reset')) },
+    );
+    await assert.rejects(store.create('a', 'v'), /connection reset/);
+    await assert.rejects(acquireLock(store, 'a'), (error) => error.name === 'LockStoreError' && /connection reset/.test(error.message));
+    assert.equal(evals, 0);
+    assert.throws(() => new RedisStore(async () => 1, { evalShaFn: 'evalsha' }), TypeError);
+  });
+});
+
 const haveRedis = spawnSync('redis-server', ['--version']).status === 0;
 
 describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }, () => {
@@ -80,5 +171,45 @@ describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }
       stores.push(new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args })));
     }
     return stores;
+  });
+
+  // Half the stores by EVALSHA, half by EVAL, on one server whose script cache is flushed
+  // between the two: every script is met both cached and not.
+  storeContract('RedisStore with evalShaFn', async (n) => {
+    const stores = [];
+    for (let i = 0; i < n; i++) {
+      const client = createClient({ url: `redis://127.0.0.1:${port}` });
+      await client.connect();
+      clients.push(client);
+      if (i === 0) await client.scriptFlush();
+      const evalFn = (script, keys, args) => client.eval(script, { keys, arguments: args });
+      stores.push(new RedisStore(evalFn, i % 2 === 0 ? { evalShaFn: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }) } : {}));
+    }
+    return stores;
+  });
+
+  test('RedisStore with evalShaFn sends a script again after SCRIPT FLUSH', async () => {
+    const client = createClient({ url: `redis://127.0.0.1:${port}` });
+    await client.connect();
+    clients.push(client);
+    let evals = 0;
+    const store = new RedisStore(
+      (script, keys, args) => {
+        evals += 1;
+        return client.eval(script, { keys, arguments: args });
+      },
+      { evalShaFn: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }), prefix: 'flush-test:' },
+    );
+    for (let i = 0; i < 3; i++) {
+      const lock = await acquireLock(store, 'f');
+      await lock.release();
+    }
+    const before = evals;
+    assert.ok(before <= 2, `only the first create and replace are sent (${before})`);
+    await client.scriptFlush();
+    const lock = await acquireLock(store, 'f');
+    assert.ok(lock.fence > 3);
+    await lock.release();
+    assert.equal(evals, before + 1, 'the replace is sent once more after the flush');
   });
 });
