@@ -64,6 +64,14 @@ const text = (reply, what) => {
   throw new TypeError(`keyturn: redis answered ${what} with ${typeof reply}, not a string or nil`);
 };
 
+/** A read's reply: `{ value, version }`, or null for no record. */
+function versioned(reply) {
+  const record = text(reply, 'read');
+  if (record === null) return null;
+  if (record.length < VERSION_LENGTH) throw new TypeError('keyturn: the redis record is not one of RedisStore\'s');
+  return { value: record.slice(VERSION_LENGTH), version: record.slice(0, VERSION_LENGTH) };
+}
+
 /** A lock store over Redis; lock records are strings under `prefix` (default `keyturn-lock:`). */
 export class RedisStore {
   #eval;
@@ -82,16 +90,16 @@ export class RedisStore {
     this.#prefix = prefix;
   }
 
-  /** Runs `script`: by its SHA-1 when the client can, sending it only when the server lacks it. */
-  async #run(script, keys, args) {
-    if (this.#evalSha !== undefined) {
-      try {
-        return await this.#evalSha(script.sha, keys, args);
-      } catch (error) {
-        if (!noScript(error)) throw error;
-      }
-    }
-    return this.#eval(script.source, keys, args);
+  /**
+   * Runs `script`: by its SHA-1 when the client can, sending it only when the server lacks it.
+   * Promise reactions, not async functions: one promise per call (~1 µs less per lock cycle).
+   */
+  #run(script, keys, args) {
+    if (this.#evalSha === undefined) return Promise.resolve(this.#eval(script.source, keys, args));
+    return Promise.resolve(this.#evalSha(script.sha, keys, args)).then(undefined, (error) => {
+      if (!noScript(error)) throw error;
+      return this.#eval(script.source, keys, args);
+    });
   }
 
   #newVersion() {
@@ -103,20 +111,31 @@ export class RedisStore {
     return this.#id + hex16(this.#writes);
   }
 
-  async create(key, value) {
-    const version = this.#newVersion();
-    return written(await this.#run(CREATE, [this.#prefix + key], [value, version]), version, 'create');
+  // Each method answers a promise, never a throw: a client or a key that throws is a rejection.
+
+  create(key, value) {
+    try {
+      const version = this.#newVersion();
+      return this.#run(CREATE, [this.#prefix + key], [value, version]).then((reply) => written(reply, version, 'create'));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
-  async read(key) {
-    const record = text(await this.#run(READ, [this.#prefix + key], []), 'read');
-    if (record === null) return null;
-    if (record.length < VERSION_LENGTH) throw new TypeError('keyturn: the redis record is not one of RedisStore\'s');
-    return { value: record.slice(VERSION_LENGTH), version: record.slice(0, VERSION_LENGTH) };
+  read(key) {
+    try {
+      return this.#run(READ, [this.#prefix + key], []).then(versioned);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
-  async replace(key, version, value) {
-    const next = this.#newVersion();
-    return written(await this.#run(REPLACE, [this.#prefix + key], [version, value, next]), next, 'replace');
+  replace(key, version, value) {
+    try {
+      const next = this.#newVersion();
+      return this.#run(REPLACE, [this.#prefix + key], [version, value, next]).then((reply) => written(reply, next, 'replace'));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 }

@@ -68,6 +68,27 @@ describe('RedisStore replies, over a scripted client', () => {
     });
   }
 
+  test('a client that throws instead of rejecting, or a key that cannot be a string, is a rejection, never a throw', async () => {
+    const boom = () => {
+      throw new Error('client gone');
+    };
+    for (const store of [new RedisStore(boom), new RedisStore(async () => 1, { evalShaFn: boom })]) {
+      for (const call of [() => store.create('a', 'v'), () => store.read('a'), () => store.replace('a', '0'.repeat(32), 'v')]) {
+        let promise;
+        assert.doesNotThrow(() => {
+          promise = call();
+        });
+        await assert.rejects(promise, /client gone/);
+      }
+    }
+    const store = new RedisStore(async () => 1);
+    let promise;
+    assert.doesNotThrow(() => {
+      promise = store.create(Symbol('key'), 'v');
+    });
+    await assert.rejects(promise, TypeError);
+  });
+
   test('a write answered nil is refused (null); any other answer is a TypeError', async () => {
     let reply = null;
     const store = new RedisStore(async () => reply);
