@@ -99,10 +99,9 @@ try {
     const released = await redisStore.replace(name, version, `{"keyturn":1,"state":"free","token":"","fence":${fence},"at":${Date.now()}}`);
     freed.set(name, { version: released, fence });
   };
-  // Uncontended, interleaved cycle for cycle, so that all see the same machine: round-trip
-  // times here drift between runs by more than the differences being measured.
-  // Each cycle kind is a function timed in turn; the order rotates every round, so no kind
-  // always runs right after the same other one (whose code and data it would find in cache).
+  // Uncontended, interleaved cycle for cycle, so that all see the same machine (round-trip
+  // times here drift between runs by more than the differences being measured), in an order
+  // that rotates every round: no kind always runs right after the same other one.
   const times = [];
   const shaTimes = [];
   const keyturnTimes = [];

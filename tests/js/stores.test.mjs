@@ -99,6 +99,13 @@ describe('RedisStore replies, over a scripted client', () => {
       await assert.rejects(store.create('a', 'v'), (error) => error instanceof TypeError && /redis answered create with .*not 1 or nil/.test(error.message));
       await assert.rejects(store.replace('a', '0'.repeat(32), 'v'), (error) => error instanceof TypeError && /answered replace/.test(error.message));
     }
+    // A read answers the record (a string, or bytes) or nil; a number or a short string is not one.
+    for (const wrong of [1, {}, 'short']) {
+      reply = wrong;
+      await assert.rejects(store.read('a'), TypeError);
+    }
+    reply = new TextEncoder().encode(`${'f'.repeat(32)}{"x":1}`);
+    assert.deepEqual(await store.read('a'), { version: 'f'.repeat(32), value: '{"x":1}' });
   });
 });
 
