@@ -190,43 +190,43 @@ describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }
     await Promise.all(clients.map((client) => client.quit().catch(() => {})));
     server?.kill('SIGTERM'); // by PID: only the server this test started
   });
+  /** A client of the test's server, quit at the end. */
+  const connected = async () => {
+    const client = createClient({ url: `redis://127.0.0.1:${port}` });
+    await client.connect();
+    clients.push(client);
+    return client;
+  };
+  const evalOf = (client) => (script, keys, args) => client.eval(script, { keys, arguments: args });
+  const evalShaOf = (client) => (sha, keys, args) => client.evalSha(sha, { keys, arguments: args });
+
   storeContract('RedisStore', async (n) => {
     const stores = [];
-    for (let i = 0; i < n; i++) {
-      const client = createClient({ url: `redis://127.0.0.1:${port}` });
-      await client.connect();
-      clients.push(client);
-      stores.push(new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args })));
-    }
+    for (let i = 0; i < n; i++) stores.push(new RedisStore(evalOf(await connected())));
     return stores;
   });
 
-  // Half the stores by EVALSHA, half by EVAL, on one server whose script cache is flushed
-  // between the two: every script is met both cached and not.
+  // Half the stores by EVALSHA, half by EVAL, the server's script cache flushed first: the
+  // first EVALSHA of each script meets NOSCRIPT.
   storeContract('RedisStore with evalShaFn', async (n) => {
     const stores = [];
     for (let i = 0; i < n; i++) {
-      const client = createClient({ url: `redis://127.0.0.1:${port}` });
-      await client.connect();
-      clients.push(client);
+      const client = await connected();
       if (i === 0) await client.scriptFlush();
-      const evalFn = (script, keys, args) => client.eval(script, { keys, arguments: args });
-      stores.push(new RedisStore(evalFn, i % 2 === 0 ? { evalShaFn: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }) } : {}));
+      stores.push(new RedisStore(evalOf(client), i % 2 === 0 ? { evalShaFn: evalShaOf(client) } : {}));
     }
     return stores;
   });
 
   test('RedisStore with evalShaFn sends a script again after SCRIPT FLUSH', async () => {
-    const client = createClient({ url: `redis://127.0.0.1:${port}` });
-    await client.connect();
-    clients.push(client);
+    const client = await connected();
     let evals = 0;
     const store = new RedisStore(
       (script, keys, args) => {
         evals += 1;
-        return client.eval(script, { keys, arguments: args });
+        return evalOf(client)(script, keys, args);
       },
-      { evalShaFn: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }), prefix: 'flush-test:' },
+      { evalShaFn: evalShaOf(client), prefix: 'flush-test:' },
     );
     for (let i = 0; i < 3; i++) {
       const lock = await acquireLock(store, 'f');
