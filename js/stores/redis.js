@@ -113,12 +113,7 @@ export class RedisStore {
   // Each method answers a promise, never a throw: a client or a key that throws is a rejection.
 
   create(key, value) {
-    try {
-      const version = this.#newVersion();
-      return this.#run(CREATE, [this.#prefix + key], [value, version]).then((reply) => written(reply, version, 'create'));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return this.#write(CREATE, key, [value], 'create');
   }
 
   read(key) {
@@ -130,9 +125,15 @@ export class RedisStore {
   }
 
   replace(key, version, value) {
+    return this.#write(REPLACE, key, [version, value], 'replace');
+  }
+
+  /** A write by `script` of `args` and then the new version: that version, or null. */
+  #write(script, key, args, what) {
     try {
-      const next = this.#newVersion();
-      return this.#run(REPLACE, [this.#prefix + key], [version, value, next]).then((reply) => written(reply, next, 'replace'));
+      const version = this.#newVersion();
+      args.push(version);
+      return this.#run(script, [this.#prefix + key], args).then((reply) => written(reply, version, what));
     } catch (error) {
       return Promise.reject(error);
     }
