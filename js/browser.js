@@ -3,12 +3,12 @@
 // browser cannot instantiate a module synchronously on first use, so both are fetched now.
 import init from './keyturn_wasm.js';
 import initLock from './keyturn_lock.js';
-import { setLockLoader } from './lock.js';
+import { platformApi } from './platform.js';
 
 await Promise.all([
   init({ module_or_path: new URL('./keyturn_wasm_bg.wasm', import.meta.url) }),
   initLock({ module_or_path: new URL('./keyturn_lock_bg.wasm', import.meta.url) }),
 ]);
-setLockLoader(() => {});
 
+export const { createKeyedSerializer, acquireLock, withLock } = platformApi({ loadLock: () => {} });
 export * from './api.js';

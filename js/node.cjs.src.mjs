@@ -3,9 +3,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { initSync } from './keyturn_wasm.js';
-import { setLockLoader } from './lock.js';
+import { platformApi } from './platform.js';
 
 initSync({ module: readFileSync(join(__dirname, 'keyturn_wasm_bg.wasm')) });
-setLockLoader((lock) => lock.initSync({ module: readFileSync(join(__dirname, 'keyturn_lock_bg.wasm')) }));
 
+export const { createKeyedSerializer, acquireLock, withLock } = platformApi({
+  loadLock: (lock) => lock.initSync({ module: readFileSync(join(__dirname, 'keyturn_lock_bg.wasm')) }),
+});
 export * from './api.js';

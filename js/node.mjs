@@ -2,13 +2,15 @@
 // lock's module is read on first use. The build bundles this entry and the modules it imports
 // into one file (pkg/node.mjs): a graph of a dozen modules costs Node's loader more than its code.
 import { initSync } from './keyturn_wasm.js';
-import { setLockLoader } from './lock.js';
+import { platformApi } from './platform.js';
 
 // `process.getBuiltinModule` (Node ≥ 20.16) rather than `import … from 'node:fs'`: the ES module
 // facade of `fs` reads every export, which loads Node's streams — ~2 ms of a cold start.
 const { readFileSync } = globalThis.process?.getBuiltinModule?.('node:fs') ?? (await import('node:fs'));
 
 initSync({ module: readFileSync(new URL('./keyturn_wasm_bg.wasm', import.meta.url)) });
-setLockLoader((lock) => lock.initSync({ module: readFileSync(new URL('./keyturn_lock_bg.wasm', import.meta.url)) }));
 
+export const { createKeyedSerializer, acquireLock, withLock } = platformApi({
+  loadLock: (lock) => lock.initSync({ module: readFileSync(new URL('./keyturn_lock_bg.wasm', import.meta.url)) }),
+});
 export * from './api.js';

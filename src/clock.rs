@@ -1,11 +1,11 @@
-//! Time, injected: the platform's clocks and timers on wasm (in the binding, `src/js/`), a
+//! Time, injected: the platform's clocks and timers on wasm (`PlatformClock`, `WallClock`), a
 //! [`ManualClock`] in tests.
 //!
 //! Nothing here busy-waits: on Cloudflare Workers the clock moves only across I/O, so the only
 //! way to let time pass is a timer.
 
 use core::fmt;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -42,43 +42,39 @@ pub trait Clock {
     /// # Errors
     /// The platform refused the timer; nothing is armed.
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError>;
-    /// A waiter about to wait for another's turn to end. On a platform that runs each request
-    /// in a context of its own (Cloudflare Workers), a [`Waiting`]: its waker — which the one
-    /// ending the turn wakes, in its own request — wakes the waiter from the waiter's own
-    /// request, and it holds a timer of the waiter's own meanwhile (workerd cancels as hung a
-    /// request that waits with nothing of its own pending). `None`, the default: the waiter's
-    /// waker is woken directly.
-    fn waiting(&self) -> Option<Waiting> {
+    /// How a waiter about to wait for another's turn is woken. `None`, the default: its task's
+    /// own waker, woken directly by whoever ends the turn. A platform that runs each request in
+    /// a context of its own answers a [`Waiter`] that routes the wake-up through the waiter's
+    /// own context (`PlatformClock` and `WallClock` do on Cloudflare Workers).
+    fn waiter(&self) -> Option<Box<dyn Waiter>> {
         None
     }
 }
 
-/// How a waiter is woken on a platform that runs each request in its own context: see
-/// [`Clock::waiting`]. Dropping it lets go of what it holds.
-pub struct Waiting {
-    /// What the one ending the turn wakes.
-    pub waker: Waker,
-    /// The waiter's own task waker, which `waker` ends up waking (set at every poll).
-    pub target: Rc<RefCell<Option<Waker>>>,
-    /// Whether `waker` was used: it wakes once; a waiter that must wait again makes a new one.
-    pub spent: Rc<Cell<bool>>,
-    /// What must live while it waits (a timer, a promise reaction).
-    pub hold: Box<dyn core::any::Any>,
+/// How a waiter is woken where that must happen in the waiter's own context: see
+/// [`Clock::waiter`]. Dropping it lets go of whatever it holds for the wait.
+pub trait Waiter {
+    /// The waker to hand to whoever ends the turn; waking it ends up waking `cx`'s waker (set
+    /// again at every poll).
+    fn waker_for(&self, cx: &Context<'_>) -> Waker;
+    /// Whether it has woken: it wakes once, and a waiter that must wait again asks for another.
+    fn is_spent(&self) -> bool;
 }
 
-impl fmt::Debug for Waiting {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Waiting")
-            .field("spent", &self.spent.get())
-            .finish()
-    }
-}
+/// A waiting task's waker for one poll: the clock's [`Waiter`]'s where it has one (asked for
+/// again once spent), else the task's own. Asked for outside any borrow of the line waited in.
+#[derive(Default)]
+pub(crate) struct WakeRoute(Option<Box<dyn Waiter>>);
 
-impl Waiting {
-    /// The waker to hand to whoever ends the turn, with `cx`'s waker as the one it wakes.
-    pub fn waker_for(&self, cx: &Context<'_>) -> Waker {
-        *self.target.borrow_mut() = Some(cx.waker().clone());
-        self.waker.clone()
+impl WakeRoute {
+    pub(crate) fn waker(&mut self, clock: &(impl Clock + ?Sized), cx: &Context<'_>) -> Waker {
+        if self.0.as_ref().is_none_or(|waiter| waiter.is_spent()) {
+            self.0 = clock.waiter();
+        }
+        match &self.0 {
+            Some(waiter) => waiter.waker_for(cx),
+            None => cx.waker().clone(),
+        }
     }
 }
 
@@ -89,8 +85,8 @@ impl<C: Clock + ?Sized> Clock for Rc<C> {
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         (**self).sleep(ms)
     }
-    fn waiting(&self) -> Option<Waiting> {
-        (**self).waiting()
+    fn waiter(&self) -> Option<Box<dyn Waiter>> {
+        (**self).waiter()
     }
 }
 

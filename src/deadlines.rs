@@ -60,6 +60,7 @@ impl Deadlines {
     }
 
     /// Entries held, dead ones included (for tests of the bound).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }

@@ -6,6 +6,8 @@
 
 use core::fmt;
 
+use crate::wire::messages;
+
 /// The longest key or lock name accepted, in UTF-8 bytes.
 pub const MAX_KEY_BYTES: usize = 512;
 
@@ -18,15 +20,26 @@ pub enum KeyError {
     TooLong(usize),
 }
 
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl KeyError {
+    /// What is wrong, naming the key as `what` (`"key"`, `"lock name"`).
+    pub fn message(&self, what: &str) -> String {
         match self {
-            KeyError::Empty => f.write_str("must not be empty"),
-            KeyError::TooLong(len) => write!(
-                f,
-                "is {len} bytes long in UTF-8; at most {MAX_KEY_BYTES} are allowed"
+            KeyError::Empty => messages::fill(messages::KEY_EMPTY, &[("what", what)]),
+            KeyError::TooLong(len) => messages::fill(
+                messages::KEY_TOO_LONG,
+                &[
+                    ("what", what),
+                    ("bytes", &len.to_string()),
+                    ("max", &MAX_KEY_BYTES.to_string()),
+                ],
             ),
         }
+    }
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message("key"))
     }
 }
 
@@ -88,6 +101,13 @@ mod tests {
     #[test]
     fn refuses_empty() {
         assert_eq!(validate_key(""), Err(KeyError::Empty));
-        assert_eq!(KeyError::Empty.to_string(), "must not be empty");
+        assert_eq!(
+            KeyError::Empty.to_string(),
+            "key must be a non-empty string, got \"\""
+        );
+        assert_eq!(
+            KeyError::TooLong(513).message("lock name"),
+            "lock name is 513 bytes long in UTF-8; at most 512 are allowed"
+        );
     }
 }

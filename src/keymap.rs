@@ -10,7 +10,37 @@
 use std::hash::Hasher;
 use std::rc::Rc;
 
-use crate::queue::KeyHasher;
+/// The map's hash: Fx (rustc's), a word at a time. Keys are short, and std's SipHash costs
+/// ~1.5 KB of wasm and most of a lookup; it would buy no HashDoS resistance here anyway, since
+/// wasm32-unknown-unknown has no randomness to key it with.
+#[derive(Debug, Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        for &byte in chunks.remainder() {
+            self.add(u64::from(byte));
+        }
+    }
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl KeyHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 /// Smallest table, in slots (a power of two).
 const MIN_SLOTS: usize = 8;

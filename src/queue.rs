@@ -8,46 +8,9 @@
 //! stale instead of naming whoever reuses the slot, even after a drained queue gave its slabs
 //! back to the allocator.
 
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
-/// The key index's hash: Fx (rustc's), a word at a time. Keys are short, and std's SipHash
-/// costs ~1.5 KB of wasm and most of a lookup; it would buy no HashDoS resistance here anyway,
-/// since wasm32-unknown-unknown has no randomness to key it with.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        for &byte in chunks.remainder() {
-            self.add(u64::from(byte));
-        }
-    }
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl KeyHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-/// The hasher of every key-indexed map in the crate (see [`KeyHasher`]'s reasons).
-pub type KeyHash = BuildHasherDefault<KeyHasher>;
-
-/// Keys to slots: the one map type of the crate's wasm modules (see `keymap.rs`).
-pub(crate) type KeyIndex = crate::keymap::KeyMap;
+use crate::keymap::KeyMap;
 
 const NONE: u32 = u32::MAX;
 
@@ -448,11 +411,13 @@ impl<P, L: Default> Lines<P, L> {
     }
 
     /// Whether no key is busy.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Slots of slab and index capacity held, for tests that an idle queue gives memory back.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.capacity()
             + self.free.capacity()
@@ -461,10 +426,13 @@ impl<P, L: Default> Lines<P, L> {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 /// [`Lines`] with a key index: per-key FIFO lines found by key.
 pub struct KeyedQueue<P, L = ()> {
     lines: Lines<P, L>,
-    index: KeyIndex,
+    index: KeyMap,
 }
 
 impl<P, L: Default> Default for KeyedQueue<P, L> {
@@ -491,7 +459,7 @@ impl<P, L: Default> KeyedQueue<P, L> {
     pub fn new() -> Self {
         KeyedQueue {
             lines: Lines::new(),
-            index: KeyIndex::default(),
+            index: KeyMap::default(),
         }
     }
 
@@ -525,6 +493,7 @@ impl<P, L: Default> KeyedQueue<P, L> {
     }
 
     /// Appends `payload` to a busy key's line; `None` (and nothing pushed) if the line is idle.
+    #[cfg(test)]
     pub fn push_on(&mut self, line: LineId, payload: P) -> Option<Ticket> {
         self.lines.push_on(line, payload)
     }
@@ -551,13 +520,14 @@ impl<P, L: Default> KeyedQueue<P, L> {
         if removed.idle {
             self.index.remove(&key);
             if self.index.is_empty() && self.index.capacity() > KEEP_WHEN_IDLE {
-                self.index = KeyIndex::default();
+                self.index = KeyMap::default();
             }
         }
         Some(removed)
     }
 
     /// Slots of slab and index capacity held, for tests that an idle queue gives memory back.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.lines.capacity() + self.index.capacity()
     }

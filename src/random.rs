@@ -121,3 +121,6 @@ impl Random for SeededRandom {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

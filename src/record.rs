@@ -52,6 +52,7 @@ impl std::error::Error for NotARecord {}
 
 impl Record {
     /// A held record.
+    #[cfg(test)]
     pub fn held(token: &str, fence: u64, at: f64) -> Record {
         Record {
             held: true,
@@ -62,6 +63,7 @@ impl Record {
     }
 
     /// A free record with fence `fence`: what a release leaves, keeping the holder's fence.
+    #[cfg(test)]
     pub fn free(fence: u64, at: f64) -> Record {
         Record {
             held: false,
@@ -72,12 +74,14 @@ impl Record {
     }
 
     /// The record as stored.
+    #[cfg(test)]
     pub fn encode(&self) -> String {
         encode(self.held, &self.token, self.fence, self.at)
     }
 
     /// `Record::held(token, fence, at).encode()`, without the record (and its copy of the
     /// token).
+    #[cfg(test)]
     pub fn encode_held(token: &str, fence: u64, at: f64) -> String {
         encode(true, token, fence, at)
     }
@@ -154,6 +158,7 @@ enum Value {
 
 /// The stored text of a record with these fields; a token that is not ours is escaped so the
 /// JSON stays valid.
+#[cfg(test)]
 fn encode(held: bool, token: &str, fence: u64, at: f64) -> String {
     if token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         return encode_ours(held, token, fence, at);

@@ -10,7 +10,7 @@ use core::fmt;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::queue::KeyIndex;
+use crate::keymap::KeyMap;
 
 /// A record's value and the version the store gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,8 +113,8 @@ impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
 /// real store must match.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    /// Keys to their record's slot, in the crate's one map type (see `queue::KeyIndex`).
-    index: RefCell<KeyIndex>,
+    /// Keys to their record's slot, in the crate's one map type (see `keymap.rs`).
+    index: RefCell<KeyMap>,
     /// Each record's value and version. Records are never deleted.
     records: RefCell<Vec<(String, u64)>>,
     versions: Cell<u64>,

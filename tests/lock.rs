@@ -8,13 +8,15 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use common::Record;
 use common::{run, Executor};
-use keyturn::lock::{OptionError, MAX_LOCAL_STREAK_MS};
-use keyturn::record::Record;
 use keyturn::{
     Clock, KeyError, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore,
-    SeededRandom, StoreError, Versioned,
+    OptionError, SeededRandom, StoreError, Versioned, MAX_LOCAL_STREAK_MS,
 };
+
+/// The longest pause between a contender's polls (the lock core's).
+const MAX_POLL_MS: f64 = 25.0;
 
 /// A store over a shared MemoryStore that can fail, lag and refuse CAS, counting what it did.
 struct TestStore {
@@ -210,7 +212,7 @@ fn a_release_within_the_wait_is_seen_promptly() {
     let (fence, at) = got.borrow_mut().take().unwrap();
     assert_eq!(fence, 2);
     assert!(
-        at - released_at <= keyturn::lock::MAX_POLL_MS + 1.0,
+        at - released_at <= MAX_POLL_MS + 1.0,
         "seen within one poll ({} ms)",
         at - released_at
     );

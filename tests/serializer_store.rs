@@ -9,8 +9,8 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use common::Record;
 use common::{run, Executor};
-use keyturn::record::Record;
 use keyturn::{
     Clock, LockError, LockManager, LockStore, ManualClock, MemoryStore, SeededRandom,
     SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned, SERIALIZE_PREFIX,

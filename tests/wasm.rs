@@ -6,8 +6,6 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use keyturn::js::errors::key_from_js;
-use keyturn::js::serializer::SerializerBinding;
 use keyturn::{Clock, KeyedSerializer, PlatformClock, SerializeError, WorkSignal};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
@@ -74,55 +72,6 @@ async fn rust_api_deadline_drops_the_work_on_a_real_timer() {
         ["start slow", "timeout slow", "start next", "end next"]
     );
     assert_eq!(serializer.pending(), 0);
-}
-
-#[test]
-fn keys_from_javascript_are_checked_without_panicking() {
-    assert_eq!(
-        key_from_js(&JsValue::from_str("order-1"), "key").unwrap(),
-        "order-1"
-    );
-    let lone = js_sys::JsString::from_char_code1(0xD800);
-    let cases: [(JsValue, &str); 6] = [
-        (JsValue::from_str(""), "TypeError"),
-        (JsValue::from_f64(5.0), "TypeError"),
-        (JsValue::NULL, "TypeError"),
-        (js_sys::Object::new().into(), "TypeError"),
-        (lone.into(), "TypeError"),
-        (JsValue::from_str(&"x".repeat(513)), "RangeError"),
-    ];
-    for (value, name) in cases {
-        let error: js_sys::Error = key_from_js(&value, "key").unwrap_err().unchecked_into();
-        assert_eq!(String::from(error.name()), name);
-        assert!(String::from(error.message()).starts_with("keyturn: key "));
-    }
-    // U+FFFD itself is a fine key: only a lone surrogate is refused.
-    assert!(key_from_js(&JsValue::from_str("\u{FFFD}"), "key").is_ok());
-}
-
-#[test]
-fn the_binding_refuses_bad_options_with_the_right_error_class() {
-    let options = |json: &str| js_sys::JSON::parse(json).unwrap();
-    let cases = [
-        (options(r#"{"timeoutMs": 0}"#), "RangeError"),
-        (options(r#"{"timeoutMs": 2147483648}"#), "RangeError"),
-        (options(r#"{"timeoutMs": "5"}"#), "TypeError"),
-        (options(r#"{"maxPending": 0}"#), "RangeError"),
-        (options(r#"{"maxPending": 1.5}"#), "RangeError"),
-        (options(r#"{"maxPending": "3"}"#), "TypeError"),
-        (JsValue::NULL, "TypeError"),
-        (JsValue::from_f64(3.0), "TypeError"),
-    ];
-    for (value, name) in cases {
-        let error: js_sys::Error = SerializerBinding::new(value, true)
-            .unwrap_err()
-            .unchecked_into();
-        assert_eq!(String::from(error.name()), name);
-    }
-    assert!(SerializerBinding::new(JsValue::UNDEFINED, true).is_ok());
-    let binding =
-        SerializerBinding::new(options(r#"{"timeoutMs": 1.5, "maxPending": 3}"#), false).unwrap();
-    assert_eq!((binding.timeout_ms(), binding.max_pending()), (1.5, 3.0));
 }
 
 /// Replaces the global `setTimeout`/`clearTimeout` with ones that count live timers and can

@@ -8,28 +8,17 @@
 
 use wasm_bindgen::prelude::*;
 
-use super::errors::{range_error, type_error};
-use super::platform::PlatformRandom;
-use crate::lock::{Answer, LockCore, LockError, LockOptions, Step, Succession, Woken};
+use crate::key::KeyError;
+use crate::lock::core::{Answer, LockCore, Step, Succession, Woken};
+use crate::lock::{LockError, LockOptions, OptionError};
+use crate::platform::PlatformRandom;
 use crate::queue::Ticket;
 use crate::record::Record;
-
-/// Step codes, as `lock.js` names them.
-const CREATE: u8 = 0;
-const READ: u8 = 1;
-const REPLACE: u8 = 2;
-const SLEEP: u8 = 3;
-const WAIT: u8 = 4;
-const HELD: u8 = 5;
-const DONE: u8 = 6;
-const LOST: u8 = 7;
-const GIVE_UP: u8 = 8;
-
-/// Answer kinds for [`LockCoreBinding::step`].
-const CREATED: u8 = 0;
-const REPLACED: u8 = 1;
-const WOKE: u8 = 2;
-const FAILED: u8 = 3;
+use crate::serializer::Turns;
+use crate::wire::lock::{
+    BAD_STALE, BAD_WAIT, CREATE, CREATED, DONE, GIVE_UP, HELD, LOST, NAME_EMPTY, NAME_TOO_LONG,
+    READ, REPLACE, REPLACED, SLEEP, WAIT, WOKE,
+};
 
 /// One store's locks in this isolate.
 #[wasm_bindgen]
@@ -49,7 +38,7 @@ impl LockCoreBinding {
     }
 
     /// Leaves a step's details in the outbox; its code for the JS.
-    fn emit(&mut self, step: Step<JsValue>) -> u8 {
+    fn emit(&mut self, step: Step<JsValue>) -> f64 {
         match step {
             Step::Create { value } => {
                 self.value = value;
@@ -93,12 +82,12 @@ impl LockCoreBinding {
     }
 
     /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms` (the
-    /// JS checked that `name` is a well-formed string and the options numbers; the name's rules
-    /// and the options' ranges are checked here). `waiter` is what
-    /// [`LockCoreBinding::take_woken`] gives back to wake it; `serialized`: a serializer's turn,
-    /// whose streaks of local hand-offs are longer (see [`Succession::serialized`]). The step's
-    /// code; the new ticket is in the outbox
-    /// ([`LockCoreBinding::last_ticket`]).
+    /// JS checked that `name` is a well-formed string and the options numbers). `waiter` is what
+    /// [`LockCoreBinding::take_woken`] gives back to wake it; `streak_ms` how long this name's
+    /// streaks of local hand-offs may run (a serializer's turns: [`Succession::serialized`];
+    /// `NaN` for a lock's). The step's code — the new ticket is in the outbox
+    /// ([`LockCoreBinding::last_ticket`]) — or a refusal code (negative): a bad name or option,
+    /// nothing queued.
     pub fn acquire(
         &mut self,
         name: &str,
@@ -106,49 +95,68 @@ impl LockCoreBinding {
         stale_ms: f64,
         waiter: JsValue,
         now: f64,
-        serialized: bool,
-    ) -> Result<u8, JsValue> {
-        let lock_options = LockOptions { wait_ms, stale_ms };
-        let succession = if serialized {
-            Succession::serialized(0, stale_ms)
+        streak_ms: f64,
+    ) -> f64 {
+        let options = LockOptions { wait_ms, stale_ms };
+        let streak_ms = if streak_ms.is_nan() {
+            Succession::LOCK.streak_ms
         } else {
-            Succession::LOCK
+            streak_ms
         };
-        match self.core.acquire_with(
-            name,
-            waiter,
-            lock_options,
-            succession.streak_ms,
-            now,
-            &self.random,
-        ) {
+        match self
+            .core
+            .acquire_with(name, waiter, options, streak_ms, now, &self.random)
+        {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
-                Ok(self.emit(step))
+                self.emit(step)
             }
-            // The crate's own wording (`OptionError`), named as the JS caller wrote it.
-            Err(LockError::InvalidOption(error)) => {
-                Err(range_error(&["options.", error.message()]))
-            }
-            Err(LockError::InvalidName(error)) => Err(super::errors::key_error("name", error)),
-            Err(_) => Err(type_error(&["the lock could not start"])),
+            Err(LockError::InvalidName(KeyError::Empty)) => NAME_EMPTY,
+            Err(LockError::InvalidName(KeyError::TooLong(_))) => NAME_TOO_LONG,
+            Err(LockError::InvalidOption(OptionError::WaitMs(_))) => BAD_WAIT,
+            // Nothing else refuses an acquisition before it starts.
+            Err(_) => BAD_STALE,
         }
+    }
+
+    /// Checks a lease length (a serializer's `staleMs`, a number): 0, or `BAD_STALE`.
+    #[wasm_bindgen(js_name = checkStale)]
+    pub fn check_stale(stale_ms: f64) -> f64 {
+        let options = LockOptions {
+            wait_ms: 0.0,
+            stale_ms,
+        };
+        match options.validate() {
+            Ok(_) => 0.0,
+            Err(_) => BAD_STALE,
+        }
+    }
+
+    /// When the holder of `ticket` renews next while it works (see
+    /// [`LockCore::next_renewal`]); `NaN` once its lease is lost or released.
+    #[wasm_bindgen(js_name = nextRenewal)]
+    pub fn next_renewal(&self, ticket: f64, now: f64) -> f64 {
+        self.ticket(ticket)
+            .and_then(|ticket| self.core.next_renewal(ticket, now))
+            .unwrap_or(f64::NAN)
     }
 
     /// The answer to a create (`kind` 0) or replace (1) — `version` a string or `undefined` for
     /// none — a wake-up (2) or a failed call (3); the next step's code.
-    pub fn step(&mut self, ticket: f64, kind: u8, version: JsValue, now: f64) -> u8 {
+    pub fn step(&mut self, ticket: f64, kind: f64, version: JsValue, now: f64) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return GIVE_UP;
         };
         let found = (!version.is_undefined()).then_some(version);
-        let answer = match kind {
-            CREATED => Answer::Created(found),
-            REPLACED => Answer::Replaced(found),
-            WOKE => Answer::Woke,
-            FAILED => Answer::Failed,
-            // A kind the JS never sends: treated as a failed call, which holds nothing.
-            _ => Answer::Failed,
+        let answer = if kind == CREATED {
+            Answer::Created(found)
+        } else if kind == REPLACED {
+            Answer::Replaced(found)
+        } else if kind == WOKE {
+            Answer::Woke
+        } else {
+            // `FAILED`, or a kind the JS never sends: a failed call, which holds nothing.
+            Answer::Failed
         };
         let step = self.core.step(ticket, answer, now, &self.random);
         self.emit(step)
@@ -169,7 +177,7 @@ impl LockCoreBinding {
         fence: f64,
         at: f64,
         now: f64,
-    ) -> u8 {
+    ) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return GIVE_UP;
         };
@@ -186,7 +194,7 @@ impl LockCoreBinding {
 
     /// Starts a release announcing `followers` acquisitions after the next waiter's (a
     /// serializer's queued works; 0 for a plain lock): `REPLACE` to make, or `DONE`.
-    pub fn release(&mut self, ticket: f64, now: f64, followers: u32) -> u8 {
+    pub fn release(&mut self, ticket: f64, now: f64, followers: u32) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return DONE;
         };
@@ -197,7 +205,7 @@ impl LockCoreBinding {
     }
 
     /// Starts a renewal: `REPLACE` to make, `HELD` when one is in flight, or `LOST`.
-    pub fn renew(&mut self, ticket: f64, now: f64) -> u8 {
+    pub fn renew(&mut self, ticket: f64, now: f64) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return LOST;
         };
@@ -288,5 +296,84 @@ impl LockCoreBinding {
 impl Default for LockCoreBinding {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The serializer over a store's turns ([`Turns`]): the leases left between turns, by key, as
+/// the package's `js/serializer/leased.js` drives it. The lease handles are its JS lock objects.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct TurnsBinding {
+    turns: Turns<JsValue>,
+    followers: u32,
+    streak_ms: f64,
+}
+
+#[wasm_bindgen]
+impl TurnsBinding {
+    /// For turns whose leases run `stale_ms` ([`LockCoreBinding::check_stale`] took it).
+    #[wasm_bindgen(constructor)]
+    pub fn new(stale_ms: f64) -> TurnsBinding {
+        TurnsBinding {
+            turns: Turns::new(stale_ms),
+            followers: 0,
+            streak_ms: f64::NAN,
+        }
+    }
+
+    /// A turn of `key` starts with `pending` works of the key here: the lease to hand on once
+    /// its acquisition is in line (`undefined` for none), announcing `followers()`; the
+    /// acquisition's streak bound is `streakMs()`.
+    pub fn begin(&mut self, key: &str, pending: u32) -> JsValue {
+        let begin = self.turns.begin(key, pending as usize);
+        self.followers = begin.succession.followers as u32;
+        self.streak_ms = begin.succession.streak_ms;
+        begin.hand_on.unwrap_or_default()
+    }
+
+    /// The followers the last `begin` announces.
+    pub fn followers(&self) -> u32 {
+        self.followers
+    }
+
+    /// The streak bound of the last `begin`'s acquisition.
+    #[wasm_bindgen(js_name = streakMs)]
+    pub fn streak_ms(&self) -> f64 {
+        self.streak_ms
+    }
+
+    /// A turn's acquisition ended (`held`: with a lease), `abandoned` or not meanwhile: `RUN`,
+    /// `RELEASE` (the lease), `TIME_OUT`, or `NONE`.
+    pub fn acquired(held: bool, abandoned: bool) -> f64 {
+        use crate::serializer::Acquired;
+        use crate::wire::turns::{NONE, RELEASE, RUN, TIME_OUT};
+        match Turns::acquired(held.then_some(()), abandoned) {
+            Acquired::Run(()) => RUN,
+            Acquired::Release(()) => RELEASE,
+            Acquired::TimeOut => TIME_OUT,
+            Acquired::Nothing => NONE,
+        }
+    }
+
+    /// A turn's work settled with `pending` works of its key here: `RELEASE_FIRST` (the lease,
+    /// before its caller hears) or `NONE`.
+    pub fn settled(pending: u32, abandoned: bool) -> f64 {
+        use crate::wire::turns::{NONE, RELEASE_FIRST};
+        if Turns::<()>::settled(pending as usize, abandoned) {
+            RELEASE_FIRST
+        } else {
+            NONE
+        }
+    }
+
+    /// A turn of `key` ended still holding `lease`: kept for the next turn. Answers a lease to
+    /// release (`undefined` for none).
+    pub fn ended(&mut self, key: &str, lease: JsValue) -> JsValue {
+        self.turns.ended(key, lease).unwrap_or_default()
+    }
+
+    /// `key` went idle: the lease left, to release (`undefined` for none).
+    pub fn idle(&mut self, key: &str) -> JsValue {
+        self.turns.idle(key).unwrap_or_default()
     }
 }

@@ -1,18 +1,15 @@
-//! The JavaScript binding: the only code that touches js-sys, web-sys and wasm-bindgen.
+//! The npm package's bindings: what its JavaScript calls. Not a Rust API.
 //!
-//! Rules it keeps, because a panic traps the module for every caller in the isolate and a
+//! Rules they keep, because a panic traps the module for every caller in the isolate and a
 //! JavaScript exception unwinds through wasm without running Rust destructors:
-//! - nothing that comes from JavaScript reaches an `unwrap()`: every value is checked and a bad
-//!   one becomes a `TypeError` or `RangeError` naming the argument;
-//! - every call into the host that can throw is a `catch` binding, made with no Rust state
-//!   half changed — or, better, not made from Rust at all: the package's JS drives the cores
-//!   and makes the host calls itself;
-//! - no `RefCell` borrow is held across a call into JavaScript.
+//! - nothing that comes from JavaScript reaches an `unwrap()`: every value is checked, and a bad
+//!   one is answered as a refusal code the JS turns into a `TypeError` or `RangeError`;
+//! - no export calls into JavaScript: the package's JS drives the cores and makes every host
+//!   call itself (promise, timer, `AbortController`, store call, the work), so nothing the host
+//!   throws can meet Rust state half changed. The lock's randomness is the one host call made
+//!   from Rust, a `catch` binding that cannot leave state in flux (`PlatformRandom`).
 
-pub mod errors;
-pub mod host;
 #[cfg(feature = "js-lock")]
-pub mod lock;
-pub mod platform;
+mod lock;
 #[cfg(feature = "js-serializer")]
-pub mod serializer;
+mod serializer;

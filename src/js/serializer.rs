@@ -1,48 +1,29 @@
-//! `createKeyedSerializer` for JavaScript: [`SerializerCore`] over JS jobs.
+//! `createKeyedSerializer`'s engine: [`SerializerCore`] over JS jobs.
 //!
-//! The package's JS (`js/serializer.js`) drives the core and makes every host call itself —
-//! promises, `AbortController`, timers, the works — acting on what the core answers; the core
-//! never calls into JavaScript. So nothing the host throws can unwind through wasm with Rust
-//! state half changed: each export here runs to completion and returns.
+//! The package's JS (`js/serializer/`) drives the core and makes every host call itself —
+//! promises, `AbortController`, timers, the works — acting on what the core answers, and builds
+//! every error from the codes here and the texts in `constants.js`. Each export runs to
+//! completion and returns; none calls into JavaScript.
 //!
-//! A queued work is one JS object (its "job": the work, its caller's resolvers, its controller)
-//! held in the core's line. Lines are known by id: the JS keeps the key → line map of busy
-//! keys, which spares passing the key string into wasm for every work.
+//! A queued work is one JS object (its job) held in the core's line. Lines are known by id: the
+//! JS keeps the key → line map of busy keys, which spares passing the key into wasm per work.
 
 use wasm_bindgen::prelude::*;
 
-use super::host::{reflect_set, HostObject};
-
-use super::errors::{
-    describe, field, key_error, key_from_js, optional_number, options_object, range_error, spell,
-    type_error,
-};
-use crate::lock::{LockOptions, LOCK_STALE_MS};
+use crate::key::{validate_key, KeyError};
 use crate::queue::LineId;
 use crate::serializer::{
     Abandon, EnqueueError, SerializerCore, SerializerOptionError, SerializerOptions,
-    DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
-
-/// What [`SerializerBinding::enqueue_on`] answers instead of a ticket: the reason nothing was
-/// queued.
-const REFUSED_QUEUE_FULL: f64 = -1.0;
-const REFUSED_TIMEOUT: f64 = -2.0;
-const REFUSED_TOO_MANY: f64 = -3.0;
-const REFUSED_IDLE_LINE: f64 = -4.0;
-
-/// Bits of what a line change answers: the line went idle; its (new) head waits to be started.
-const IDLE: u32 = 1;
-const NEXT: u32 = 2;
-/// [`SerializerBinding::cancel`]: the work was not waiting (it runs, or is gone).
-const NOT_WAITING: u32 = 4;
+use crate::wire::serializer::{
+    BAD_MAX_PENDING, BAD_TIMEOUT, IDLE, IDLE_LINE, KEY_EMPTY, KEY_TOO_LONG, NEXT, NOT_WAITING,
+    QUEUE_FULL, TOO_MANY,
+};
 
 /// The engine behind one `createKeyedSerializer()`; the package does not export it.
 #[wasm_bindgen]
 pub struct SerializerBinding {
     core: SerializerCore<JsValue>,
-    /// With a store: the lease of a turn, in milliseconds.
-    stale_ms: f64,
 }
 
 impl core::fmt::Debug for SerializerBinding {
@@ -51,79 +32,53 @@ impl core::fmt::Debug for SerializerBinding {
     }
 }
 
-fn option_error(error: SerializerOptionError) -> JsValue {
-    match error {
-        SerializerOptionError::TimeoutMs(error) => timeout_error("options.timeoutMs", error.0),
-        SerializerOptionError::MaxPending(error) => range_error(&[
-            "options.maxPending must be a whole number from 1 up, or Infinity, got ",
-            &spell(error.0),
-        ]),
-    }
-}
-
-fn timeout_error(what: &str, value: f64) -> JsValue {
-    range_error(&[
-        what,
-        " must be a finite number from 1 to ",
-        &spell(f64::from(MAX_TIMEOUT_MS)),
-        ", got ",
-        &spell(value),
-    ])
-}
-
 /// The timeout a JS call passed: `NaN` stands for none (the serializer's).
 fn own_timeout(timeout_ms: f64) -> Option<f64> {
     (!timeout_ms.is_nan()).then_some(timeout_ms)
 }
 
 fn line_change(next: bool, idle: bool) -> u32 {
-    (if idle { IDLE } else { 0 }) | (if next { NEXT } else { 0 })
+    (if idle { IDLE as u32 } else { 0 }) | (if next { NEXT as u32 } else { 0 })
+}
+
+fn refusal(error: EnqueueError) -> f64 {
+    match error {
+        EnqueueError::QueueFull { .. } => QUEUE_FULL,
+        EnqueueError::InvalidTimeout(_) => BAD_TIMEOUT,
+        EnqueueError::InvalidKey(KeyError::Empty) => KEY_EMPTY,
+        EnqueueError::InvalidKey(KeyError::TooLong(_)) => KEY_TOO_LONG,
+        EnqueueError::TooManyWorks => TOO_MANY,
+        EnqueueError::IdleLine => IDLE_LINE,
+    }
 }
 
 #[wasm_bindgen]
 impl SerializerBinding {
-    /// `options` as given to `createKeyedSerializer` (its `timeoutMs` and `maxPending`; the
-    /// JS reads the rest); `shared_timer`: one timer for every deadline (else one per work).
-    /// Throws a `TypeError`/`RangeError` naming the option.
-    #[wasm_bindgen(constructor)]
-    pub fn new(options: JsValue, shared_timer: bool) -> Result<SerializerBinding, JsValue> {
-        let (timeout_ms, max_pending, stale_ms) = match options_object(&options, "options")? {
-            Some(object) => (
-                optional_number(field(&object, "timeoutMs")?, "options.timeoutMs")?,
-                optional_number(field(&object, "maxPending")?, "options.maxPending")?,
-                optional_number(field(&object, "staleMs")?, "options.staleMs")?,
-            ),
-            None => (None, None, None),
-        };
-        // With a store, the lease a turn holds: checked as the lock checks it, in its words.
-        let stale_ms = stale_ms.unwrap_or(f64::from(LOCK_STALE_MS));
-        LockOptions {
-            wait_ms: 0.0,
-            stale_ms,
+    /// Checks a serializer's `timeoutMs` and `maxPending` (numbers: the JS checked their
+    /// types): 0, or the refusal code of the first out of range.
+    #[wasm_bindgen(js_name = checkOptions)]
+    pub fn check_options(timeout_ms: f64, max_pending: f64) -> f64 {
+        match SerializerOptions::new(timeout_ms, max_pending) {
+            Ok(_) => 0.0,
+            Err(SerializerOptionError::TimeoutMs(_)) => BAD_TIMEOUT,
+            Err(SerializerOptionError::MaxPending(_)) => BAD_MAX_PENDING,
         }
-        .validate()
-        .map_err(|error| range_error(&["options.", error.message()]))?;
-        let options = SerializerOptions::new(
-            timeout_ms.unwrap_or(f64::from(DEFAULT_TIMEOUT_MS)),
-            max_pending.unwrap_or(f64::INFINITY),
-        )
-        .map_err(option_error)?;
-        Ok(SerializerBinding {
+    }
+
+    /// A serializer with options [`check_options`](Self::check_options) took (others fall back
+    /// to the defaults); `shared_timer`: one timer for every deadline (else one per work).
+    #[wasm_bindgen(constructor)]
+    pub fn new(timeout_ms: f64, max_pending: f64, shared_timer: bool) -> SerializerBinding {
+        let options = SerializerOptions::new(timeout_ms, max_pending).unwrap_or_default();
+        SerializerBinding {
             core: SerializerCore::new(options, shared_timer),
-            stale_ms,
-        })
+        }
     }
 
     /// The serializer's deadline for works without their own, in milliseconds.
     #[wasm_bindgen(js_name = timeoutMs)]
     pub fn timeout_ms(&self) -> f64 {
         self.core.options().timeout_ms()
-    }
-
-    /// With a store: the lease a turn holds, in milliseconds (`options.staleMs`, checked).
-    #[wasm_bindgen(js_name = staleMs)]
-    pub fn stale_ms(&self) -> f64 {
-        self.stale_ms
     }
 
     /// The bound on a key's works (`Infinity` for none).
@@ -135,32 +90,28 @@ impl SerializerBinding {
         }
     }
 
-    /// Queues `job` under `key`, which the JS knows is idle, with its own deadline
-    /// (`timeout_ms`, `NaN` for the serializer's), and answers the id of the key's new line.
-    /// Its head — this job — waits to be started. Throws for a bad key or deadline, having
-    /// changed nothing.
-    pub fn open(&mut self, key: JsValue, job: JsValue, timeout_ms: f64) -> Result<u32, JsValue> {
-        let key = key_from_js(&key, "key")?;
-        match self.core.open(&key, job, own_timeout(timeout_ms)) {
-            Ok(pushed) => Ok(pushed.line.0),
-            Err(EnqueueError::InvalidKey(error)) => Err(key_error("key", error)),
-            Err(EnqueueError::InvalidTimeout(error)) => {
-                Err(timeout_error("options.timeoutMs", error.0))
-            }
-            Err(_) => Err(too_many_works()),
+    /// Checks `key` as [`open`](Self::open) would, queueing nothing: 0, or its refusal code
+    /// (for a call refused before it queues, whose bad key must still be reported).
+    #[wasm_bindgen(js_name = checkKey)]
+    pub fn check_key(key: &str) -> f64 {
+        match validate_key(key) {
+            Ok(()) => 0.0,
+            Err(error) => refusal(EnqueueError::InvalidKey(error)),
         }
     }
 
-    /// Checks `key` as [`open`](Self::open) would, queueing nothing: for a call refused before
-    /// it queues (its signal was aborted already), whose bad key must still be reported.
-    #[wasm_bindgen(js_name = checkKey)]
-    pub fn check_key(key: JsValue) -> Result<(), JsValue> {
-        key_from_js(&key, "key").map(|_| ())
+    /// Queues `job` under `key`, which the JS knows is idle, with its own deadline
+    /// (`timeout_ms`, `NaN` for the serializer's): the id of the key's new line (≥ 0), whose
+    /// head — this job — waits to be started; or a refusal code (negative), nothing queued.
+    pub fn open(&mut self, key: &str, job: JsValue, timeout_ms: f64) -> f64 {
+        match self.core.open(key, job, own_timeout(timeout_ms)) {
+            Ok(pushed) => f64::from(pushed.line.0),
+            Err(error) => refusal(error),
+        }
     }
 
-    /// Queues `job` behind the works of the busy line `line`: its ticket (a number ≥ 0), or
-    /// why nothing was queued (a negative number: the key is at `maxPending`, the deadline is
-    /// out of range, too many works, the line is idle).
+    /// Queues `job` behind the works of the busy line `line`: its ticket (≥ 0), or a refusal
+    /// code (negative), nothing queued.
     #[wasm_bindgen(js_name = enqueueOn)]
     pub fn enqueue_on(&mut self, line: u32, job: JsValue, timeout_ms: f64) -> f64 {
         match self
@@ -168,50 +119,8 @@ impl SerializerBinding {
             .enqueue_on(LineId(line), job, own_timeout(timeout_ms))
         {
             Ok(ticket) => ticket.pack(),
-            Err(EnqueueError::QueueFull { .. }) => REFUSED_QUEUE_FULL,
-            Err(EnqueueError::InvalidTimeout(_)) => REFUSED_TIMEOUT,
-            Err(EnqueueError::IdleLine) => REFUSED_IDLE_LINE,
-            Err(_) => REFUSED_TOO_MANY,
+            Err(error) => refusal(error),
         }
-    }
-
-    /// The error for a call's `options.timeoutMs` that is not a number in range.
-    #[wasm_bindgen(js_name = timeoutError)]
-    pub fn js_timeout_error(value: JsValue) -> JsValue {
-        match value.as_f64() {
-            Some(value) => timeout_error("options.timeoutMs", value),
-            None => wrong_type("options.timeoutMs", "a number or undefined", &value),
-        }
-    }
-
-    /// The error for a `work` that is not a function.
-    #[wasm_bindgen(js_name = workError)]
-    pub fn work_error(value: JsValue) -> JsValue {
-        wrong_type("work", "a function", &value)
-    }
-
-    /// The error for a call's `options` that is not an object.
-    #[wasm_bindgen(js_name = optionsError)]
-    pub fn options_error(value: JsValue) -> JsValue {
-        wrong_type("options", "an object or undefined", &value)
-    }
-
-    /// The error for a call's `options.signal` that is not an `AbortSignal`.
-    #[wasm_bindgen(js_name = signalError)]
-    pub fn signal_error(value: JsValue) -> JsValue {
-        wrong_type("options.signal", "an AbortSignal or undefined", &value)
-    }
-
-    /// The error for a call's `options.onLateSettle` that is not a function.
-    #[wasm_bindgen(js_name = onLateSettleError)]
-    pub fn on_late_settle_error(value: JsValue) -> JsValue {
-        wrong_type("options.onLateSettle", "a function or undefined", &value)
-    }
-
-    /// The error for too many works queued at once.
-    #[wasm_bindgen(js_name = tooManyWorks)]
-    pub fn too_many_works_error() -> JsValue {
-        too_many_works()
     }
 
     /// The ticket of a line's head (for a job that may be cancelled).
@@ -232,13 +141,13 @@ impl SerializerBinding {
         }
     }
 
-    /// The head of `line` left it (its caller's promise settled): answers [`IDLE`] when the
-    /// key went idle, [`NEXT`] when a next work waits to be started.
+    /// The head of `line` left it (its caller's promise settled): answers `IDLE` when the key
+    /// went idle, `NEXT` when a next work waits to be started.
     #[wasm_bindgen(js_name = finishHead)]
     pub fn finish_head(&mut self, line: u32) -> u32 {
         match self.core.finish_head(LineId(line)) {
             Some(released) => line_change(released.next.is_some(), released.idle),
-            None => IDLE,
+            None => IDLE as u32,
         }
     }
 
@@ -256,17 +165,18 @@ impl SerializerBinding {
     }
 
     /// Takes a waiting work (by ticket) out of its line: its caller gave up. Answers as
-    /// [`finish_head`](Self::finish_head), or [`NOT_WAITING`] when it is not waiting.
+    /// [`finish_head`](Self::finish_head), or `NOT_WAITING` when it is not waiting.
     pub fn cancel(&mut self, ticket: f64) -> u32 {
+        let not_waiting = NOT_WAITING as u32;
         let Some(ticket) = self.core.unpack(ticket) else {
-            return NOT_WAITING;
+            return not_waiting;
         };
         if !self.core.is_waiting(ticket) {
-            return NOT_WAITING;
+            return not_waiting;
         }
         match self.core.finish(ticket) {
             Some(released) => line_change(released.next.is_some(), released.idle),
-            None => NOT_WAITING,
+            None => not_waiting,
         }
     }
 
@@ -311,7 +221,8 @@ impl SerializerBinding {
         self.core.payload(ticket).cloned().unwrap_or_default()
     }
 
-    /// In contextual mode, the job right ahead of a waiting one (whose settlement it waits for).
+    /// With a timer per work, the job right ahead of a waiting one (whose settlement it waits
+    /// for).
     #[wasm_bindgen(js_name = jobAhead)]
     pub fn job_ahead(&self, ticket: f64) -> JsValue {
         self.core
@@ -346,31 +257,8 @@ impl SerializerBinding {
         self.core.keys() as u32
     }
 
-    /// `stats()`: counters since creation, and what is live now.
-    pub fn stats(&self) -> Result<JsValue, JsValue> {
-        let stats = self.core.stats();
-        let object: JsValue = HostObject::new().into();
-        let fields: [(&str, f64); 8] = [
-            ("keys", stats.keys as f64),
-            ("running", stats.running as f64),
-            ("waiting", stats.waiting as f64),
-            ("started", stats.started as f64),
-            ("timedOut", stats.timed_out as f64),
-            ("aborted", stats.aborted as f64),
-            ("refused", stats.refused as f64),
-            ("lateSettled", stats.late_settled as f64),
-        ];
-        for (name, value) in fields {
-            reflect_set(&object, &JsValue::from_str(name), &JsValue::from_f64(value))?;
-        }
-        Ok(object)
+    /// `stats()`'s values, in the order of `constants.js`'s `STATS`.
+    pub fn stats(&self) -> Vec<f64> {
+        self.core.stats().values().to_vec()
     }
-}
-
-fn wrong_type(what: &str, expected: &str, value: &JsValue) -> JsValue {
-    type_error(&[what, " must be ", expected, ", got ", &describe(value)])
-}
-
-fn too_many_works() -> JsValue {
-    range_error(&["too many works are queued in this isolate"])
 }

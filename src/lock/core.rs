@@ -36,7 +36,8 @@ use std::rc::Rc;
 use super::{LockError, LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS, TAKEOVERS};
 use crate::deadlines::Deadlines;
 use crate::key::validate_name;
-use crate::queue::{KeyIndex, KeyedQueue, Ticket};
+use crate::keymap::KeyMap;
+use crate::queue::{KeyedQueue, Ticket};
 use crate::random::Random;
 use crate::record::{encode_ours, NotARecord, Record};
 
@@ -287,16 +288,16 @@ struct Known<V> {
     contested: bool,
 }
 
-/// Known records by name, in the crate's one map type (see [`KeyIndex`]).
+/// Known records by name, in the crate's one map type (see [`KeyMap`]).
 struct KnownRecords<V> {
-    index: KeyIndex,
+    index: KeyMap,
     records: Vec<(Rc<str>, Known<V>)>,
 }
 
 impl<V> Default for KnownRecords<V> {
     fn default() -> Self {
         KnownRecords {
-            index: KeyIndex::default(),
+            index: KeyMap::default(),
             records: Vec::new(),
         }
     }
@@ -376,10 +377,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// Starts an acquisition of `name`: at the head of an idle name, its first store call; in
-    /// line behind others, [`Step::Wait`]. `handle` is how the driver wakes it.
+    /// line behind others, [`Step::Wait`]. `handle` is how the driver wakes it. (A lock's: the
+    /// drivers say [`acquire_with`](Self::acquire_with) which streak bound is theirs.)
     ///
     /// # Errors
     /// A bad name or option; nothing was queued.
+    #[cfg(test)]
     pub fn acquire(
         &mut self,
         name: &str,
@@ -533,6 +536,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
 
     /// Starts a release: [`Step::Replace`] to make (then [`LockCore::step`] with its answer), or
     /// [`Step::Done`] when there is nothing to write — handed on within a batch, or not held.
+    #[cfg(test)]
     pub fn release(&mut self, ticket: Ticket, now: f64, random: &impl Random) -> Step<V> {
         self.release_with(ticket, 0, now, random)
     }
@@ -661,6 +665,18 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
+    /// When a holder that keeps its lease while its work runs (`withLock`, a serializer's turn)
+    /// renews next: `staleMs / 3` after `now` — when it took the lease, and after every renewal
+    /// whatever it answered. So a renewal that failed (a store error) is tried again at the next
+    /// tick while the lease has time left ([`LockCore::renew`] answers [`Step::Lost`] once it
+    /// has none). `None` once the lease is lost, lapsed or released.
+    pub fn next_renewal(&self, ticket: Ticket, now: f64) -> Option<f64> {
+        match &self.lines.get(ticket)?.state {
+            State::Holding(lease) if !lease.lapsed => Some(now + lease.stale_ms / 3.0),
+            _ => None,
+        }
+    }
+
     /// The earliest time the shared timer must call [`LockCore::expire`] at, if any.
     pub fn next_timer(&mut self) -> Option<f64> {
         let lines = &self.lines;
@@ -723,11 +739,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// Entries in the shared timer's heap, dead ones included (for tests of its bound).
+    #[cfg(test)]
     pub fn timer_entries(&self) -> usize {
         self.timers.len()
     }
 
     /// Whether nothing is queued or held.
+    #[cfg(test)]
     pub fn is_idle(&self) -> bool {
         self.lines.is_empty()
     }
@@ -1171,3 +1189,8 @@ fn timer_live<V, W>(
         _ => false,
     }
 }
+
+#[cfg(all(test, not(target_family = "wasm")))]
+mod allocations;
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::core::{Answer, LockCore, Step, Succession, Woken};
 use super::{LockError, LockOptions};
-use crate::clock::{Clock, Sleep, Waiting};
+use crate::clock::{Clock, Sleep, WakeRoute};
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::Record;
@@ -153,9 +153,9 @@ pub(crate) async fn beside<W: Future>(
 }
 
 /// Waits until the core names this waiter or `sleep` ends. Where the platform wakes waiters
-/// through their own context ([`Clock::waiting`]), another holder's release wakes this one there.
+/// through their own context ([`Clock::waiter`]), another holder's release wakes this one there.
 async fn wait_turn(slot: &Slot, mut sleep: Sleep, clock: &impl Clock) {
-    let mut waiting: Option<Waiting> = None;
+    let mut route = WakeRoute::default();
     poll_fn(|cx: &mut Context<'_>| {
         if slot.woken.replace(false) {
             return Poll::Ready(());
@@ -163,14 +163,7 @@ async fn wait_turn(slot: &Slot, mut sleep: Sleep, clock: &impl Clock) {
         if sleep.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
         }
-        if waiting.as_ref().is_none_or(|waiting| waiting.spent.get()) {
-            waiting = clock.waiting();
-        }
-        let waker = match &waiting {
-            Some(waiting) => waiting.waker_for(cx),
-            None => cx.waker().clone(),
-        };
-        *slot.waker.borrow_mut() = Some(waker);
+        *slot.waker.borrow_mut() = Some(route.waker(clock, cx));
         Poll::Pending
     })
     .await;
@@ -295,10 +288,12 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         }
     }
 
-    /// Acquires `name`, runs `f` with the lock, renewing the lease every `stale_ms / 3` while
-    /// `f`'s future runs, and releases the lock when it completes, answering its output.
+    /// Acquires `name`, runs `f` with the lock, renewing the lease while `f`'s future runs, and
+    /// releases the lock when it completes, answering its output.
     ///
-    /// Renewal stops once the lease is lost (or a renewal fails): `f` can learn that from
+    /// The lease is renewed every `stale_ms / 3`; a renewal that fails (a store error) is tried
+    /// again at the next tick while the lease has time left, and renewal stops once the lease
+    /// is lost — taken over, or past [`Lock::held_until`] — which `f` can learn from
     /// [`Lock::is_held`]. The lock is released even when `f`'s output is an error of its own.
     ///
     /// # Cancel safety
@@ -326,18 +321,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         };
         let output = {
             let mut work = pin!(f(&lock));
-            let renewals = async {
-                loop {
-                    let Ok(pause) = self.inner.clock.sleep(options.stale_ms / 3.0) else {
-                        return;
-                    };
-                    pause.await;
-                    if !matches!(lock.renew().await, Ok(true)) {
-                        return;
-                    }
-                }
-            };
-            beside(work.as_mut(), renewals).await
+            beside(work.as_mut(), lock.keep_renewed(|| {})).await
         };
         lock.release().await?;
         Ok(output)
@@ -492,6 +476,34 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 self.lost.set(true);
                 Ok(false)
             }
+        }
+    }
+
+    /// When this holder renews next while it works (see [`LockCore::next_renewal`]); `None` once
+    /// the lease is lost or released.
+    fn next_renewal(&self) -> Option<f64> {
+        if self.done.get() || self.lost.get() {
+            return None;
+        }
+        let now = self.inner.clock.now_ms();
+        self.inner.core.borrow().next_renewal(self.ticket, now)
+    }
+
+    /// Renews the lease while its holder works (polled beside the work, dropped when it ends),
+    /// at the times the core says, until the lease is lost: then `lost` runs. A timer the
+    /// platform refuses ends the renewals; the lease then runs its course.
+    pub(crate) async fn keep_renewed(&self, lost: impl FnOnce()) {
+        loop {
+            let Some(at) = self.next_renewal() else {
+                lost();
+                return;
+            };
+            let Ok(pause) = self.inner.sleep_until(at) else {
+                return;
+            };
+            pause.await;
+            // Renewed, lost or failed: the core's next answer says what follows.
+            let _ = self.renew().await;
         }
     }
 

@@ -25,16 +25,17 @@
 //! more than `staleMs` take over early or late.
 
 use ::core::fmt;
-mod core;
+pub(crate) mod core;
 mod manager;
 
-pub use self::core::{Answer, LeaseView, LockCore, Step, Succession, Woken};
+pub(crate) use self::core::Succession;
 pub(crate) use self::manager::beside;
 pub use self::manager::{Lock, LockManager};
 
 use crate::clock::TimerError;
 use crate::key::KeyError;
 use crate::store::StoreError;
+use crate::wire::messages;
 
 /// How long one acquisition waits for a live holder before answering nothing, as the seed.
 pub const LOCK_WAIT_MS: u32 = 100;
@@ -43,7 +44,7 @@ pub const LOCK_WAIT_MS: u32 = 100;
 pub const LOCK_STALE_MS: u32 = 2_000;
 
 /// How many abandoned records one acquisition takes over before it stops trying, as the seed.
-pub const TAKEOVERS: u32 = 2;
+pub(crate) const TAKEOVERS: u32 = 2;
 
 /// How long a name may pass from hand to hand within one isolate before its record is freed for
 /// other isolates: the seed's whole wait, so a remote contender that arrived at the start of a
@@ -51,10 +52,10 @@ pub const TAKEOVERS: u32 = 2;
 pub const MAX_LOCAL_STREAK_MS: f64 = LOCK_WAIT_MS as f64;
 
 /// Most fences one hand-off CAS reserves for the local waiters in line behind it.
-pub const MAX_BATCH: usize = 64;
+pub(crate) const MAX_BATCH: usize = 64;
 
 /// The longest pause between attempts: a release by another isolate is seen within this.
-pub const MAX_POLL_MS: f64 = 25.0;
+pub(crate) const MAX_POLL_MS: f64 = 25.0;
 
 /// What a caller may vary.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,21 +84,16 @@ pub enum OptionError {
     StaleMs(f64),
 }
 
-impl OptionError {
-    /// What is wrong, naming the option as JavaScript spells it.
-    pub fn message(&self) -> &'static str {
-        match self {
-            OptionError::WaitMs(_) => "waitMs must be a finite number of milliseconds, 0 or more",
-            OptionError::StaleMs(_) => {
-                "staleMs must be a finite number of milliseconds, more than 0"
-            }
-        }
-    }
-}
-
 impl fmt::Display for OptionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+        let (template, what, value) = match self {
+            OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),
+            OptionError::StaleMs(value) => (messages::STALE_RANGE, "staleMs", value),
+        };
+        f.write_str(&messages::fill(
+            template,
+            &[("what", what), ("value", &value.to_string())],
+        ))
     }
 }
 
@@ -141,12 +137,12 @@ pub enum LockError {
 impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LockError::InvalidName(error) => write!(f, "lock name {error}"),
+            LockError::InvalidName(error) => f.write_str(&error.message("lock name")),
             LockError::InvalidOption(error) => error.fmt(f),
             LockError::Store(error) => error.fmt(f),
             LockError::Timer(error) => error.fmt(f),
-            LockError::Unavailable { name, wait_ms } => f.write_str(&crate::messages::fill(
-                crate::messages::LOCK_UNAVAILABLE,
+            LockError::Unavailable { name, wait_ms } => f.write_str(&messages::fill(
+                messages::LOCK_UNAVAILABLE,
                 &[("key", name), ("waitMs", &wait_ms.to_string())],
             )),
         }

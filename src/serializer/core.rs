@@ -10,7 +10,8 @@ use core::fmt;
 use super::{validate_timeout_ms, SerializerOptions, TimeoutOutOfRange};
 use crate::deadlines::Deadlines;
 use crate::key::{validate_key, KeyError};
-use crate::queue::{LineId, Lines, Pushed, Ticket, MAX_ENTRIES};
+use crate::queue::{LineId, Lines, Pushed, Ticket};
+use crate::wire::messages;
 
 /// Where a work is in its life.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,7 +67,7 @@ pub enum EnqueueError {
 impl fmt::Display for EnqueueError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EnqueueError::InvalidKey(error) => write!(f, "key {error}"),
+            EnqueueError::InvalidKey(error) => error.fmt(f),
             EnqueueError::InvalidTimeout(error) => error.fmt(f),
             EnqueueError::QueueFull { max_pending } => {
                 write!(
@@ -74,9 +75,7 @@ impl fmt::Display for EnqueueError {
                     "the key has {max_pending} works queued or running already"
                 )
             }
-            EnqueueError::TooManyWorks => {
-                write!(f, "{MAX_ENTRIES} works are queued already")
-            }
+            EnqueueError::TooManyWorks => f.write_str(messages::TOO_MANY_WORKS),
             EnqueueError::IdleLine => f.write_str("the line is idle"),
         }
     }
@@ -87,21 +86,15 @@ impl std::error::Error for EnqueueError {}
 /// A work whose turn came, from [`SerializerCore::start_head`].
 #[derive(Debug)]
 pub struct Started<'a, P> {
-    /// The work.
-    pub ticket: Ticket,
     /// What was queued with it.
     pub payload: &'a mut P,
-    /// When it is abandoned, on the clock `start_head` was given.
-    pub deadline: f64,
     /// Its deadline's length in milliseconds, for its timeout error.
     pub timeout_ms: f64,
 }
 
 /// A work that left its line, from [`SerializerCore::finish`].
 #[derive(Debug)]
-pub struct Released<P> {
-    /// What was queued with it.
-    pub payload: P,
+pub struct Released {
     /// The line's new head, when the work was the head and another waits behind it: its turn
     /// has come, and its front end starts it.
     pub next: Option<Ticket>,
@@ -128,6 +121,23 @@ pub struct Stats {
     pub refused: u64,
     /// Abandoned works that settled later.
     pub late_settled: u64,
+}
+
+impl Stats {
+    /// The values, in the order of the field names the JS binding reads them by
+    /// (`wire::serializer::STATS`).
+    pub(crate) fn values(&self) -> [f64; 8] {
+        [
+            self.keys as f64,
+            self.running as f64,
+            self.waiting as f64,
+            self.started as f64,
+            self.timed_out as f64,
+            self.aborted as f64,
+            self.refused as f64,
+            self.late_settled as f64,
+        ]
+    }
 }
 
 /// Per-key FIFO lines of works, the deadlines of the running ones and the counters, with no
@@ -282,9 +292,7 @@ impl<P> SerializerCore<P> {
         }
         let job = self.lines.get_mut(ticket)?;
         Some(Started {
-            ticket,
             payload: &mut job.payload,
-            deadline,
             timeout_ms: job.timeout_ms,
         })
     }
@@ -315,7 +323,7 @@ impl<P> SerializerCore<P> {
     /// A work leaves its line: it settled (running or abandoned), or it was cancelled before
     /// it started (counted in [`Stats::aborted`]). When it was the head, the next work's turn
     /// comes ([`Released::next`]). `None` for a stale ticket.
-    pub fn finish(&mut self, ticket: Ticket) -> Option<Released<P>> {
+    pub fn finish(&mut self, ticket: Ticket) -> Option<Released> {
         let line = self.lines.line_of(ticket)?;
         match self.lines.get(ticket)?.state {
             State::Queued => {
@@ -330,14 +338,13 @@ impl<P> SerializerCore<P> {
         }
         let removed = self.lines.remove(ticket)?;
         Some(Released {
-            payload: removed.payload.payload,
             next: removed.next,
             idle: removed.idle,
         })
     }
 
     /// [`finish`](Self::finish) for the head of a line.
-    pub fn finish_head(&mut self, line: LineId) -> Option<Released<P>> {
+    pub fn finish_head(&mut self, line: LineId) -> Option<Released> {
         let head = self.lines.head(line)?;
         self.finish(head)
     }
@@ -379,6 +386,7 @@ impl<P> SerializerCore<P> {
     }
 
     /// Entries in the deadline heap, ended works' included (for tests of its bound).
+    #[cfg(test)]
     pub fn deadline_entries(&self) -> usize {
         self.deadlines.len()
     }
@@ -451,3 +459,6 @@ impl<P> SerializerCore<P> {
 fn live_deadline<P>(lines: &Lines<Job<P>, Counted>, (deadline, ticket): (f64, Ticket)) -> bool {
     matches!(lines.get(ticket), Some(job) if job.state == State::Running { deadline })
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,25 +1,30 @@
 //! The keyed serializer: async work for one key runs one at a time, each with a deadline.
 //!
 //! [`SerializerCore`] is the step machine both front ends drive: [`KeyedSerializer`] here, for
-//! Rust callers (futures, cancelled by drop), and the JavaScript binding (promises).
+//! Rust callers (futures, cancelled by drop), and the JavaScript binding (promises). Over a
+//! store, [`Turns`] is the machine of how turns hold the key's lease, driven by
+//! [`StoreSerializer`] and the package's JS.
 
-pub mod core;
+pub(crate) mod core;
 mod store;
+pub(crate) mod turns;
 
 use ::core::fmt;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-pub use self::core::{Abandon, EnqueueError, Released, SerializerCore, Started, Stats};
+pub use self::core::Stats;
+pub(crate) use self::core::{Abandon, EnqueueError, SerializerCore};
 pub use self::store::StoreSerializer;
-use crate::clock::{Clock, Sleep, TimerError, Waiting};
+pub(crate) use self::turns::{Acquired, Turns};
+use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
 use crate::key::KeyError;
-use crate::messages;
-use crate::queue::{KeyHash, LineId, Ticket};
+use crate::keymap::KeyMap;
+use crate::queue::{LineId, Ticket};
+use crate::wire::messages;
 
 /// The default deadline of one work: 30 s is over ten times the slowest legitimate run of a
 /// handful of store round-trips, and short enough that a stalled dependency holds one key for
@@ -35,18 +40,21 @@ pub struct TimeoutOutOfRange(pub f64);
 
 impl fmt::Display for TimeoutOutOfRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "timeoutMs must be a finite number from 1 to {MAX_TIMEOUT_MS}, got {}",
-            self.0
-        )
+        f.write_str(&messages::fill(
+            messages::TIMEOUT_RANGE,
+            &[
+                ("what", "timeoutMs"),
+                ("max", &MAX_TIMEOUT_MS.to_string()),
+                ("value", &self.0.to_string()),
+            ],
+        ))
     }
 }
 
 impl std::error::Error for TimeoutOutOfRange {}
 
 /// Checks a deadline in milliseconds; fractions are allowed, as `setTimeout` allows them.
-pub fn validate_timeout_ms(ms: f64) -> Result<f64, TimeoutOutOfRange> {
+pub(crate) fn validate_timeout_ms(ms: f64) -> Result<f64, TimeoutOutOfRange> {
     if ms.is_finite() && (1.0..=f64::from(MAX_TIMEOUT_MS)).contains(&ms) {
         Ok(ms)
     } else {
@@ -60,11 +68,10 @@ pub struct MaxPendingOutOfRange(pub f64);
 
 impl fmt::Display for MaxPendingOutOfRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "maxPending must be a whole number from 1 up, or Infinity, got {}",
-            self.0
-        )
+        f.write_str(&messages::fill(
+            messages::MAX_PENDING_RANGE,
+            &[("what", "maxPending"), ("value", &self.0.to_string())],
+        ))
     }
 }
 
@@ -72,7 +79,7 @@ impl std::error::Error for MaxPendingOutOfRange {}
 
 /// Checks a bound on a key's works (queued or running): a whole number ≥ 1, or `+∞` for none.
 /// Bounds past what a queue can hold mean no bound.
-pub fn validate_max_pending(max: f64) -> Result<usize, MaxPendingOutOfRange> {
+pub(crate) fn validate_max_pending(max: f64) -> Result<usize, MaxPendingOutOfRange> {
     if max == f64::INFINITY || (max >= 1.0 && max.fract() == 0.0 && max >= usize::MAX as f64) {
         Ok(usize::MAX)
     } else if max >= 1.0 && max.fract() == 0.0 {
@@ -193,7 +200,7 @@ pub enum SerializeError {
 impl fmt::Display for SerializeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SerializeError::InvalidKey(error) => write!(f, "key {error}"),
+            SerializeError::InvalidKey(error) => f.write_str(&error.message("key")),
             SerializeError::InvalidTimeout(error) => error.fmt(f),
             SerializeError::QueueFull { key, max_pending } => f.write_str(&messages::fill(
                 messages::QUEUE_FULL,
@@ -234,7 +241,7 @@ struct Turn {
 struct Front {
     core: SerializerCore<Turn>,
     /// Busy keys and their lines.
-    index: HashMap<Rc<str>, LineId, KeyHash>,
+    index: KeyMap,
 }
 
 /// Runs async work one at a time per key, each with a deadline — for Rust callers.
@@ -317,7 +324,7 @@ impl<C: Clock> KeyedSerializer<C> {
         KeyedSerializer {
             front: Rc::new(RefCell::new(Front {
                 core: SerializerCore::new(options, false),
-                index: HashMap::default(),
+                index: KeyMap::default(),
             })),
             clock,
         }
@@ -388,7 +395,7 @@ impl<C: Clock> KeyedSerializer<C> {
             front: &self.front,
             ticket,
             clock: &self.clock,
-            waiting: None,
+            route: WakeRoute::default(),
         }
         .await;
         let timeout_ms = {
@@ -428,9 +435,9 @@ impl<C: Clock> KeyedSerializer<C> {
         let mut front = self.front.borrow_mut();
         let Front { core, index } = &mut *front;
         let queued = match index.get(key) {
-            Some(&line) => core.enqueue_on(line, Turn::default(), timeout_ms),
+            Some(&line) => core.enqueue_on(LineId(line), Turn::default(), timeout_ms),
             None => core.open(key, Turn::default(), timeout_ms).map(|pushed| {
-                index.insert(Rc::from(key), pushed.line);
+                index.insert(Rc::from(key), pushed.line.0);
                 pushed.ticket
             }),
         };
@@ -454,7 +461,7 @@ impl<C: Clock> KeyedSerializer<C> {
         front
             .index
             .get(key)
-            .map_or(0, |&line| front.core.pending_in(line))
+            .map_or(0, |&line| front.core.pending_in(LineId(line)))
     }
 
     /// Counters since creation, and what is live now.
@@ -501,8 +508,8 @@ struct WaitTurn<'a, C: Clock> {
     front: &'a RefCell<Front>,
     ticket: Ticket,
     clock: &'a C,
-    /// On a platform that wakes waiters through their own context (see [`Clock::waiting`]).
-    waiting: Option<Waiting>,
+    /// Through the platform's own context where it has one (see [`Clock::waiter`]).
+    route: WakeRoute,
 }
 
 impl<C: Clock> Future for WaitTurn<'_, C> {
@@ -511,18 +518,8 @@ impl<C: Clock> Future for WaitTurn<'_, C> {
         if self.front.borrow().core.is_head(self.ticket) {
             return Poll::Ready(());
         }
-        // The platform's waiting is made (again, once spent) outside the line's borrow.
-        if self
-            .waiting
-            .as_ref()
-            .is_none_or(|waiting| waiting.spent.get())
-        {
-            self.waiting = self.clock.waiting();
-        }
-        let waker = match &self.waiting {
-            Some(waiting) => waiting.waker_for(cx),
-            None => cx.waker().clone(),
-        };
+        let this = &mut *self;
+        let waker = this.route.waker(this.clock, cx);
         if let Some(turn) = self.front.borrow_mut().core.payload_mut(self.ticket) {
             turn.waker = Some(waker);
         }

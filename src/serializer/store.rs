@@ -1,62 +1,58 @@
-//! The serializer over a [`LockStore`]: the seed's guarantee across every isolate sharing the
-//! store, built on the lock's core — each turn holds the key's lease (the lock named
-//! [`SERIALIZE_PREFIX`] + key), renewed while its work runs, and consecutive turns in one isolate
-//! pass it on without a store call.
+//! The serializer over a [`LockStore`]: the serializer's guarantee across every isolate sharing
+//! the store. A [`KeyedSerializer`] orders the turns here; each turn holds the key's lease as
+//! the [`Turns`] machine says — hand-on, renewal, release when last, letting go when idle.
 
 use core::fmt;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
-use std::rc::Rc;
 
-use super::{KeyedSerializer, SerializeError, SerializerOptions, Stats, WorkSignal};
+use super::{
+    Acquired, KeyedSerializer, SerializeError, SerializerOptions, Stats, Turns, WorkSignal,
+};
 use crate::clock::Clock;
-use crate::key::SERIALIZE_PREFIX;
-use crate::lock::{beside, Lock, LockError, LockManager, LockOptions, OptionError, Succession};
+use crate::lock::{beside, Lock, LockError, LockManager, LockOptions, OptionError};
 use crate::random::Random;
 use crate::store::LockStore;
-
-/// Leases a finished or abandoned turn left for the next work of its key, by key.
-type Handed<S, C, R> = Rc<RefCell<HashMap<String, Lock<S, C, R>>>>;
 
 /// Runs async work one at a time per key across every isolate whose serializer uses the same
 /// store, each with a deadline and a fence — for Rust callers.
 ///
 /// Within one isolate it is a [`KeyedSerializer`]: FIFO per key, the same deadlines, bound and
-/// counters. Across isolates each turn holds the key's lease in the store, so works for one key
-/// never overlap anywhere; the work gets the lease's fence, which strictly rises with every
-/// turn of the key in every isolate — pass it to the writes it makes.
+/// counters. Across isolates each turn holds the key's lease in the store (the lock named
+/// [`SERIALIZE_PREFIX`](crate::SERIALIZE_PREFIX) + key), so works for one key never overlap
+/// anywhere; the work gets the lease's fence, which strictly rises with every turn of the key
+/// in every isolate — pass it to the writes it makes.
 ///
 /// The deadline covers waiting for the lease and running. While the work runs its lease is
-/// renewed every `stale_ms / 3`; if a renewal is refused (the lease was lost anyway), the work's
-/// [`WorkSignal`] reads aborted. Consecutive works of a key hand the lease on without a store
-/// call, in streaks bounded by [`Succession::serialized`] so other isolates get their turn.
+/// renewed every `stale_ms / 3` (a failed renewal is tried again while the lease has time
+/// left); if the lease is lost anyway (taken over, or lapsed), the work's [`WorkSignal`] reads
+/// aborted. Consecutive works of a key hand the lease on without a store call, in streaks of at
+/// most `stale_ms / 4` (at least 100 ms) so other isolates get their turn. When a work
+/// finishes with nothing of its key queued behind it here, its lease is freed before `run`
+/// returns.
 ///
-/// A work dropped at its deadline leaves its lease to the next work of the key in this
-/// isolate, or — none queued — [`run`](Self::run) frees it before it returns the timeout. What
-/// it does not guarantee: a `run` future dropped by its caller while its work held the lease
-/// leaves the lease held until it goes stale (`stale_ms`) unless another work of the key comes
-/// here first, as a crashed holder's would (a drop cannot make a store call).
+/// What it does not guarantee: a `run` future dropped by its caller while its work held the
+/// lease leaves the lease to the key's next work here, and — if none comes — held until it
+/// goes stale (`stale_ms`), as a crashed holder's would (a drop cannot make a store call).
 pub struct StoreSerializer<S: LockStore, C: Clock, R: Random> {
     serializer: KeyedSerializer<C>,
     locks: LockManager<S, C, R>,
-    stale_ms: f64,
-    handed: Handed<S, C, R>,
+    turns: RefCell<Turns<Lock<S, C, R>>>,
 }
 
 impl<S: LockStore, C: Clock, R: Random> fmt::Debug for StoreSerializer<S, C, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StoreSerializer")
             .field("serializer", &self.serializer)
-            .field("stale_ms", &self.stale_ms)
+            .field("turns", &self.turns)
             .finish()
     }
 }
 
-/// Puts a turn's lease where the next work of its key finds it — also when the turn is dropped.
+/// Leaves a turn's lease for the next turn of its key — also when the turn is dropped.
 struct HandOn<'a, S: LockStore, C: Clock, R: Random> {
-    handed: &'a Handed<S, C, R>,
+    turns: &'a RefCell<Turns<Lock<S, C, R>>>,
     key: &'a str,
     lock: Option<Lock<S, C, R>>,
 }
@@ -64,8 +60,10 @@ struct HandOn<'a, S: LockStore, C: Clock, R: Random> {
 impl<S: LockStore, C: Clock, R: Random> Drop for HandOn<'_, S, C, R> {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
-            // One left by an earlier dropped turn is superseded (its record is this one's).
-            self.handed.borrow_mut().insert(self.key.to_owned(), lock);
+            // One left by an earlier dropped turn is superseded (its record is this one's): a
+            // drop cannot release it, so it is dropped, leaving the record to this lease.
+            let displaced = self.turns.borrow_mut().ended(self.key, lock);
+            drop(displaced);
         }
     }
 }
@@ -89,8 +87,7 @@ impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
         Ok(StoreSerializer {
             serializer: KeyedSerializer::with_options(options, locks.clock().clone()),
             locks,
-            stale_ms,
-            handed: Rc::default(),
+            turns: RefCell::new(Turns::new(stale_ms)),
         })
     }
 }
@@ -117,25 +114,19 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
             .serializer
             .run(key, |signal| self.turn(key, timeout_ms, signal, work))
             .await;
-        if matches!(outcome, Err(SerializeError::TimedOut { .. })) {
-            self.let_go(key).await;
+        if self.serializer.pending_for(key) == 0 {
+            // Idle here (its last work abandoned at its deadline, say): the lease left is freed
+            // for the other isolates at once.
+            let left = self.turns.borrow_mut().idle(key);
+            if let Some(lock) = left {
+                let _ = lock.release().await;
+            }
         }
         outcome.and_then(|turn| turn)
     }
 
-    /// After a turn dropped at its deadline: its lease, if no work of the key here is left to
-    /// take it over, is freed for the other isolates at once.
-    async fn let_go(&self, key: &str) {
-        if self.serializer.pending_for(key) > 0 {
-            return;
-        }
-        let lock = self.handed.borrow_mut().remove(key);
-        if let Some(lock) = lock {
-            let _ = lock.release_with(0).await;
-        }
-    }
-
-    /// One turn, once the key's local turn came: the lease, then the work, then the hand-on.
+    /// One turn, once the key's local turn came: the lease, then the work beside its renewals,
+    /// then the lease freed (the key's last turn here) or left for the next.
     async fn turn<F, Fut>(
         &self,
         key: &str,
@@ -147,29 +138,31 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         F: FnOnce(WorkSignal, u64) -> Fut,
         Fut: Future,
     {
-        let name = format!("{SERIALIZE_PREFIX}{key}");
-        // This turn counts itself: those behind it are announced.
-        let followers = self.serializer.pending_for(key).saturating_sub(1);
-        let succession = Succession::serialized(followers, self.stale_ms);
-        let previous = self.handed.borrow_mut().remove(key);
+        let pending = self.serializer.pending_for(key);
+        let (begin, stale_ms) = {
+            let mut turns = self.turns.borrow_mut();
+            (turns.begin(key, pending), turns.stale_ms())
+        };
         let options = LockOptions {
             wait_ms: timeout_ms,
-            stale_ms: self.stale_ms,
+            stale_ms,
         };
-        let lock = self
+        let lease = self
             .locks
-            .acquire_after(&name, options, succession, previous)
+            .acquire_after(&begin.name, options, begin.succession, begin.hand_on)
             .await
             .map_err(SerializeError::Lock)?;
-        let Some(lock) = lock else {
-            // The wait ended on the lock's clock before the deadline's timer: the same end.
-            return Err(SerializeError::TimedOut {
-                key: key.to_owned(),
-                timeout_ms,
-            });
+        // A turn abandoned meanwhile is dropped here, not resumed: never abandoned now.
+        let lock = match Turns::acquired(lease, false) {
+            Acquired::Run(lock) => lock,
+            Acquired::Release(lock) => {
+                let _ = lock.release().await;
+                return Err(self.timed_out(key, timeout_ms));
+            }
+            Acquired::TimeOut | Acquired::Nothing => return Err(self.timed_out(key, timeout_ms)),
         };
         let mut hand_on = HandOn {
-            handed: &self.handed,
+            turns: &self.turns,
             key,
             lock: Some(lock),
         };
@@ -178,34 +171,24 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
                 unreachable!("just put there")
             };
             let mut work = pin!(work(signal.clone(), lock.fence()));
-            let renewals = async {
-                loop {
-                    let Ok(pause) = self.locks.clock().sleep(self.stale_ms / 3.0) else {
-                        return;
-                    };
-                    pause.await;
-                    match lock.renew().await {
-                        Ok(true) => {}
-                        // Lost: the work must stop writing.
-                        Ok(false) => {
-                            signal.aborted.set(true);
-                            return;
-                        }
-                        // A failed renewal is tried again next period.
-                        Err(_) => {}
-                    }
-                }
-            };
+            // Lost: the work must stop writing.
+            let renewals = lock.keep_renewed(|| signal.aborted.set(true));
             beside(work.as_mut(), renewals).await
         };
-        // Others queued here: the next takes the lease over when its turn comes. Else it is
-        // freed for the other isolates (a failed release leaves it to go stale).
-        if self.serializer.pending_for(key) <= 1 {
+        if Turns::<()>::settled(self.serializer.pending_for(key), false) {
             if let Some(lock) = hand_on.lock.take() {
-                let _ = lock.release_with(0).await;
+                // A failed release leaves the record to go stale.
+                let _ = lock.release().await;
             }
         }
         Ok(output)
+    }
+
+    fn timed_out(&self, key: &str, timeout_ms: f64) -> SerializeError {
+        SerializeError::TimedOut {
+            key: key.to_owned(),
+            timeout_ms,
+        }
     }
 
     /// The number of keys with queued or running work in this isolate.

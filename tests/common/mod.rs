@@ -106,3 +106,54 @@ pub fn run(executor: &Executor, clock: &keyturn::ManualClock) {
     }
     panic!("tasks did not finish");
 }
+
+/// A lock record as a test reads it back from a store (the crate keeps its own type private).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub held: bool,
+    pub token: String,
+    pub fence: u64,
+    pub at: f64,
+}
+
+impl Record {
+    /// A held record, as another writer would leave it.
+    pub fn held(token: &str, fence: u64, at: f64) -> Record {
+        Record {
+            held: true,
+            token: token.to_owned(),
+            fence,
+            at,
+        }
+    }
+
+    /// The record as stored (`{"keyturn":1,"state":…,"token":…,"fence":…,"at":…}`).
+    pub fn encode(&self) -> String {
+        serde_json::json!({
+            "keyturn": 1,
+            "state": if self.held { "held" } else { "free" },
+            "token": self.token,
+            "fence": self.fence,
+            "at": self.at.floor() as u64,
+        })
+        .to_string()
+    }
+
+    /// A stored text read as a record of ours; `None` for anything else.
+    pub fn decode(text: &str) -> Option<Record> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        if value.get("keyturn")?.as_u64()? != 1 {
+            return None;
+        }
+        Some(Record {
+            held: match value.get("state")?.as_str()? {
+                "held" => true,
+                "free" => false,
+                _ => return None,
+            },
+            token: value.get("token")?.as_str()?.to_owned(),
+            fence: value.get("fence")?.as_u64()?,
+            at: value.get("at")?.as_f64()?,
+        })
+    }
+}

@@ -2,7 +2,11 @@
 
 use std::cell::Cell;
 
-use keyturn::random::{Pool, POOL_BYTES};
+// The same tests on wasm (Node and browsers), as smol-rs does.
+#[cfg(target_family = "wasm")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use super::{Pool, POOL_BYTES};
 
 /// A source that counts: byte i of its stream is i mod 251, and it records each draw's size.
 struct Counter {

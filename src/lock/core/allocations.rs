@@ -1,12 +1,13 @@
 //! What an uncontended acquire+release allocates, through the synchronous steps the JS binding
-//! drives. Native only: a counting global allocator wraps the system one for this test binary.
-#![cfg(not(target_family = "wasm"))]
+//! drives. Native only: a counting global allocator wraps the system one for the crate's unit
+//! tests, counting per thread.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use keyturn::lock::{Answer, LockCore, Step};
-use keyturn::{LockOptions, SeededRandom};
+use super::{Answer, LockCore, Step};
+use crate::lock::LockOptions;
+use crate::random::SeededRandom;
 
 struct Counting;
 

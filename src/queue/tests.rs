@@ -6,7 +6,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use std::collections::{HashMap, VecDeque};
 
-use keyturn::queue::{KeyedQueue, LineId, Ticket};
+use super::{KeyedQueue, LineId, Ticket};
 
 #[test]
 fn first_push_of_an_idle_key_is_its_head() {

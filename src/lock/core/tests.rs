@@ -1,10 +1,16 @@
 //! The lock's decision table, driven by hand: no executor, no timers — each test makes the store
 //! calls the core asks for on a `MemoryStore` and says what time it is.
 
-use keyturn::lock::{Answer, LockCore, Step, Succession, Woken};
-use keyturn::queue::Ticket;
-use keyturn::record::Record;
-use keyturn::{LockOptions, MemoryStore, SeededRandom};
+// The same tests on wasm (Node and browsers), as smol-rs does.
+#[cfg(target_family = "wasm")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use super::{Answer, LockCore, Step, Succession, Woken};
+use crate::lock::LockOptions;
+use crate::queue::Ticket;
+use crate::random::SeededRandom;
+use crate::record::Record;
+use crate::store::MemoryStore;
 
 type Core = LockCore<String, u32>;
 

@@ -1,5 +1,7 @@
-//! The platform's clocks, timers and randomness for Rust callers on wasm, as the [`Clock`] and
-//! [`Random`] the core takes.
+//! The platform's clocks, timers and randomness for Rust callers on wasm32, as the [`Clock`]
+//! and [`Random`] the serializer and the lock take: `performance.now()`, `Date.now()`,
+//! `setTimeout` and `crypto.getRandomValues`, which Cloudflare Workers, browsers, Node and Deno
+//! all have.
 //!
 //! Every host call that can throw goes through a `catch` binding: `setTimeout` throws on
 //! Cloudflare Workers past 10 000 active timeouts in one request, and an exception unwinding
@@ -14,8 +16,7 @@ use std::task::{Context, Poll, Waker};
 
 use wasm_bindgen::prelude::*;
 
-use super::host::reflect_get;
-use crate::clock::{Clock, Sleep, SleepState, TimerError, Waiting};
+use crate::clock::{Clock, Sleep, SleepState, TimerError, Waiter};
 use crate::lock::{Lock, LockError, LockManager, LockOptions};
 use crate::random::{Pool, Random};
 use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
@@ -23,7 +24,6 @@ use crate::store::LockStore;
 
 #[wasm_bindgen]
 extern "C" {
-    /// `performance.now()`: monotonic, present in Workers, browsers, Node and Deno.
     /// `globalThis`.
     #[wasm_bindgen(thread_local_v2, js_name = globalThis)]
     static GLOBAL_THIS: JsValue;
@@ -42,8 +42,17 @@ extern "C" {
     #[wasm_bindgen(catch, method, js_name = call)]
     fn call0(this: &HostFunction, this_arg: &JsValue) -> Result<JsValue, JsValue>;
 
+    /// `performance.now()`: monotonic.
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
     fn performance_now() -> f64;
+
+    /// `Date.now()`.
+    #[wasm_bindgen(js_namespace = Date, js_name = now)]
+    fn date_now() -> f64;
+
+    /// `Reflect.get(target, key)`: a getter may throw.
+    #[wasm_bindgen(catch, js_namespace = Reflect, js_name = get)]
+    fn reflect_get(target: &JsValue, key: &JsValue) -> Result<JsValue, JsValue>;
 
     /// `crypto.getRandomValues(bytes)`: Workers, browsers, Node and Deno.
     #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
@@ -69,8 +78,8 @@ fn timer_delay(ms: f64) -> f64 {
 }
 
 /// What a thrown JS value says, for an error message.
-pub(crate) fn thrown_message(error: &JsValue) -> String {
-    let message = super::host::reflect_get(error, &JsValue::from_str("message")).ok();
+fn thrown_message(error: &JsValue) -> String {
+    let message = reflect_get(error, &JsValue::from_str("message")).ok();
     if let Some(message) = message.and_then(|message| message.as_string()) {
         return message;
     }
@@ -79,9 +88,13 @@ pub(crate) fn thrown_message(error: &JsValue) -> String {
         .unwrap_or_else(|| String::from("a non-error value was thrown"))
 }
 
-/// The platform clock on wasm32: `performance.now()` and `setTimeout`.
+/// The platform clock on wasm32: `performance.now()` and `setTimeout`. What a
+/// [`KeyedSerializer`] times its deadlines by.
 ///
 /// `performance.now()` rather than `Date.now()`: it does not jump when the wall clock is set.
+/// Its sleeps are `setTimeout`s cleared when dropped; a timer the platform refuses (Cloudflare
+/// Workers allows 10 000 active timeouts per request) is a [`TimerError`], never a trap. On
+/// Workers a waiter is woken through its own request ([`Clock::waiter`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PlatformClock;
 
@@ -92,8 +105,8 @@ impl Clock for PlatformClock {
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         TimerSleep::arm(ms)
     }
-    fn waiting(&self) -> Option<Waiting> {
-        waiting_on_workers()
+    fn waiter(&self) -> Option<Box<dyn Waiter>> {
+        waiter_on_workers()
     }
 }
 
@@ -117,12 +130,12 @@ fn on_workers() -> bool {
     })
 }
 
-/// On Cloudflare Workers, a waiter's [`Waiting`]: a promise whose reaction — registered now,
-/// in the waiter's own request — wakes the waiter's task, so that it runs on in its own
-/// request (workerd ties I/O to the request a callback belongs to, and a waker called from
-/// another request would poll the waiter there); and a timer of the waiter's own for as long
-/// as timers go, so that workerd does not cancel its request as hung. Elsewhere `None`.
-fn waiting_on_workers() -> Option<Waiting> {
+/// On Cloudflare Workers, how a waiter is woken: a promise whose reaction — registered now, in
+/// the waiter's own request — wakes the waiter's task, so that it runs on in its own request
+/// (workerd ties I/O to the request a callback belongs to, and a waker called from another
+/// request would poll the waiter there); and a timer of the waiter's own for as long as timers
+/// go, so that workerd does not cancel its request as hung. Elsewhere `None`.
+fn waiter_on_workers() -> Option<Box<dyn Waiter>> {
     if !on_workers() {
         return None;
     }
@@ -146,12 +159,34 @@ fn waiting_on_workers() -> Option<Waiting> {
     promise.then(&reaction);
     // A refused timer (past workerd's quota) leaves the wake-up, which is what matters most.
     let timer = TimerSleep::arm(f64::from(MAX_TIMEOUT_MS)).ok();
-    Some(Waiting {
+    Some(Box::new(ContextWaiter {
         waker: function_waker(resolve),
         target,
         spent,
-        hold: Box::new((reaction, timer)),
-    })
+        _reaction: reaction,
+        _timer: timer,
+    }))
+}
+
+/// A waiter woken through its own request's promise reaction (see [`waiter_on_workers`]).
+struct ContextWaiter {
+    /// What the one ending the turn wakes: the promise's `resolve`.
+    waker: Waker,
+    /// The waiter's own task waker, which the reaction wakes.
+    target: Rc<RefCell<Option<Waker>>>,
+    spent: Rc<Cell<bool>>,
+    _reaction: Closure<dyn FnMut(JsValue)>,
+    _timer: Option<Sleep>,
+}
+
+impl Waiter for ContextWaiter {
+    fn waker_for(&self, cx: &Context<'_>) -> Waker {
+        *self.target.borrow_mut() = Some(cx.waker().clone());
+        self.waker.clone()
+    }
+    fn is_spent(&self) -> bool {
+        self.spent.get()
+    }
 }
 
 /// A waker that calls a JS function (a promise's `resolve`). wasm32 without atomics has one
@@ -187,20 +222,21 @@ fn function_waker(resolve: HostFunction) -> Waker {
 }
 
 /// Wall-clock time on wasm32: `Date.now()` (epoch milliseconds) and `setTimeout`. The clock
-/// a [`LockManager`](crate::LockManager) needs: lock records carry times that other isolates
-/// compare with their own clocks, which `performance.now()` (per-isolate origin) is not.
+/// a [`LockManager`] needs: lock records carry times that other isolates compare with their own
+/// clocks, which `performance.now()` (per-isolate origin) is not. Sleeps and waiters as
+/// [`PlatformClock`]'s.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WallClock;
 
 impl Clock for WallClock {
     fn now_ms(&self) -> f64 {
-        super::host::date_now()
+        date_now()
     }
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         TimerSleep::arm(ms)
     }
-    fn waiting(&self) -> Option<Waiting> {
-        waiting_on_workers()
+    fn waiter(&self) -> Option<Box<dyn Waiter>> {
+        waiter_on_workers()
     }
 }
 
@@ -253,8 +289,11 @@ impl Future for TimerSleep {
 }
 
 /// `crypto.getRandomValues`: Workers, browsers, Node and Deno all have it. Never `Math.random`.
-/// Each value keeps its own pool of drawn bytes (no thread-local: the modules are
-/// single-threaded, and a thread-local's machinery is wasm of its own).
+/// What a [`LockManager`] draws its tokens and jitter from.
+///
+/// Each value keeps its own pool of drawn bytes, served once each (a crossing into
+/// `getRandomValues` costs more than the rest of an uncontended acquisition's own work). A
+/// refused draw (never seen) falls back to bytes distinct per call, never a trap.
 pub struct PlatformRandom {
     pool: RefCell<Pool>,
     /// Blocks the platform refused, for the fallback's seed.
@@ -285,8 +324,7 @@ impl Random for PlatformRandom {
                 // per call (the time and a count), so two tokens never collide.
                 let count = self.fallbacks.get() + 1;
                 self.fallbacks.set(count);
-                let seed =
-                    super::host::date_now().to_bits() ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let seed = date_now().to_bits() ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 crate::random::SeededRandom::new(seed).fill(block);
             }
         });
@@ -306,6 +344,9 @@ impl KeyedSerializer<PlatformClock> {
 /// Takes the lock `name` in `store` once, on the platform's wall clock and crypto, with no local
 /// queue (each call is its own contender). For many acquisitions over one store, keep one
 /// [`LockManager`] instead: its contenders queue locally and hand the lock on.
+///
+/// # Cancel safety
+/// As [`LockManager::acquire`].
 ///
 /// # Errors
 /// As [`LockManager::acquire`].

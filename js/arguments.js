@@ -1,0 +1,109 @@
+// Argument checks for every exported entry point, one check per rule. Types, option names and
+// well-formed strings are checked here; the rules on values (a key's length, a deadline's range)
+// are the cores', whose refusal codes the callers turn into errors with `keyError` and
+// `rangeError`. Every text is the crate's (constants.js). Static JS, copied into pkg/ by the build.
+import { MAX_KEY_BYTES, MESSAGES, fill } from './constants.js';
+
+/** What `typeof` says, with `null` told apart, for messages. */
+export const describe = (value) => (value === null ? 'null' : typeof value);
+
+export function typeError(template, values) {
+  return new TypeError(`keyturn: ${fill(template, values)}`);
+}
+
+export function rangeError(template, values) {
+  return new RangeError(`keyturn: ${fill(template, values)}`);
+}
+
+/** A `TypeError`: `what` must be `expected`. */
+export function wrongType(what, expected, value) {
+  return typeError(MESSAGES.wrongType, { what, expected, actual: describe(value) });
+}
+
+// For runtimes without String.prototype.isWellFormed (Node < 20).
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * A key or lock name must be a well-formed string: a lone surrogate would reach wasm as U+FFFD,
+ * and two different keys must not become one. Its emptiness and length are the core's to check.
+ */
+export function checkKey(key, what) {
+  if (typeof key !== 'string') throw wrongType(what, 'a non-empty string', key);
+  if (!(key.isWellFormed?.() ?? !LONE_SURROGATE.test(key))) throw typeError(MESSAGES.keyLoneSurrogate, { what });
+}
+
+/** The error for a key the core refused: empty (`empty`), or too long. */
+export function keyError(what, key, empty) {
+  if (empty) return typeError(MESSAGES.keyEmpty, { what });
+  return rangeError(MESSAGES.keyTooLong, { what, bytes: new TextEncoder().encode(key).length, max: MAX_KEY_BYTES });
+}
+
+/** A number option: `fallback` when undefined, a `TypeError` when not a number (its range is the core's). */
+export function optionalNumber(value, what, fallback) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number') throw wrongType(what, 'a number or undefined', value);
+  return value;
+}
+
+export function optionalFunction(value, what) {
+  if (value !== undefined && typeof value !== 'function') throw wrongType(what, 'a function or undefined', value);
+  return value;
+}
+
+/** Whether `value` is an AbortSignal, or an object that behaves as one (a polyfill's, another realm's). */
+export const isAbortSignal = (value) =>
+  typeof value === 'object' && value !== null && typeof value.aborted === 'boolean' && typeof value.addEventListener === 'function';
+
+export function optionalSignal(value, what) {
+  if (value !== undefined && !isAbortSignal(value)) throw wrongType(what, 'an AbortSignal or undefined', value);
+  return value;
+}
+
+/**
+ * The names an options object may carry. A name it does not know is a mistake whose effect
+ * would be silent (`{ timeout: 1000 }` keeping the default deadline), so it is refused.
+ */
+export class OptionNames {
+  constructor(names) {
+    this.names = new Set(names);
+  }
+
+  /** Checks `options` (named `what`): undefined, or an object with known option names only. */
+  check(options, what) {
+    if (options === undefined) return;
+    if (options === null || typeof options !== 'object') throw wrongType(what, 'an object or undefined', options);
+    // `in`, as reading the options does: inherited names count, getters are not called.
+    for (const name in options) {
+      if (!this.names.has(name)) throw typeError(MESSAGES.unknownOption, { what, name, closest: this.closest(name) });
+    }
+  }
+
+  /** The known name most like `name`: fewest edits, letter case aside. */
+  closest(name) {
+    let best;
+    let bestDistance = Infinity;
+    for (const known of this.names) {
+      const distance = editDistance(name.toLowerCase(), known.toLowerCase());
+      if (distance < bestDistance) {
+        best = known;
+        bestDistance = distance;
+      }
+    }
+    return best;
+  }
+}
+
+/** Insertions, deletions, substitutions and swaps of neighbours between `a` and `b`. */
+function editDistance(a, b) {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i]);
+  for (let j = 1; j <= b.length; j++) rows[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let distance = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) distance = Math.min(distance, rows[i - 2][j - 2] + 1);
+      rows[i][j] = distance;
+    }
+  }
+  return rows[a.length][b.length];
+}

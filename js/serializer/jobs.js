@@ -1,0 +1,131 @@
+// The serializer's job and line model, shared by its schedulers (direct.js, in-context.js) and
+// its turns (this file's `PlainTurns`, leased.js): what one call is, what one busy key is, and
+// how a started job's work is called and its caller told.
+
+// A job's life, as the JS sees it (the core keeps its own).
+export const QUEUED = 0;
+export const RUNNING = 1; // its turn came: deadline armed, controller made
+export const DONE = 2; // its caller's promise settled
+export const CANCELLED = 3; // its caller's signal aborted while it waited: out of the line
+
+/** What a call passed in its options, when it passed any. */
+export class CallOptions {
+  constructor(signal, onLateSettle, timeoutMs) {
+    this.signal = signal; // the caller's
+    this.onLateSettle = onLateSettle;
+    this.timeoutMs = timeoutMs; // its own deadline in ms, or NaN for the serializer's
+  }
+}
+
+/**
+ * One call: its work, its caller's resolvers, and how far it got. A queued job lives until its
+ * turn, and each of its fields is memory the young generation copies for every call waiting:
+ * a call without options keeps eight.
+ */
+export class Job {
+  constructor(line, work, options) {
+    this.line = line;
+    this.work = work;
+    this.options = options; // a CallOptions, or undefined
+    this.state = QUEUED;
+    this.resolve = undefined;
+    this.reject = undefined;
+    this.controller = undefined; // the work's, made when it starts
+    this.ticket = -1; // its entry in the core
+  }
+
+  /** Its deadline, in ms: its own, or the serializer's. */
+  get timeoutMs() {
+    const own = this.options?.timeoutMs;
+    return own === undefined || Number.isNaN(own) ? this.line.serializer.timeoutMs : own;
+  }
+
+  /** The caller's signal, if it gave one. */
+  get signal() {
+    return this.options?.signal;
+  }
+
+  /** The caller's signal aborted (the job is its EventListener object: no closure per job). */
+  handleEvent() {
+    this.line.serializer.abort(this);
+  }
+}
+
+/** A busy key: its line in the core, and the job whose turn it is. */
+export class Line {
+  constructor(serializer, key, id) {
+    this.serializer = serializer;
+    this.key = key;
+    this.id = id;
+    this.current = undefined;
+  }
+}
+
+/** What a work gets as its second argument; without a store there is no lease to fence. */
+const NO_LEASE = Object.freeze({ fence: 0 });
+
+/** Calls `work(signal, turn)` and settles the job's caller as the work does. */
+export function callWork(job, turn) {
+  const work = job.work;
+  job.work = undefined;
+  try {
+    const value = work(job.controller.signal, turn);
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+      // Not a thenable: settled already, and nothing is left to abort.
+      job.resolve(value);
+      return;
+    }
+    // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout or
+    // the caller's signal must still be able to reject it. The job's own resolvers: no closure
+    // per work.
+    const run = Promise.resolve(value);
+    run.then(job.resolve, job.reject);
+    if (job.options?.onLateSettle !== undefined) watchLate(job, run);
+  } catch (error) {
+    job.reject(error);
+  }
+}
+
+/** Calls `work(signal, turn)`: a promise of its outcome (what it throws, a rejection). */
+export function runWork(job, turn) {
+  const work = job.work;
+  job.work = undefined;
+  try {
+    return Promise.resolve(work(job.controller.signal, turn));
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** Reports a late settlement of an abandoned work to `onLateSettle` (what it throws is dropped). */
+export function watchLate(job, run) {
+  const { signal } = job.controller;
+  const { serializer } = job.line;
+  const onLateSettle = job.options.onLateSettle;
+  const late = (value) => {
+    if (!signal.aborted) return;
+    serializer.lateSettled();
+    try {
+      onLateSettle(value);
+    } catch {
+      // a re-decision that cannot even be queued changes nothing; the next call decides
+    }
+  };
+  run.then(late, () => late(undefined));
+}
+
+/**
+ * A started job's turn without a store: its work, called at once. When the turn ends the
+ * controller is let go — a job queued a while ago is in the old generation, and its pointer to
+ * the young controller would keep the signal alive through every scavenge until the job itself
+ * is collected.
+ */
+export const PlainTurns = Object.freeze({
+  start(job) {
+    callWork(job, NO_LEASE);
+  },
+  ended(job) {
+    job.controller = undefined;
+  },
+  idle() {},
+});

@@ -1,0 +1,241 @@
+//! The serializer's core: deadlines ordered for one shared timer, expiry, the bound, refusals,
+//! and the options' ranges.
+
+// The same tests on wasm (Node and browsers), as smol-rs does.
+#[cfg(target_family = "wasm")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use super::{Abandon, EnqueueError, SerializerCore, Stats};
+use crate::key::{KeyError, MAX_KEY_BYTES};
+use crate::serializer::{
+    validate_max_pending, validate_timeout_ms, MaxPendingOutOfRange, SerializerOptionError,
+    SerializerOptions, TimeoutOutOfRange, MAX_TIMEOUT_MS,
+};
+
+fn core<P>(timeout_ms: f64, max_pending: f64) -> SerializerCore<P> {
+    SerializerCore::new(
+        SerializerOptions::new(timeout_ms, max_pending).unwrap(),
+        true,
+    )
+}
+
+#[test]
+fn core_times_works_from_their_start_and_expires_them_earliest_first() {
+    let mut core: SerializerCore<&str> = core(100.0, f64::INFINITY);
+    let a = core.open("a", "a1", None).unwrap();
+    let b = core.open("b", "b1", None).unwrap();
+    let a2 = core.enqueue_on(a.line, "a2", None).unwrap();
+    assert!(a.is_head && b.is_head);
+    assert_eq!(
+        core.next_deadline(),
+        None,
+        "nothing runs before it is started"
+    );
+    assert_eq!(core.start_head(a.line, 0.0).unwrap().timeout_ms, 100.0);
+    assert_eq!(core.next_deadline(), Some(100.0));
+    assert_eq!(*core.start_head(b.line, 30.0).unwrap().payload, "b1");
+    assert!(
+        core.start_head(a.line, 40.0).is_none(),
+        "a work starts once"
+    );
+    assert_eq!(core.next_deadline(), Some(100.0));
+    assert_eq!(core.expire(99.9), None);
+    assert_eq!(core.expire(100.0), Some(a.ticket));
+    assert_eq!(core.expire(100.0), None);
+    assert_eq!(core.next_deadline(), Some(130.0));
+    // An abandoned work stays the head until it is finished, but counts no more.
+    assert_eq!((core.keys(), core.pending_in(a.line)), (2, 1));
+    let stats = core.stats();
+    assert_eq!(
+        (stats.running, stats.waiting, stats.started, stats.timed_out),
+        (1, 1, 2, 1)
+    );
+    let released = core.finish_head(a.line).unwrap();
+    assert_eq!((released.next, released.idle), (Some(a2), false));
+    core.start_head(a.line, 100.0).unwrap();
+    // b settles in time: its deadline goes; a2 is now the earliest.
+    assert!(core.finish_head(b.line).unwrap().idle);
+    assert_eq!(core.next_deadline(), Some(200.0));
+    assert_eq!(core.expire(250.0), Some(a2));
+    assert!(core.finish_head(a.line).unwrap().idle);
+    assert_eq!((core.keys(), core.next_deadline()), (0, None));
+    let stats = core.stats();
+    assert_eq!(
+        (stats.keys, stats.running, stats.waiting, stats.timed_out),
+        (0, 0, 0, 2)
+    );
+}
+
+#[test]
+fn core_orders_own_deadlines_with_the_serializers() {
+    let mut core: SerializerCore<u32> = core(100.0, f64::INFINITY);
+    let lines: Vec<_> = [None, Some(10.0), Some(500.0), None, Some(1.0)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, own)| {
+            let line = core.open(&format!("k{i}"), i as u32, own).unwrap().line;
+            let started = core.start_head(line, i as f64).unwrap();
+            assert_eq!(started.timeout_ms, own.unwrap_or(100.0));
+            line
+        })
+        .collect();
+    // Deadlines: 100, 11, 502, 103, 5 — expired earliest first.
+    let mut order = Vec::new();
+    while let Some(ticket) = core.expire(1_000.0) {
+        order.push(*core.payload(ticket).unwrap());
+    }
+    assert_eq!(order, [4, 1, 0, 3, 2]);
+    for line in lines {
+        assert!(core.finish_head(line).unwrap().idle);
+    }
+}
+
+#[test]
+fn core_settling_out_of_order_keeps_the_deadlines_whole() {
+    let mut core: SerializerCore<u32> = core(10.0, f64::INFINITY);
+    let pushed: Vec<_> = (0..5)
+        .map(|i| core.open(&format!("k{i}"), i, None).unwrap())
+        .collect();
+    for (i, p) in pushed.iter().enumerate() {
+        core.start_head(p.line, i as f64).unwrap();
+    }
+    // Finish the middle, the newest and the oldest; 1 and 3 remain, in deadline order.
+    for i in [2, 4, 0] {
+        core.finish(pushed[i].ticket).unwrap();
+    }
+    assert_eq!(core.next_deadline(), Some(11.0));
+    assert_eq!(core.expire(100.0), Some(pushed[1].ticket));
+    assert_eq!(core.expire(100.0), Some(pushed[3].ticket));
+    assert_eq!(core.next_deadline(), None);
+}
+
+#[test]
+fn core_keeps_few_deadline_entries_however_many_works_pass() {
+    let mut core: SerializerCore<u32> = core(1_000.0, f64::INFINITY);
+    let line = core.open("k", 0, None).unwrap().line;
+    for i in 0..100_000 {
+        core.start_head(line, f64::from(i)).unwrap();
+        core.enqueue_on(line, i + 1, None).unwrap();
+        core.finish_head(line).unwrap();
+    }
+    assert!(core.deadline_entries() <= 66, "{}", core.deadline_entries());
+}
+
+#[test]
+fn core_bounds_a_key_and_abandoned_works_stop_counting() {
+    let mut core: SerializerCore<u32> = core(100.0, 2.0);
+    let a = core.open("a", 1, None).unwrap();
+    core.enqueue_on(a.line, 2, None).unwrap();
+    assert_eq!(
+        core.enqueue_on(a.line, 3, None),
+        Err(EnqueueError::QueueFull { max_pending: 2 })
+    );
+    assert_eq!((core.pending_in(a.line), core.stats().refused), (2, 1));
+    // Another key has its own bound.
+    let b = core.open("b", 4, None).unwrap();
+    core.enqueue_on(b.line, 5, None).unwrap();
+    // The running head times out: it no longer counts, so one more fits.
+    core.start_head(a.line, 0.0).unwrap();
+    assert_eq!(core.expire(100.0), Some(a.ticket));
+    assert_eq!(core.pending_in(a.line), 1);
+    let third = core.enqueue_on(a.line, 3, None).unwrap();
+    // A waiting work cancelled leaves the line at once and counts as aborted.
+    let cancelled = core.finish(third).unwrap();
+    assert_eq!((cancelled.next, cancelled.idle), (None, false));
+    assert_eq!(core.payload(third), None, "gone");
+    let stats = core.stats();
+    assert_eq!((stats.aborted, stats.refused, stats.timed_out), (1, 1, 1));
+    // A running work cancelled by its caller: abandoned, then it leaves when told.
+    core.finish_head(a.line).unwrap();
+    core.start_head(a.line, 100.0).unwrap();
+    let head = core.head(a.line).unwrap();
+    assert!(core.abandon(head, Abandon::Aborted));
+    assert!(!core.abandon(head, Abandon::Aborted), "once");
+    assert_eq!((core.pending_in(a.line), core.stats().aborted), (0, 2));
+    assert!(core.finish_head(a.line).unwrap().idle);
+    core.late_settled();
+    assert_eq!(core.stats().late_settled, 1);
+}
+
+#[test]
+fn core_refuses_bad_keys_and_deadlines_and_queues_nothing() {
+    let mut core: SerializerCore<()> = core(10.0, f64::INFINITY);
+    assert_eq!(
+        core.open("", (), None).unwrap_err(),
+        EnqueueError::InvalidKey(KeyError::Empty)
+    );
+    let long = "x".repeat(MAX_KEY_BYTES + 1);
+    assert_eq!(
+        core.open(&long, (), None).unwrap_err(),
+        EnqueueError::InvalidKey(KeyError::TooLong(MAX_KEY_BYTES + 1))
+    );
+    assert_eq!(
+        core.open("k", (), Some(0.0)).unwrap_err(),
+        EnqueueError::InvalidTimeout(TimeoutOutOfRange(0.0))
+    );
+    let line = core.open("k", (), Some(5.0)).unwrap().line;
+    assert!(matches!(
+        core.enqueue_on(line, (), Some(f64::NAN)),
+        Err(EnqueueError::InvalidTimeout(TimeoutOutOfRange(ms))) if ms.is_nan()
+    ));
+    assert_eq!(core.pending_in(line), 1);
+    core.finish_head(line).unwrap();
+    assert_eq!(
+        core.enqueue_on(line, (), None),
+        Err(EnqueueError::IdleLine),
+        "an idle line queues nothing"
+    );
+    assert_eq!(
+        (core.keys(), core.stats()),
+        (
+            0,
+            Stats {
+                aborted: 1,
+                ..Stats::default()
+            }
+        )
+    );
+}
+
+#[test]
+fn options_bounds() {
+    assert!(SerializerOptions::new(10.0, 1.0).is_ok());
+    assert_eq!(
+        SerializerOptions::new(10.0, f64::INFINITY)
+            .unwrap()
+            .max_pending(),
+        usize::MAX
+    );
+    for bad in [0.0, -1.0, 1.5, f64::NAN, f64::NEG_INFINITY] {
+        assert!(
+            matches!(
+                SerializerOptions::new(10.0, bad),
+                Err(SerializerOptionError::MaxPending(MaxPendingOutOfRange(got)))
+                    if got.to_bits() == bad.to_bits()
+            ),
+            "{bad}"
+        );
+    }
+    assert_eq!(validate_max_pending(1e300), Ok(usize::MAX));
+    assert!(matches!(
+        SerializerOptions::new(0.0, 1.0),
+        Err(SerializerOptionError::TimeoutMs(_))
+    ));
+}
+
+#[test]
+fn timeout_bounds() {
+    assert_eq!(validate_timeout_ms(1.0), Ok(1.0));
+    assert_eq!(validate_timeout_ms(1.5), Ok(1.5));
+    assert_eq!(
+        validate_timeout_ms(f64::from(MAX_TIMEOUT_MS)),
+        Ok(2_147_483_647.0)
+    );
+    for bad in [0.0, 0.5, -1.0, 2_147_483_648.0, f64::NAN, f64::INFINITY] {
+        assert!(validate_timeout_ms(bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        TimeoutOutOfRange(0.0).to_string(),
+        "timeoutMs must be a finite number from 1 to 2147483647, got 0"
+    );
+}
