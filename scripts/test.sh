@@ -45,11 +45,6 @@ TEST_TIMEOUT_MS=600000
 step "JS tests against pkg/ (node's test runner), and workerd through Miniflare"
 node --expose-gc --test --test-timeout=$TEST_TIMEOUT_MS tests/js/
 
-step "the serializer's JS tests again in the mode the workerd entry uses"
-KEYTURN_CONTEXTUAL=1 node --expose-gc --test --test-timeout=$TEST_TIMEOUT_MS tests/js/serializer.test.mjs tests/js/serializer-order.test.mjs \
-  tests/js/serializer-controls.test.mjs tests/js/faults.test.mjs tests/js/randomized.test.mjs \
-  tests/js/serializer-store.test.mjs
-
 step "TypeScript types of pkg/"
 node_modules/.bin/tsc -p tests/types
 echo "types check: ok"

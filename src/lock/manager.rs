@@ -288,8 +288,9 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         }
     }
 
-    /// Acquires `name`, runs `f` with the lock, renewing the lease while `f`'s future runs, and
-    /// releases the lock when it completes, answering its output.
+    /// Acquires `name`, runs `f` with the lock (an async closure, `async |lock| …`, which may
+    /// hold the lock across its awaits), renewing the lease while it runs, and releases the lock
+    /// when it completes, answering its output.
     ///
     /// The lease is renewed every `stale_ms / 3`; a renewal that fails (a store error) is tried
     /// again at the next tick while the lease has time left, and renewal stops once the lease
@@ -303,15 +304,14 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// # Errors
     /// [`LockError::Unavailable`] when a live holder kept the name for `wait_ms`; the errors of
     /// [`LockManager::acquire`]; a failed release.
-    pub async fn with_lock<T, F, Fut>(
+    pub async fn with_lock<T, F>(
         &self,
         name: &str,
         options: LockOptions,
         f: F,
     ) -> Result<T, LockError>
     where
-        F: FnOnce(&Lock<S, C, R>) -> Fut,
-        Fut: Future<Output = T>,
+        F: AsyncFnOnce(&Lock<S, C, R>) -> T,
     {
         let Some(lock) = self.acquire(name, options).await? else {
             return Err(LockError::Unavailable {

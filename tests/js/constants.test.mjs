@@ -39,3 +39,11 @@ test('the types declare every constant the package exports', () => {
   const types = readFileSync(new URL('pkg/index.d.ts', root), 'utf8');
   for (const name of ['DEFAULT_TIMEOUT_MS', 'LOCK_WAIT_MS', 'LOCK_STALE_MS']) assert.match(types, new RegExp(`export const ${name}: number;`));
 });
+
+test('loads by import and by require without an init call, with the seed constants', () => {
+  const cjs = require('keyturn');
+  assert.equal(typeof cjs.createKeyedSerializer, 'function');
+  assert.equal(cjs.DEFAULT_TIMEOUT_MS, 30000);
+  assert.equal(esm.DEFAULT_TIMEOUT_MS, 30000);
+  assert.equal(new cjs.SerializedWorkTimeout('k', 5).name, 'SerializedWorkTimeout');
+});

@@ -3,15 +3,12 @@
 // the seed (keyed-serializer.js), for a resolved, a rejected and a timed-out work, whether the
 // handlers were attached before or after the next work was queued. The expected orders below
 // are what the seed prints; KEYTURN_SEED=<path to the seed> runs the seed through the same
-// scenarios and checks that they still are. Run in both start modes (see scripts/test.sh).
+// scenarios and checks that they still are. In both modes (see ../modes.mjs).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
-
-// KEYTURN_CONTEXTUAL=1 runs the same tests in the start mode the workerd entry uses (see modules.mjs).
-const { createKeyedSerializer } = process.env.KEYTURN_CONTEXTUAL === '1' ? await import('./modules.mjs') : await import('keyturn');
-
+import { forEachMode } from '../modes.mjs';
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));
@@ -74,38 +71,40 @@ const expected = {
   timedOut: 'A start, other start, catch1, await1 caught, then2, await2, B start, then3, await3, then4',
 };
 
-for (const outcome of ['resolved', 'rejected', 'timedOut']) {
-  for (const handlersFirst of [true, false]) {
-    const when = handlersFirst ? 'handlers attached before the next work is queued' : 'handlers attached after it';
-    test(`the seed's order around a ${outcome} work, ${when}`, async () => {
-      assert.equal(await scenario(createKeyedSerializer, outcome, handlersFirst), expected[outcome]);
-      if (process.env.KEYTURN_SEED) {
-        const seed = createRequire(import.meta.url)(process.env.KEYTURN_SEED).createKeyedSerializer;
-        assert.equal(await scenario(seed, outcome, handlersFirst), expected[outcome], 'the seed itself');
-      }
-    });
+forEachMode(({ createKeyedSerializer }) => {
+  for (const outcome of ['resolved', 'rejected', 'timedOut']) {
+    for (const handlersFirst of [true, false]) {
+      const when = handlersFirst ? 'handlers attached before the next work is queued' : 'handlers attached after it';
+      test(`the seed's order around a ${outcome} work, ${when}`, async () => {
+        assert.equal(await scenario(createKeyedSerializer, outcome, handlersFirst), expected[outcome]);
+        if (process.env.KEYTURN_SEED) {
+          const seed = createRequire(import.meta.url)(process.env.KEYTURN_SEED).createKeyedSerializer;
+          assert.equal(await scenario(seed, outcome, handlersFirst), expected[outcome], 'the seed itself');
+        }
+      });
+    }
   }
-}
 
-async function idleKeyOrder(create) {
-  const log = [];
-  const serialize = create();
-  serialize('k', () => log.push('work'));
-  log.push('sync');
-  await null;
-  log.push('tick 1');
-  await null;
-  log.push('tick 2');
-  await null;
-  log.push('tick 3');
-  return log;
-}
-
-test('an idle key\'s work is called two microtasks after serialize, as the seed\'s', async () => {
-  const expectedOrder = ['sync', 'tick 1', 'work', 'tick 2', 'tick 3'];
-  assert.deepEqual(await idleKeyOrder(createKeyedSerializer), expectedOrder);
-  if (process.env.KEYTURN_SEED) {
-    const seed = createRequire(import.meta.url)(process.env.KEYTURN_SEED).createKeyedSerializer;
-    assert.deepEqual(await idleKeyOrder(seed), expectedOrder, 'the seed itself');
+  async function idleKeyOrder(create) {
+    const log = [];
+    const serialize = create();
+    serialize('k', () => log.push('work'));
+    log.push('sync');
+    await null;
+    log.push('tick 1');
+    await null;
+    log.push('tick 2');
+    await null;
+    log.push('tick 3');
+    return log;
   }
+
+  test('an idle key\'s work is called two microtasks after serialize, as the seed\'s', async () => {
+    const expectedOrder = ['sync', 'tick 1', 'work', 'tick 2', 'tick 3'];
+    assert.deepEqual(await idleKeyOrder(createKeyedSerializer), expectedOrder);
+    if (process.env.KEYTURN_SEED) {
+      const seed = createRequire(import.meta.url)(process.env.KEYTURN_SEED).createKeyedSerializer;
+      assert.deepEqual(await idleKeyOrder(seed), expectedOrder, 'the seed itself');
+    }
+  });
 });
