@@ -1,6 +1,6 @@
 # keyturn — the two commands of the README are `make dev` and `make test`; both install what is
 # missing first (scripts/setup.sh is idempotent and skips what is already there).
-.PHONY: dev test build setup bench clean
+.PHONY: dev test test-rust test-browser test-js build setup bench clean
 
 build: setup
 	bash scripts/build.sh
@@ -8,8 +8,21 @@ build: setup
 setup:
 	bash scripts/setup.sh
 
+# Everything (tests/README.md says what each part holds). Run one part with test-rust (lint, docs,
+# native tests), test-browser (the wasm tests in Node, Chromium and Firefox) or test-js (the
+# package's JS tests, workerd, the Rust worker, the types); MATCH=<pattern> runs only the tests
+# whose name matches, FILES=<paths> only those JS test files.
 test: build
-	bash scripts/test.sh
+	bash scripts/test.sh all
+
+test-rust: setup
+	bash scripts/test.sh rust
+
+test-browser: setup
+	bash scripts/test.sh browser
+
+test-js: build
+	bash scripts/test.sh js
 
 # The example worker (worker/, wrangler.toml) on 127.0.0.1:8787, offline: Durable Objects and
 # R2 simulated locally by wrangler's workerd. See the README for curl commands.

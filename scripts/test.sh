@@ -1,50 +1,75 @@
 #!/usr/bin/env bash
-# Everything `make test` runs, after `make build` (so pkg/ is fresh). Fails on the first error.
+# The tests, in parts: `scripts/test.sh [all|rust|browser|js]` (make test, test-rust, test-browser,
+# test-js). `js` and `all` expect a fresh pkg/ (make build). MATCH narrows to the tests whose
+# name matches (cargo test's filter; node's --test-name-pattern), FILES to some JS test files.
+# Fails on the first error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The wasm test runner picks its browser from these: exactly one per run, set below.
 unset CHROMEDRIVER GECKODRIVER WASM_BINDGEN_USE_BROWSER
+part="${1:-all}"
+match="${MATCH:-}"
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "lint: rustfmt, clippy (native and wasm32)"
-cargo fmt --check
-cargo clippy --quiet --all-targets -- -D warnings
-cargo clippy --quiet --all-targets --target wasm32-unknown-unknown -- -D warnings
+rust() {
+  step "lint: rustfmt, clippy (native and wasm32)"
+  cargo fmt --check
+  cargo clippy --quiet --all-targets -- -D warnings
+  cargo clippy --quiet --all-targets --target wasm32-unknown-unknown -- -D warnings
 
-step "crate hygiene: docs without warnings, and the crate package holds only the crate"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
-unexpected="$(cargo package --list --allow-dirty --quiet 2>/dev/null \
-  | grep -vE '^(src/.*\.rs|tests/[a-z_]+\.rs|tests/common/mod\.rs|examples/js_constants\.rs|Cargo\.(toml|toml\.orig|lock)|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE)|\.cargo_vcs_info\.json)$' || true)"
-if [ -n "$unexpected" ]; then echo "cargo package would ship: $unexpected"; exit 1; fi
-echo "crate package: ok"
+  step "crate hygiene: docs without warnings, and the crate package holds only the crate"
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+  unexpected="$(cargo package --list --allow-dirty --quiet 2>/dev/null \
+    | grep -vE '^(src/.*\.rs|tests/[a-z_]+\.(rs|json)|tests/common/mod\.rs|examples/js_constants\.rs|Cargo\.(toml|toml\.orig|lock)|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE)|\.cargo_vcs_info\.json)$' || true)"
+  if [ -n "$unexpected" ]; then echo "cargo package would ship: $unexpected"; exit 1; fi
+  echo "crate package: ok"
 
-step "native Rust tests, doctests included"
-cargo test --quiet
+  step "native Rust tests, doctests included"
+  cargo test --quiet -- $match
+}
 
-step "wasm tests in Node"
-cargo test --target wasm32-unknown-unknown --tests
+browser() {
+  step "wasm tests in Node"
+  cargo test --target wasm32-unknown-unknown --tests -- $match
 
-step "wasm tests in headless Chromium"
-WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER="$(command -v chromedriver)" \
-  cargo test --target wasm32-unknown-unknown --tests
+  step "wasm tests in headless Chromium"
+  WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER="$(command -v chromedriver)" \
+    cargo test --target wasm32-unknown-unknown --tests -- $match
 
-step "wasm tests in headless Firefox"
-WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)" \
-  cargo test --target wasm32-unknown-unknown --tests
+  step "wasm tests in headless Firefox"
+  WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)" \
+    cargo test --target wasm32-unknown-unknown --tests -- $match
+}
 
-step "the Rust worker example (workers-rs), built by worker-build with this machine's tools"
-(cd examples/rust-worker && ESBUILD_BIN="$PWD/../../node_modules/.bin/esbuild" \
-  WASM_OPT_BIN="$PWD/../../node_modules/.bin/wasm-opt" WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
-  worker-build --release)
+js() {
+  step "the Rust worker example (workers-rs), built by worker-build with this machine's tools"
+  (cd examples/rust-worker && ESBUILD_BIN="$PWD/../../node_modules/.bin/esbuild" \
+    WASM_OPT_BIN="$PWD/../../node_modules/.bin/wasm-opt" WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
+    worker-build --release)
 
-# A test that hangs (a promise a bug leaves pending while a timer keeps the process alive) fails
-# its file after this long instead of holding CI to its limit (all the JS files take 83 s here).
-TEST_TIMEOUT_MS=600000
+  # A test that hangs (a promise a bug leaves pending while a timer keeps the process alive)
+  # fails its file after this long instead of holding CI to its limit.
+  step "JS tests against pkg/ (node's test runner), and workerd through Miniflare"
+  # shellcheck disable=SC2086 # FILES is a list of paths
+  node --expose-gc --test --test-timeout=600000 ${match:+--test-name-pattern="$match"} ${FILES:-tests/js/}
 
-step "JS tests against pkg/ (node's test runner), and workerd through Miniflare"
-node --expose-gc --test --test-timeout=$TEST_TIMEOUT_MS tests/js/
+  step "TypeScript types of pkg/"
+  node_modules/.bin/tsc -p tests/types
+  echo "types check: ok"
+}
 
-step "TypeScript types of pkg/"
-node_modules/.bin/tsc -p tests/types
-echo "types check: ok"
+case "$part" in
+  rust) rust ;;
+  browser) browser ;;
+  js) js ;;
+  all)
+    rust
+    browser
+    js
+    ;;
+  *)
+    echo "usage: scripts/test.sh [all|rust|browser|js]" >&2
+    exit 2
+    ;;
+esac

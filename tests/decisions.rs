@@ -63,7 +63,11 @@ impl LockStore for Scripted {
             return Err(injected());
         }
         let version = self.memory.create_now(key, value);
-        self.written("create", value, if version.is_some() { "ok" } else { "none" });
+        self.written(
+            "create",
+            value,
+            if version.is_some() { "ok" } else { "none" },
+        );
         Ok(version)
     }
     async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
@@ -95,7 +99,11 @@ impl LockStore for Scripted {
             return Err(injected());
         }
         let version = self.memory.replace_now(key, version, value);
-        self.written("replace", value, if version.is_some() { "ok" } else { "none" });
+        self.written(
+            "replace",
+            value,
+            if version.is_some() { "ok" } else { "none" },
+        );
         Ok(version)
     }
 }
@@ -190,7 +198,9 @@ fn run_case(case: &Value) -> BTreeMap<u64, Vec<String>> {
         for steal in &steals {
             if steal["at"].as_u64() == Some(t) {
                 let thief = Record::held("thief", 99, t as f64);
-                store.memory.put(steal["name"].as_str().unwrap(), &thief.encode());
+                store
+                    .memory
+                    .put(steal["name"].as_str().unwrap(), &thief.encode());
             }
         }
         for (i, action) in actions.iter().enumerate() {
@@ -199,7 +209,8 @@ fn run_case(case: &Value) -> BTreeMap<u64, Vec<String>> {
             }
             let (log, clock) = (log.clone(), clock.clone());
             let say = move |clock: &ManualClock, line: String| {
-                log.borrow_mut().push((clock.now_ms() as u64, format!("{i} {line}")))
+                log.borrow_mut()
+                    .push((clock.now_ms() as u64, format!("{i} {line}")))
             };
             let ms = action.get("ms").and_then(Value::as_f64).unwrap_or(0.0);
             if let Some(name) = action.get("acquire").and_then(Value::as_str) {
@@ -276,7 +287,12 @@ fn run_case(case: &Value) -> BTreeMap<u64, Vec<String>> {
     let ignore: Vec<String> = case
         .get("ignore")
         .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(|n| n.as_str().map(String::from)).collect())
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let events: Vec<String> = log
         .borrow()

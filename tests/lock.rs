@@ -792,12 +792,10 @@ fn with_lock_renews_while_the_work_runs_and_releases_after() {
     let rival = manager(TestStore::plain(&memory, &clock), &clock, 42);
     let (l, c) = (locks.clone(), clock.clone());
     let done = executor.spawn_with_output(async move {
-        l.with_lock("k", options(100.0, 300.0), |lock| {
-            let (fence, c) = (lock.fence(), c.clone());
-            async move {
-                c.after(1000.0).await;
-                fence
-            }
+        l.with_lock("k", options(100.0, 300.0), async |lock| {
+            c.after(1000.0).await;
+            assert!(lock.is_held(), "renewed all along");
+            lock.fence()
         })
         .await
     });
@@ -821,8 +819,7 @@ fn with_lock_renews_while_the_work_runs_and_releases_after() {
     let _holder = holder.take().unwrap().unwrap().unwrap();
     let l = locks.clone();
     let refused = executor.spawn_with_output(async move {
-        l.with_lock("k", options(50.0, 300.0), |_| async { 1 })
-            .await
+        l.with_lock("k", options(50.0, 300.0), async |_| 1).await
     });
     run(&executor, &clock);
     let error = refused.take().unwrap().unwrap_err();

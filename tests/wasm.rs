@@ -245,12 +245,10 @@ async fn rust_leases_on_real_timers_renew_and_with_lock() {
     taker.release().await.unwrap();
 
     // with_lock renews while its work runs three leases long; a rival never gets in.
-    let work = locks.with_lock("job", short, |held| {
-        let fence = held.fence();
-        async move {
-            WallClock.sleep(180.0).unwrap().await;
-            fence
-        }
+    let work = locks.with_lock("job", short, async |held| {
+        WallClock.sleep(180.0).unwrap().await;
+        assert!(held.is_held(), "renewed all along");
+        held.fence()
     });
     let tries = async {
         let mut got = 0;
@@ -273,7 +271,7 @@ async fn rust_leases_on_real_timers_renew_and_with_lock() {
         .unwrap()
         .unwrap();
     let refused = locks
-        .with_lock("busy", short, |_| async { 1 })
+        .with_lock("busy", short, async |_| 1)
         .await
         .unwrap_err();
     assert!(matches!(refused, LockError::Unavailable { .. }));

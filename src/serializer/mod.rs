@@ -118,9 +118,10 @@ impl fmt::Display for SerializerOptionError {
 impl std::error::Error for SerializerOptionError {}
 
 impl SerializerOptions {
-    /// Each work's deadline in milliseconds (see [`validate_timeout_ms`]), and the most works
-    /// one key may have queued or running (see [`validate_max_pending`]; `f64::INFINITY` for no
-    /// bound).
+    /// Each work's deadline in milliseconds — a finite number from 1 to [`MAX_TIMEOUT_MS`]
+    /// (fractions allowed, as `setTimeout` allows them) — and the most works one key may have
+    /// queued or running: a whole number from 1 up, or `f64::INFINITY` for no bound (a bound
+    /// past what a queue can hold is no bound).
     ///
     /// # Errors
     /// The first option out of range.
@@ -359,8 +360,8 @@ impl<C: Clock> KeyedSerializer<C> {
     /// As [`run`](Self::run).
     ///
     /// # Errors
-    /// As [`run`](Self::run), and [`SerializeError::InvalidTimeout`] for a deadline that
-    /// [`validate_timeout_ms`] refuses (nothing queued).
+    /// As [`run`](Self::run), and [`SerializeError::InvalidTimeout`] for a deadline that is not
+    /// a finite number from 1 to [`MAX_TIMEOUT_MS`] (nothing queued).
     pub async fn run_with_timeout<F, Fut>(
         &self,
         key: &str,
