@@ -25,7 +25,9 @@ for module in wasm:js-serializer:3 lock:js-lock:2; do
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
 done
 cp js/api.js js/platform.js js/serializer.js js/lock.js js/arguments.js js/errors.js js/instance.js js/browser.js \
-  js/workerd.js js/deno.js js/node.mjs js/index.d.ts js/package.json README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
+  js/workerd.js js/deno.js js/node.mjs js/index.d.ts js/package.json CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
+# The package's README is the repository's, without what only the repository has.
+sed '/<!-- repository-only -->/,/<!-- \/repository-only -->/d' README.md > pkg/README.md
 cp -r js/serializer js/lock pkg/
 # The same types for `require` under TypeScript's node16/nodenext resolution: a `.d.ts` in this
 # `"type": "module"` package describes an ES module, which a CommonJS consumer may not import.

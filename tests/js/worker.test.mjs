@@ -97,9 +97,7 @@ test('200 concurrent notifications on one object, split across two isolates, los
   assert.ok(states.every((state, i) => i === 0 || state.fence > states[i - 1].fence), 'each turn\'s fence above the one before');
 });
 
-test('a notification starts from what its isolate last wrote only while no other isolate wrote since', async () => {
-  // Alternating isolates: each one's remembered state is stale at its next turn, so its put on
-  // the remembered etag is refused and it reads the object; in a row, it builds on its own write.
+test('notifications alternating between isolates each build on every one before', async () => {
   const sequence = ['a', 'b', 'a', 'a', 'b', 'b', 'a'];
   let expected = 0;
   for (const [i, from] of sequence.entries()) {
@@ -117,13 +115,13 @@ test('a notification starts from what its isolate last wrote only while no other
   }
 });
 
-test('a notification is refused only on the object as it is, not on a state its isolate remembers', async () => {
+test('a notification is decided on the object as it is, whichever isolate wrote it last', async () => {
   const notify = (from, delta) =>
     fetchFrom(from, '/objects/near-the-edge/notifications', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ delta }) });
   const edge = Number.MAX_SAFE_INTEGER;
   assert.equal((await notify('a', edge - 1)).status, 200);
   assert.equal((await notify('b', -10)).status, 200);
-  // Isolate a remembers edge - 1, where + 5 would leave the exact integers; the object is at edge - 11.
+  // Isolate a wrote edge - 1, where + 5 would leave the exact integers; the object is now at edge - 11.
   const response = await notify('a', 5);
   assert.equal(response.status, 200);
   assert.equal((await response.json()).total, edge - 6);
