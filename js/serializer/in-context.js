@@ -25,7 +25,10 @@ class InContextJob extends Job {
     this.prev = undefined; // the job queued right before it
     this.tail = undefined; // settles a reaction after its caller's promise
     this.due = false; // its turn came; it starts a microtask later
-    this.step = () => scheduler.step(this); // its reaction once its turn may have come
+    // Its one reaction: to its turn coming, while it waits (on the job before it, then one
+    // microtask later); to its own end, once its caller heard (on its own promise). A job's
+    // caller hears only once it ran or left the line, so its state tells the two apart.
+    this.react = () => (this.state === QUEUED ? scheduler.step(this) : scheduler.jobDone(this));
   }
 }
 
@@ -65,10 +68,9 @@ export class InContextScheduler {
     const line = job.line;
     job.prev = line.last;
     line.last = job;
-    const done = () => this.jobDone(job);
-    job.tail = result.then(done, done);
-    if (job.prev === undefined) resolved.then(job.step);
-    else job.prev.tail.then(job.step);
+    job.tail = result.then(job.react, job.react);
+    if (job.prev === undefined) resolved.then(job.react);
+    else job.prev.tail.then(job.react);
     job.signal?.addEventListener('abort', job);
   }
 
@@ -79,7 +81,6 @@ export class InContextScheduler {
    * out of the line).
    */
   step(job) {
-    if (job.state !== QUEUED) return;
     const serializer = this.serializer;
     if (!job.due) {
       // The job it waited for settled: it was the head, so this one is now — unless that one
@@ -90,7 +91,7 @@ export class InContextScheduler {
             const ahead = this.core.jobAhead(job.ticket);
             if (ahead !== undefined) {
               job.prev = ahead;
-              ahead.tail.then(job.step);
+              ahead.tail.then(job.react);
             }
             return;
           }
@@ -100,19 +101,19 @@ export class InContextScheduler {
         }
       }
       job.due = true;
-      resolved.then(job.step);
+      resolved.then(job.react);
       return;
     }
     let started;
     try {
       // No time: with a timer per work the core orders no deadlines (and workerd's
       // performance.now() costs as much as a fifth of a timer).
-      started = this.core.startHead(job.line.id, 0);
+      started = this.core.startTicket(job.ticket);
     } catch (error) {
       serializer.failed(error);
       return;
     }
-    if (started !== job) return;
+    if (!started) return;
     try {
       // A closure rather than `setTimeout(f, ms, job)`: workerd takes nearly twice as long to
       // arm and clear a timer given an argument to pass.
@@ -139,6 +140,7 @@ export class InContextScheduler {
       job.timer = undefined;
     }
     job.signal?.removeEventListener('abort', job);
+    // A job that left its line early hears of its end, and perhaps of its turn after it.
     if (job.state === CANCELLED) return;
     job.state = DONE;
     serializer.turns.ended(job);

@@ -141,6 +141,18 @@ impl SerializerBinding {
         }
     }
 
+    /// Starts the work of `ticket` if it is the head of its line and waits to be started (with
+    /// a timer per work: no deadline is ordered). Whether it started.
+    #[wasm_bindgen(js_name = startTicket)]
+    pub fn start_ticket(&mut self, ticket: f64) -> bool {
+        let head = self
+            .core
+            .unpack(ticket)
+            .filter(|&ticket| self.core.is_head(ticket))
+            .and_then(|ticket| self.core.line_of(ticket));
+        head.is_some_and(|line| self.core.start_head(line, 0.0).is_some())
+    }
+
     /// The head of `line` left it (its caller's promise settled): answers `IDLE` when the key
     /// went idle, `NEXT` when a next work waits to be started.
     #[wasm_bindgen(js_name = finishHead)]
