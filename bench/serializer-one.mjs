@@ -11,13 +11,16 @@
 // - `last`: works are `() => {}` and only the last result per key is awaited (the flattering
 //   one, kept for comparison with earlier figures).
 //
-// Implementations: `keyturn`; `seed` (only when KEYTURN_SEED names the seed's
+// Implementations: `keyturn`; `seed` (only when KEYTURN_SEED names the reference's
 // keyed-serializer.js); `chain` (a bare promise chain) and `floor` (the chain with one
 // AbortController per work, the one cost no implementation that hands out a real signal avoids);
-// `floor-listen`, the floor that also listens to each caller's signal until its call settles.
+// `floor-listen`, the floor that also listens to each caller's signal until its call settles;
+// and the libraries users pick instead (runtimes/peers.mjs): `async-lock`, `p-queue`,
+// `async-mutex`, each keyed and with its own timeout.
 import { createRequire } from 'node:module';
 
 import { bareChain } from './runtimes/bare-chain.mjs';
+import { peers } from './runtimes/peers.mjs';
 
 const [impl, keysArg, worksArg, roundsArg, workload = 'own'] = process.argv.slice(2);
 const keys = Number(keysArg);
@@ -41,6 +44,7 @@ async function factory() {
     case 'floor-listen':
       return () => bareChain({ listen: true });
     default:
+      if (peers[impl]) return peers[impl];
       throw new Error(`unknown implementation ${impl}`);
   }
 }

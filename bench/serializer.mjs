@@ -1,13 +1,14 @@
 // The serializer benchmark: this package beside a bare promise chain and the same chain with one
-// AbortController per work (the floor) — and the seed, when KEYTURN_SEED names its
+// AbortController per work (the floor), the libraries users pick instead (async-lock, p-queue and
+// async-mutex, keyed; see runtimes/peers.mjs) — and the reference, when KEYTURN_SEED names its
 // keyed-serializer.js — each in its own process, alternating, on 100 000 works over 1 key and
 // over 1000 keys. Prints works/s (median over processes and rounds), cold (the first round of a
-// fresh process) and warm (the rounds after it), with the ratios to the floor and to the seed,
-// and the package's sizes. See serializer-one.mjs for the workloads.
+// fresh process) and warm (the rounds after it), with the ratios to the floor and to the
+// reference, and the package's sizes. See serializer-one.mjs for the workloads.
 //
 //   node bench/serializer.mjs [--processes N] [--rounds N] [--works N] [--workloads own,own-signal,last]
-//                             [--impls keyturn,seed,chain,floor,floor-listen]
-//   KEYTURN_SEED=../shared/seeds/keyed-serializer.js node bench/serializer.mjs
+//                             [--impls keyturn,seed,chain,floor,floor-listen,async-lock,p-queue,async-mutex]
+//   KEYTURN_SEED=<path to keyed-serializer.js> node bench/serializer.mjs
 //
 // Not a test: it asserts nothing about speed. Numbers vary with the machine; compare ratios.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -28,8 +29,10 @@ const works = Number(option('works', 100000));
 const workloads = option('workloads', 'own,own-signal,last').split(',');
 const seed = process.env.KEYTURN_SEED ? resolve(process.env.KEYTURN_SEED) : undefined;
 const impls = option('impls', ['keyturn', ...(seed ? ['seed'] : []), 'chain', 'floor'].join(',')).split(',');
-// With a caller signal, also the floor that listens to it (by default).
+// With a caller signal, also the floor that listens to it; in the workload users run, the
+// libraries they pick instead (by default).
 const signalImpls = args.includes('--impls') ? impls : [...impls, 'floor-listen'];
+const ownImpls = args.includes('--impls') ? impls : [...impls, 'async-lock', 'p-queue', 'async-mutex'];
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -50,7 +53,7 @@ for (const workload of workloads) {
   console.log('');
   console.log(`workload ${workload}: ${describe[workload]}`);
   console.log('keys    implementation   cold works/s  × floor  × seed    warm works/s  × floor  × seed');
-  const rowImpls = workload === 'own-signal' ? signalImpls : impls;
+  const rowImpls = workload === 'own-signal' ? signalImpls : workload === 'own' ? ownImpls : impls;
   for (const keys of [1, 1000]) {
     const cold = Object.fromEntries(rowImpls.map((impl) => [impl, []]));
     const warm = Object.fromEntries(rowImpls.map((impl) => [impl, []]));
