@@ -25,38 +25,33 @@ function checkStore(store, what) {
   }
 }
 
-/**
- * The package's lock API for a platform: `load(glue)` instantiates the lock module (once);
- * `waitInOwnContext`: each waiter also arms a timer in its own caller's context (Workers).
- */
-export function lockApi({ load, waitInOwnContext = false }) {
-  // One manager per store object and `now`. Weak: a store that goes away takes its managers along.
-  const managers = new WeakMap();
+/** The lock API of one platform: one manager per store object and `now`. */
+class Locks {
+  constructor(load, waitInOwnContext) {
+    this.load = load;
+    this.waitInOwnContext = waitInOwnContext;
+    // Weak: a store that goes away takes its managers along.
+    this.managers = new WeakMap();
+  }
 
-  function managerFor(store, now, what) {
-    let byNow = managers.get(store);
+  manager(store, now, what) {
+    let byNow = this.managers.get(store);
     if (byNow === undefined) {
       checkStore(store, what);
       byNow = new Map();
-      managers.set(store, byNow);
+      this.managers.set(store, byNow);
     }
     let manager = byNow.get(now);
     // One whose instance failed is replaced: its locks keep failing, new calls get a fresh one.
     if (manager === undefined || manager.instance.failure !== undefined) {
-      manager = new Manager(liveInstance(load), store, now, waitInOwnContext);
+      manager = new Manager(liveInstance(this.load), store, now, this.waitInOwnContext);
       byNow.set(now, manager);
     }
     return manager;
   }
 
-  /**
-   * acquireLock(store, name, { waitMs, staleMs, now, signal }) → Promise<Lock | undefined>
-   *
-   * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for
-   * the whole `waitMs`. Rejects with a `LockStoreError` when the store fails, the signal's reason
-   * when it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
-   */
-  function acquireLock(store, name, options) {
+  /** `acquireLock`: see `lockApi`. */
+  acquireLock(store, name, options) {
     let manager;
     let signal;
     let waitMs;
@@ -68,7 +63,7 @@ export function lockApi({ load, waitInOwnContext = false }) {
       signal = optionalSignal(options?.signal, 'options.signal');
       waitMs = optionalNumber(options?.waitMs, 'options.waitMs', LOCK_WAIT_MS);
       staleMs = optionalNumber(options?.staleMs, 'options.staleMs', LOCK_STALE_MS);
-      manager = managerFor(store, now, 'store');
+      manager = this.manager(store, now, 'store');
       manager.alive();
       checkKey(name, 'name');
     } catch (error) {
@@ -77,17 +72,10 @@ export function lockApi({ load, waitInOwnContext = false }) {
     return manager.acquire(name, waitMs, staleMs, signal, NaN);
   }
 
-  /**
-   * withLock(store, name, fn, options) → Promise of fn's result
-   *
-   * Acquires `name`, runs `fn(lock)`, renews the lease while `fn` runs (as the core says: every
-   * `staleMs / 3`, a failed renewal tried again while the lease has time left), and releases
-   * when it settles, with `fn`'s value or error as its own. Rejects with `LockUnavailable` when a
-   * live holder kept the name for `waitMs`.
-   */
-  async function withLock(store, name, fn, options) {
+  /** `withLock`: see `lockApi`. */
+  async withLock(store, name, fn, options) {
     if (typeof fn !== 'function') throw wrongType('fn', 'a function', fn);
-    const lock = await acquireLock(store, name, options);
+    const lock = await this.acquireLock(store, name, options);
     if (lock === undefined) throw new LockUnavailable(name, options?.waitMs ?? LOCK_WAIT_MS);
     const stop = lock[KEEP_RENEWED](() => {});
     try {
@@ -98,11 +86,28 @@ export function lockApi({ load, waitInOwnContext = false }) {
       await lock.release().catch(() => {});
     }
   }
+}
 
+/**
+ * The package's lock API for a platform: `load(glue)` instantiates the lock module (once);
+ * `waitInOwnContext`: each waiter also arms a timer in its own caller's context (Workers).
+ *
+ * acquireLock(store, name, { waitMs, staleMs, now, signal }) → Promise<Lock | undefined> takes
+ * the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
+ * whole `waitMs`. It rejects with a `LockStoreError` when the store fails, the signal's reason
+ * when it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
+ *
+ * withLock(store, name, fn, options) → Promise of fn's result acquires `name`, runs `fn(lock)`,
+ * renews the lease while `fn` runs (as the core says: every `staleMs / 3`, a failed renewal tried
+ * again while the lease has time left), and releases when it settles, with `fn`'s value or error
+ * as its own; `LockUnavailable` when a live holder kept the name for `waitMs`.
+ */
+export function lockApi({ load, waitInOwnContext = false }) {
+  const locks = new Locks(load, waitInOwnContext);
   return {
-    acquireLock,
-    withLock,
+    acquireLock: (store, name, options) => locks.acquireLock(store, name, options),
+    withLock: (store, name, fn, options) => locks.withLock(store, name, fn, options),
     /** The manager of a store's locks on `Date.now`, checking the store (for a serializer). */
-    storeManager: (store, what) => managerFor(store, undefined, what),
+    storeManager: (store, what) => locks.manager(store, undefined, what),
   };
 }

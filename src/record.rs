@@ -229,50 +229,7 @@ fn parse_flat_object(text: &str) -> Result<Vec<(String, Value)>, NotARecord> {
                 return Err(BAD);
             }
             skip_ws(&mut chars);
-            let value = match chars.peek() {
-                Some('"') => {
-                    chars.next();
-                    Value::String(parse_string(&mut chars)?)
-                }
-                Some(c) if *c == '-' || c.is_ascii_digit() => {
-                    // Every number of a record is a whole number; a fraction or an exponent
-                    // reads as a field of the wrong type. (No float parser: ~10 KB of wasm.)
-                    let negative = chars.next_if_eq(&'-').is_some();
-                    let mut whole: u64 = 0;
-                    let mut digits = 0;
-                    while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
-                        chars.next();
-                        digits += 1;
-                        whole = whole.saturating_mul(10).saturating_add(u64::from(digit));
-                    }
-                    if digits == 0 {
-                        return Err(BAD);
-                    }
-                    if chars.peek().is_some_and(|c| matches!(c, '.' | 'e' | 'E')) {
-                        while chars.peek().is_some_and(|c| {
-                            c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')
-                        }) {
-                            chars.next();
-                        }
-                        Value::Other
-                    } else if whole > MAX_FENCE {
-                        Value::Other
-                    } else {
-                        let number = whole as f64;
-                        Value::Number(if negative { -number } else { number })
-                    }
-                }
-                _ => {
-                    let word = ["true", "false", "null"]
-                        .into_iter()
-                        .find(|word| text_starts(&chars, word))
-                        .ok_or(BAD)?;
-                    word.chars().for_each(|_| {
-                        chars.next();
-                    });
-                    Value::Other
-                }
-            };
+            let value = parse_scalar(&mut chars)?;
             fields.push((name, value));
             skip_ws(&mut chars);
             match chars.next() {
@@ -287,6 +244,60 @@ fn parse_flat_object(text: &str) -> Result<Vec<(String, Value)>, NotARecord> {
         return Err(BAD);
     }
     Ok(fields)
+}
+
+type Chars<'a> = core::iter::Peekable<core::str::Chars<'a>>;
+
+/// A scalar value: a string, a whole number, or one of the words (read as of another type).
+fn parse_scalar(chars: &mut Chars<'_>) -> Result<Value, NotARecord> {
+    const BAD: NotARecord = NotARecord("not a flat JSON object");
+    match chars.peek() {
+        Some('"') => {
+            chars.next();
+            Ok(Value::String(parse_string(chars)?))
+        }
+        Some(c) if *c == '-' || c.is_ascii_digit() => parse_number(chars),
+        _ => {
+            let word = ["true", "false", "null"]
+                .into_iter()
+                .find(|word| text_starts(chars, word))
+                .ok_or(BAD)?;
+            word.chars().for_each(|_| {
+                chars.next();
+            });
+            Ok(Value::Other)
+        }
+    }
+}
+
+/// A number. Every number of a record is a whole number: a fraction or an exponent reads as a
+/// field of the wrong type. (No float parser: ~10 KB of wasm.)
+fn parse_number(chars: &mut Chars<'_>) -> Result<Value, NotARecord> {
+    let negative = chars.next_if_eq(&'-').is_some();
+    let mut whole: u64 = 0;
+    let mut digits = 0;
+    while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
+        chars.next();
+        digits += 1;
+        whole = whole.saturating_mul(10).saturating_add(u64::from(digit));
+    }
+    if digits == 0 {
+        return Err(NotARecord("not a flat JSON object"));
+    }
+    if chars.peek().is_some_and(|c| matches!(c, '.' | 'e' | 'E')) {
+        while chars
+            .peek()
+            .is_some_and(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        {
+            chars.next();
+        }
+        return Ok(Value::Other);
+    }
+    if whole > MAX_FENCE {
+        return Ok(Value::Other);
+    }
+    let number = whole as f64;
+    Ok(Value::Number(if negative { -number } else { number }))
 }
 
 fn text_starts(chars: &core::iter::Peekable<core::str::Chars<'_>>, word: &str) -> bool {

@@ -582,48 +582,95 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     && lease.fence < batch.last_fence
                     && now - batch.at < young
             });
-        match (next.filter(|_| in_streak), from_batch) {
-            (Some(next), Some(batch)) => {
-                // The record already carries this batch's token and a fence above the next one.
-                let handed = Lease {
-                    token: batch.token.clone(),
-                    fence: lease.fence + 1,
-                    record_fence: lease.record_fence,
-                    version: lease.version.clone(),
-                    at: batch.at,
-                    stale_ms: self.stale_ms_of(next).unwrap_or(lease.stale_ms),
-                    renewing: None,
-                    lapsed: false,
-                    contested: lease.contested,
-                };
-                self.hold(next, handed);
-                self.remove(ticket);
+        match (next.filter(|_| in_streak), from_batch.is_some()) {
+            (Some(next), true) => {
+                self.hand_on_in_batch(ticket, next);
                 Step::Done
             }
-            (Some(_), None) => {
-                let token = random.token();
-                // Above every fence this record has carried, so the record's fence never falls.
-                let fence = lease.record_fence + 1;
-                let last_fence = fence + behind;
-                let value = encode_ours(true, &token, last_fence, now);
-                let version = lease.version.clone();
-                let then = AfterRelease::HandOff {
-                    token,
-                    fence,
-                    last_fence,
-                };
-                self.begin_release(ticket, then, now);
-                self.replace(version, value)
-            }
+            (Some(_), false) => self.hand_off(ticket, behind, now, random),
             (None, _) => {
-                let value = encode_ours(false, "", lease.record_fence, now);
-                let version = lease.version.clone();
                 // Waiters left when a streak ended at its bound: they let others in first.
                 let capped = next.is_some() && streak_since.is_some();
-                self.begin_release(ticket, AfterRelease::Free { capped }, now);
-                self.replace(version, value)
+                self.free(ticket, capped, now)
             }
         }
+    }
+
+    /// A release to `next` within the batch the record carries: no store call. The record
+    /// already carries the batch's token and a fence above the next one.
+    fn hand_on_in_batch(&mut self, ticket: Ticket, next: Ticket) {
+        let Some(line) = self.lines.line_of(ticket) else {
+            return;
+        };
+        let (
+            Some(Entry {
+                state: State::Holding(lease),
+                ..
+            }),
+            Some(batch),
+        ) = (
+            self.lines.get(ticket),
+            self.lines
+                .line_data(line)
+                .and_then(|state| state.batch.as_ref()),
+        )
+        else {
+            return;
+        };
+        let handed = Lease {
+            token: batch.token.clone(),
+            fence: lease.fence + 1,
+            record_fence: lease.record_fence,
+            version: lease.version.clone(),
+            at: batch.at,
+            stale_ms: self.stale_ms_of(next).unwrap_or(lease.stale_ms),
+            renewing: None,
+            lapsed: false,
+            contested: lease.contested,
+        };
+        self.hold(next, handed);
+        self.remove(ticket);
+    }
+
+    /// A release to the next waiter here by one CAS that raises the fence and reserves `behind`
+    /// more for the waiters after it.
+    fn hand_off(&mut self, ticket: Ticket, behind: u64, now: f64, random: &impl Random) -> Step<V> {
+        let Some(Entry {
+            state: State::Holding(lease),
+            ..
+        }) = self.lines.get(ticket)
+        else {
+            return Step::Done;
+        };
+        let token = random.token();
+        // Above every fence this record has carried, so the record's fence never falls.
+        let fence = lease.record_fence + 1;
+        let last_fence = fence + behind;
+        let value = encode_ours(true, &token, last_fence, now);
+        let version = lease.version.clone();
+        let then = AfterRelease::HandOff {
+            token,
+            fence,
+            last_fence,
+        };
+        self.begin_release(ticket, then, now);
+        self.replace(version, value)
+    }
+
+    /// A release that frees the record, keeping its fence; `capped`: a streak ended at its
+    /// bound with waiters left here.
+    fn free(&mut self, ticket: Ticket, capped: bool, now: f64) -> Step<V> {
+        let Some(Entry {
+            state: State::Holding(lease),
+            ..
+        }) = self.lines.get(ticket)
+        else {
+            return Step::Done;
+        };
+        let value = encode_ours(false, "", lease.record_fence, now);
+        let version = lease.version.clone();
+        self.begin_release(ticket, AfterRelease::Free { capped }, now);
+        self.replace(version, value)
     }
 
     /// Starts a renewal: [`Step::Replace`] that moves the lease to `now + staleMs` (then
