@@ -3,7 +3,7 @@
 // seed's file lock (board-lock.ts, its `hasErrorCode` shimmed) on tmpfs when KEYTURN_BOARD_LOCK
 // names it.
 //
-//   node bench/lock.mjs [--rounds N]
+//   node bench/lock.mjs [--rounds N] [--holds N (per contender)]
 //
 // Not a test: it asserts nothing about speed.
 import { mkdtemp, mkdir, copyFile, writeFile, rm } from 'node:fs/promises';
@@ -19,8 +19,12 @@ import { Counting as CountingStore } from './runtimes/store-bench.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
-const at = args.indexOf('--rounds');
-const rounds = at === -1 ? 5000 : Number(args[at + 1]);
+const option = (name, fallback) => {
+  const at = args.indexOf(`--${name}`);
+  return at === -1 ? fallback : Number(args[at + 1]);
+};
+const rounds = option('rounds', 5000);
+const holds = option('holds', 50);
 
 class MapStore {
   constructor() {
@@ -74,7 +78,7 @@ async function uncontended(acquire, release) {
   return median(times) * 1000;
 }
 
-async function contended(acquire, release, contenders = 16, each = 50) {
+async function contended(acquire, release, contenders = 16, each = holds) {
   let holds = 0;
   const started = performance.now();
   await Promise.all(
@@ -121,7 +125,7 @@ if (process.env.KEYTURN_BOARD_LOCK) {
   console.log('(no seed row: set KEYTURN_BOARD_LOCK to the seed\'s board-lock.ts to add it)');
 }
 
-console.log(`lock: ${rounds} uncontended acquire+release (after ${rounds} untimed); 16 contenders × 50 holds on one name in one isolate; node ${process.version}`);
+console.log(`lock: ${rounds} uncontended acquire+release (after ${rounds} untimed); 16 contenders × ${holds} holds on one name in one isolate; node ${process.version}`);
 console.log('');
 console.log('implementation                                 uncontended µs  calls   contended µs/hold  calls/acquisition');
 for (const [label, latency, calls, perHold, callsPerHold] of rows) {

@@ -7,7 +7,6 @@ import * as glue from '../keyturn_lock.js';
 import { LockStoreError } from '../errors.js';
 import { InstanceHost } from '../instance.js';
 import {
-  LOCK_BAD_STALE,
   LOCK_BAD_WAIT,
   LOCK_CREATE,
   LOCK_CREATED,
@@ -82,9 +81,10 @@ export class Manager {
     this.waitInOwnContext = waitInOwnContext;
     this.last = 0;
     // Waiters in line share one timer, armed for the earliest time the core must look again
-    // (a wait's end, a holder's lease end).
+    // (a wait's end, a holder's lease end); `waiting` of them wait now.
     this.timer = undefined;
     this.timerAt = Infinity;
+    this.waiting = 0;
     // Ends the waits and leases that are due, and wakes whom the core names.
     this.due = () => {
       if (this.instance.failure !== undefined) return;
@@ -162,35 +162,36 @@ export class Manager {
     this.drain();
   }
 
-  /**
-   * Wakes the waiters the core named. Once nobody waits, the shared timer goes: no wait's timer
-   * outlives the wait.
-   */
+  /** Wakes the waiters the core named. */
   drain() {
     for (let waiter; (waiter = this.core.takeWoken()) !== undefined; ) waiter.wakeNow();
-    if (this.timer !== undefined && Number.isNaN(this.core.nextTimer())) this.disarm();
-  }
-
-  disarm() {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = Infinity;
   }
 
   /**
-   * The shared timer, for the core's earliest time (re-armed only for an earlier one), cleared
-   * when the core has none. It is the waits' own timer: while someone waits it keeps a Node
-   * process alive, as the wait it ends does.
+   * Someone starts (`+1`) or stops (`-1`) waiting in line. The shared timer is the waits' own:
+   * it keeps a Node process alive while someone waits, and not a moment longer (`unref`; it
+   * stays armed, so the next wait arms nothing).
    */
+  waits(delta) {
+    this.waiting += delta;
+    if (this.timer === undefined) return;
+    if (this.waiting === 0) this.timer.unref?.();
+    else if (delta > 0 && this.waiting === 1) this.timer.ref?.();
+  }
+
+  /** The shared timer, for the core's earliest time (re-armed only for an earlier one). */
   arm() {
     const at = this.core.nextTimer();
     if (Number.isNaN(at)) {
-      if (this.timer !== undefined) this.disarm();
+      if (this.timer !== undefined) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
       return;
     }
     if (this.timer !== undefined && this.timerAt <= at) return;
     // The new timer first: a refusal (past workerd's quota) leaves the old one.
     const timer = setTimeout(this.fire, Math.max(0, at - this.time()));
+    if (this.waiting === 0) timer?.unref?.();
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = timer;
     this.timerAt = at;
@@ -244,35 +245,24 @@ export class Manager {
   }
 
   /**
-   * Starts an acquisition of a checked name (a well-formed string): the core's first step, its
-   * ticket and waiter. Throws the TypeError or RangeError for a name or option the core refuses,
-   * having queued nothing. `streakMs`: how long a serializer's streaks of local hand-offs may
-   * run (NaN for a lock's).
-   */
-  start(name, waitMs, staleMs, streakMs) {
-    const waiter = new Waiter();
-    const code = this.core.acquire(name, waitMs, staleMs, waiter, this.clock(), streakMs);
-    if (code < 0) {
-      if (code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG) throw keyError('name', name, code === LOCK_NAME_EMPTY);
-      if (code === LOCK_BAD_WAIT) throw rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: waitMs });
-      if (code === LOCK_BAD_STALE) throw rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: staleMs });
-    }
-    const ticket = this.core.lastTicket();
-    this.drain();
-    return { code, ticket, waiter };
-  }
-
-  /**
-   * An acquisition of a checked name: a promise of the lock, or of `undefined` when a live
-   * holder kept it for the whole wait. `signal` cancels the wait, leaving nothing held.
+   * An acquisition of a checked name (a well-formed string): a promise of the lock, or of
+   * `undefined` when a live holder kept it for the whole wait. `signal` cancels the wait,
+   * leaving nothing held; `streakMs` is how long a serializer's streaks of local hand-offs may
+   * run (NaN for a lock's). A name or option the core refuses rejects with the TypeError or
+   * RangeError, having queued nothing.
    */
   acquire(name, waitMs, staleMs, signal, streakMs) {
-    let started;
+    let code;
+    let ticket;
+    let waiter;
     try {
       if (signal?.aborted) throw signal.reason;
       this.alive();
-      started = this.start(name, waitMs, staleMs, streakMs);
-      const { code, ticket, waiter } = started;
+      waiter = new Waiter();
+      code = this.core.acquire(name, waitMs, staleMs, waiter, this.clock(), streakMs);
+      if (code < 0) throw this.refused(code, name, waitMs, staleMs);
+      ticket = this.core.lastTicket();
+      this.drain();
       if (signal === undefined && (code === LOCK_CREATE || code === LOCK_REPLACE)) {
         // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
         return this.exchange(name, ticket, code, (next) => {
@@ -286,7 +276,14 @@ export class Manager {
     } catch (error) {
       return Promise.reject(this.failed(error));
     }
-    return this.acquiring(name, started.ticket, started.code, started.waiter, signal);
+    return this.acquiring(name, ticket, code, waiter, signal);
+  }
+
+  /** The error for an acquisition the core refused (`code`, negative). */
+  refused(code, name, waitMs, staleMs) {
+    if (code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG) return keyError('name', name, code === LOCK_NAME_EMPTY);
+    if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: waitMs });
+    return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: staleMs });
   }
 
   /** The rest of an acquisition: waiting in line, polling, the caller's signal. */
@@ -323,7 +320,9 @@ export class Manager {
           await this.sleep(waiter, core.until());
           code = core.step(ticket, LOCK_WOKE, undefined, this.time());
         } else if (code === LOCK_WAIT) {
+          this.waits(1);
           await this.wait(waiter, core.until());
+          this.waits(-1);
           code = core.step(ticket, LOCK_WOKE, undefined, this.time());
         } else {
           code = await this.exchange(name, ticket, code);
