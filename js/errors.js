@@ -5,7 +5,7 @@ import { MESSAGES, fill } from './constants.js';
 /**
  * A serialized work did not settle within its deadline. Its caller's promise rejects with this,
  * its signal is aborted, and the next work for the key starts. Same `name`, `key` and message as
- * the seed's, plus `timeoutMs`.
+ * the reference `keyed-serializer.js`'s, plus `timeoutMs`.
  */
 export class SerializedWorkTimeout extends Error {
   constructor(key, timeoutMs) {

@@ -8,7 +8,7 @@ declare global {
   }
 }
 
-/** The default deadline of one serialized work: 30 000 ms, as the seed. */
+/** The default deadline of one serialized work: 30 000 ms, as `keyed-serializer.js`. */
 export const DEFAULT_TIMEOUT_MS: number;
 
 /**
@@ -155,10 +155,10 @@ export const SERIALIZE_PREFIX: string;
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;
 
-/** How long one acquisition waits for a live holder before answering nothing: 100 ms, as the seed. */
+/** How long one acquisition waits for a live holder before answering nothing: 100 ms, as `board-lock.ts`. */
 export const LOCK_WAIT_MS: number;
 
-/** The age past which a held lock record is abandoned and taken over: 2000 ms, as the seed. */
+/** The age past which a held lock record is abandoned and taken over: 2000 ms, as `board-lock.ts`. */
 export const LOCK_STALE_MS: number;
 
 /**

@@ -41,6 +41,19 @@
 //!   store ([`StoreSerializer`]), or use the lock.
 //! - The lock over a store without a conditional put (Workers KV): it would not exclude anyone.
 //! - Either for CPU-bound work: a turn is only as fair as the awaits inside it.
+//!
+//! ## Time, randomness and stores
+//! Everything takes its [`Clock`] and [`Random`]: on wasm32, `PlatformClock` (monotonic, for
+//! the serializer's deadlines), `WallClock` (epoch milliseconds, for lock records other isolates
+//! read) and `PlatformRandom` (the platform's crypto), with `acquire_lock` for a one-off lock;
+//! anywhere, [`ManualClock`] and [`SeededRandom`] make a test deterministic. A store is any
+//! [`LockStore`]: three async methods, each one atomic operation; [`MemoryStore`] is the
+//! embedded one and the model every real store must match.
+//!
+//! The crate implements two small reference implementations: `keyed-serializer.js` (a per-key
+//! serializer with a deadline, whose order, timeout error and late-settle rule the serializer
+//! keeps) and `board-lock.ts` (a lock file with exclusive create, stale takeover and token
+//! release, which the lock keeps over a store's conditional put).
 
 #![deny(missing_docs, missing_debug_implementations)]
 // Parts of the cores are driven only by the npm package's bindings, which exist on wasm32 alone,

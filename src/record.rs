@@ -447,7 +447,7 @@ mod tests {
             r#"{"keyturn":1,"state":"held","token":"t","fence":1}"#,
             r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0} trailing"#,
             r#"{"keyturn":1,"state":"held","token":"\ud800","fence":1,"at":0}"#,
-            r#"{"pid":123,"token":"from the seed's lock file"}"#,
+            r#"{"pid":123,"token":"from board-lock.ts's lock file"}"#,
         ] {
             assert!(Record::decode(text).is_err(), "{text}");
         }

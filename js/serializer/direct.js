@@ -2,22 +2,7 @@
 // settled, two microtasks later, and one timer — armed for the earliest deadline the core
 // orders — bounds every running work. Cleared once nothing is queued.
 import { SERIALIZER_NEXT } from '../constants.js';
-import { DONE, CANCELLED, Job, Line } from './jobs.js';
-
-const resolved = Promise.resolve();
-
-/** Queues `task` as a reaction to a settled promise: `queueMicrotask`'s place, and it cannot throw. */
-const microtask = (task) => {
-  resolved.then(task);
-};
-
-const clear = (timer) => {
-  try {
-    clearTimeout(timer);
-  } catch {
-    // a timer that cannot be cleared fires into a serializer with nothing due, which ignores it
-  }
-};
+import { DONE, CANCELLED, Job, Line, clear, microtask } from './jobs.js';
 
 /** A busy key, with the one reaction that moves it on after each plain job (no closure per job). */
 class DirectLine extends Line {

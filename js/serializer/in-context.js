@@ -5,17 +5,7 @@
 // timer of its own, armed in its own context and cleared when it settles: a request never holds
 // more timers than its works running.
 import { SERIALIZER_IDLE } from '../constants.js';
-import { DONE, CANCELLED, QUEUED, RUNNING, Job, Line } from './jobs.js';
-
-const resolved = Promise.resolve();
-
-const clear = (timer) => {
-  try {
-    clearTimeout(timer);
-  } catch {
-    // a timer that cannot be cleared fires into a job that has settled, which ignores it
-  }
-};
+import { DONE, CANCELLED, QUEUED, RUNNING, Job, Line, clear, microtask } from './jobs.js';
 
 /** A job that starts from its own reactions. */
 class InContextJob extends Job {
@@ -69,7 +59,7 @@ export class InContextScheduler {
     job.prev = line.last;
     line.last = job;
     job.tail = result.then(job.react, job.react);
-    if (job.prev === undefined) resolved.then(job.react);
+    if (job.prev === undefined) microtask(job.react);
     else job.prev.tail.then(job.react);
     job.signal?.addEventListener('abort', job);
   }
@@ -101,7 +91,7 @@ export class InContextScheduler {
         }
       }
       job.due = true;
-      resolved.then(job.react);
+      microtask(job.react);
       return;
     }
     let started;

@@ -2,6 +2,25 @@
 // its turns (this file's `PlainTurns`, leased.js): what one call is, what one busy key is, and
 // how a started job's work is called and its caller told.
 
+const resolved = Promise.resolve();
+
+/**
+ * Queues `task` as a reaction to a settled promise: the place `queueMicrotask` would give it,
+ * but this cannot throw, and on Node it costs no AsyncResource per call.
+ */
+export const microtask = (task) => {
+  resolved.then(task);
+};
+
+/** Clears a timer; one that cannot be cleared fires into a job or serializer that ignores it. */
+export const clear = (timer) => {
+  try {
+    clearTimeout(timer);
+  } catch {
+    // nothing to do: what it would have ended has ended
+  }
+};
+
 // A job's life, as the JS sees it (the core keeps its own).
 export const QUEUED = 0;
 export const RUNNING = 1; // its turn came: deadline armed, controller made

@@ -10,7 +10,7 @@
 //! - **Taking a name** ([`LockCore::step`] on a contender, `contend`): the conditional create is
 //!   the decision. A record that is free is taken by CAS on the version read; a held one older
 //!   than `staleMs` was left by a dead holder and is taken over by CAS (at most [`TAKEOVERS`]
-//!   per acquisition, as the seed); a record that is not ours only once it stayed unchanged for
+//!   per acquisition, as `board-lock.ts`); a record that is not ours only once it stayed unchanged for
 //!   `staleMs`. Polls back off from 2 ms to [`MAX_POLL_MS`] with jitter.
 //! - **Fencing**: every record written by a new holder carries a fence above every fence the
 //!   name's record has carried (`record_fence + 1`); a record that is not ours gets the epoch

@@ -1,10 +1,11 @@
-//! A lease lock over any [`LockStore`](crate::store::LockStore): the seed's board lock on a conditional put, with
-//! fencing, renewable leases and a local FIFO.
+//! A lease lock over any [`LockStore`](crate::store::LockStore): the reference `board-lock.ts`'s
+//! lock file as a record in a store with a conditional put, with fencing, renewable leases and a
+//! local FIFO.
 //!
 //! The conditional create is the decision: two contenders that both see no record cannot both
 //! create it. A record older than `staleMs` is a holder that died, and is taken over — by one
 //! compare-and-set on the version that was read, so a rival's fresh record is never lost (the
-//! seed's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
+//! reference's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
 //! late release after a takeover changes nothing. Every acquisition raises the record's fence.
 //!
 //! Every rule lives in one step machine, [`LockCore`] (`core.rs`), which makes no call of any
@@ -37,17 +38,18 @@ use crate::key::KeyError;
 use crate::store::StoreError;
 use crate::wire::messages;
 
-/// How long one acquisition waits for a live holder before answering nothing, as the seed.
+/// How long one acquisition waits for a live holder before answering nothing, as `board-lock.ts`.
 pub const LOCK_WAIT_MS: u32 = 100;
 
-/// The age past which a held record is abandoned and taken over, as the seed.
+/// The age past which a held record is abandoned and taken over, as `board-lock.ts`.
 pub const LOCK_STALE_MS: u32 = 2_000;
 
-/// How many abandoned records one acquisition takes over before it stops trying, as the seed.
+/// How many abandoned records one acquisition takes over before it stops trying, as
+/// `board-lock.ts`.
 pub(crate) const TAKEOVERS: u32 = 2;
 
 /// How long a name may pass from hand to hand within one isolate before its record is freed for
-/// other isolates: the seed's whole wait, so a remote contender that arrived at the start of a
+/// other isolates: the reference's whole wait, so a remote contender that arrived at the start of a
 /// streak still finds the record free before its default wait is over.
 pub const MAX_LOCAL_STREAK_MS: f64 = LOCK_WAIT_MS as f64;
 
