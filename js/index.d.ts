@@ -55,7 +55,7 @@ export interface SerializeOptions {
    * rejected); what it throws is ignored. Never called for a work that settled in time, nor
    * for one that never settles.
    */
-  onLateSettle?: (value: unknown) => void;
+  onLateSettle?: ((value: unknown) => void) | undefined;
   /**
    * The caller's signal. Already aborted: the call rejects with `signal.reason` at once and
    * queues nothing. Aborted while the work waits: the call rejects with the reason, the work
@@ -64,9 +64,9 @@ export interface SerializeOptions {
    * abandoned, as at a timeout). Once the work settled, aborting changes nothing, and no
    * listener stays on the signal.
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** This work's deadline in milliseconds instead of the serializer's: a finite number from 1 to 2^31 - 1. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
 }
 
 /** What a work gets besides its signal. */
@@ -87,7 +87,10 @@ export interface SerializerStats {
   running: number;
   /** Works waiting for their turn now. */
   waiting: number;
-  /** Works whose turn came, since creation. */
+  /**
+   * Works whose `work` was called, since creation. With a store a work is called once it holds
+   * its key's lease: one that timed out waiting for the lease counts in `timedOut` only.
+   */
   started: number;
   /** Works abandoned at their deadline. */
   timedOut: number;
@@ -127,18 +130,18 @@ export interface Serialize {
 
 export interface KeyedSerializerOptions {
   /** Deadline of each work in milliseconds, a finite number from 1 to 2^31 - 1; default 30 000. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Most works one key may have queued or running: a whole number from 1 up, or `Infinity` (the default). */
-  maxPending?: number;
+  maxPending?: number | undefined;
   /**
    * Serialize across every isolate whose serializer uses the same storage: each turn holds the
    * key's lease in this store (the lock named `SERIALIZE_PREFIX + key`), renewed while its work
    * runs. The deadline covers waiting for the lease and running. A store failure rejects that
    * work with {@link LockStoreError}. A Workers KV namespace is refused (no conditional put).
    */
-  store?: LockStore;
+  store?: LockStore | undefined;
   /** With a store: the lease a running turn holds, in ms, renewed every third of it; default 2000. */
-  staleMs?: number;
+  staleMs?: number | undefined;
 }
 
 /** A serializer with a store serves key `k` under the lock name `SERIALIZE_PREFIX + k`: `'keyturn:serialize:'`. */
@@ -199,13 +202,13 @@ export class LockUnavailable extends Error {
 
 export interface LockOptions {
   /** How long to wait for a live holder, in ms (≥ 0; 0 tries once). Default 100. */
-  waitMs?: number;
+  waitMs?: number | undefined;
   /** The lease: a record not renewed for this long is abandoned and taken over, in ms (> 0). Default 2000. */
-  staleMs?: number;
+  staleMs?: number | undefined;
   /** The clock, in epoch milliseconds (record times are compared across isolates). Default `Date.now`. */
-  now?: () => number;
+  now?: (() => number) | undefined;
   /** Cancels the wait: already aborted, nothing is asked of the store; aborted while waiting, the call rejects with its reason, leaves the line and leaves nothing held. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** A held lock: a lease that runs `staleMs` from its record's time, moved by `renew`. */
@@ -248,7 +251,7 @@ export function withLock<T>(store: LockStore, name: string, fn: (lock: Lock) => 
  * `onlyIf: { etagMatches }`. Records live under `prefix` (default `keyturn-lock/`).
  */
 export class R2Store implements LockStore {
-  constructor(bucket: { get(key: string): Promise<unknown>; put(key: string, value: string, options?: unknown): Promise<unknown> }, options?: { prefix?: string });
+  constructor(bucket: { get(key: string): Promise<unknown>; put(key: string, value: string, options?: unknown): Promise<unknown> }, options?: { prefix?: string | undefined });
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
@@ -263,7 +266,7 @@ export class R2Store implements LockStore {
 export class RedisStore implements LockStore {
   constructor(
     evalFn: (script: string, keys: string[], args: string[]) => Promise<unknown>,
-    options?: { prefix?: string; evalShaFn?: (sha: string, keys: string[], args: string[]) => Promise<unknown> },
+    options?: { prefix?: string | undefined; evalShaFn?: ((sha: string, keys: string[], args: string[]) => Promise<unknown>) | undefined },
   );
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
@@ -275,7 +278,7 @@ export class RedisStore implements LockStore {
  * (`idFromName(prefix + name)`) over RPC. `prefix` defaults to `keyturn-lock:`.
  */
 export class DurableObjectStore implements LockStore {
-  constructor(namespace: { idFromName(name: string): unknown; get(id: unknown): unknown }, options?: { prefix?: string });
+  constructor(namespace: { idFromName(name: string): unknown; get(id: unknown): unknown }, options?: { prefix?: string | undefined });
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
@@ -298,7 +301,7 @@ export class LockDurableObject {
  * live under the key prefix (default `['keyturn-lock']`).
  */
 export class DenoKvStore implements LockStore {
-  constructor(kv: { get(key: unknown[]): Promise<{ value: unknown; versionstamp: string | null }>; atomic(): unknown }, options?: { prefix?: unknown[] });
+  constructor(kv: { get(key: unknown[]): Promise<{ value: unknown; versionstamp: string | null }>; atomic(): unknown }, options?: { prefix?: unknown[] | undefined });
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;

@@ -88,7 +88,8 @@ class Serializer {
     // With a store: its lock manager (a TypeError for a store that is not one) and the leases.
     const turns = store === undefined ? PlainTurns : new LeasedTurns(this, locks.storeManager(store, 'options.store'), staleMs);
     this.instance = liveInstance();
-    this.core = new Binding(timeoutMs, maxPending, Scheduler.sharedTimer);
+    // With a store a work is called once it holds its key's lease: `stats().started` counts it then.
+    this.core = new Binding(timeoutMs, maxPending, Scheduler.sharedTimer, store === undefined);
     this.timeoutMs = timeoutMs;
     this.maxPending = maxPending;
     this.lines = new Map();

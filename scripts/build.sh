@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 rm -rf pkg
 mkdir pkg
 # One wasm module per JS binding: the serializer's, and the lock's (loaded on first use).
-# Both are built for speed (rustc opt-level 3 and 2), then shrunk by wasm-opt -Oz. The lock's
-# own time is small beside a store's round trip, but at opt-level z it took 2 µs more per warm
-# acquire+release (about 6 µs more against Redis) for 18 KB less wasm.
+# Both are built for speed (rustc opt-level 3 and 2), then shrunk by wasm-opt -Oz: at opt-level
+# z the lock's acquire+release was slower by more than a user would trade for its smaller size
+# (docs/design.md).
 for module in wasm:js-serializer:3 lock:js-lock:2; do
   IFS=: read -r name feature level <<<"$module"
   CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \

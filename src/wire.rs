@@ -166,6 +166,10 @@ pub mod messages {
     pub const UNKNOWN_OPTION: &str = "{what} has no option {name}: did you mean {closest}?";
     /// A store that is a Workers KV namespace.
     pub const STORE_IS_KV: &str = "{what} is a Workers KV namespace, which has no conditional put and is eventually consistent: a lock over it would let two holders in at once. Use a store with a conditional put: a Durable Object, R2, Redis or Deno KV.";
+    /// A Durable Object stub where its namespace is expected.
+    pub const STORE_IS_STUB: &str = "{what} is a Durable Object stub, not a namespace: pass the binding itself (env.LOCKS), and the store routes each lock name to its own object";
+    /// A Durable Object namespace whose objects do not answer RPC.
+    pub const STORE_NO_RPC: &str = "the Durable Object namespace's objects have no RPC method {method}: the store calls LockDurableObject over RPC, which needs compatibility_date 2024-04-03 or later in wrangler.toml, and the worker must export LockDurableObject";
     /// A store without one of its three methods.
     pub const STORE_METHOD_MISSING: &str =
         "{what}.{method} must be a function (a store has create, read and replace)";
@@ -201,6 +205,8 @@ pub mod messages {
         ("tooManyWorks", TOO_MANY_WORKS),
         ("unknownOption", UNKNOWN_OPTION),
         ("storeIsKv", STORE_IS_KV),
+        ("storeIsStub", STORE_IS_STUB),
+        ("storeNoRpc", STORE_NO_RPC),
         ("storeMethodMissing", STORE_METHOD_MISSING),
         ("storeFailed", STORE_FAILED),
         ("storeWrongAnswer", STORE_WRONG_ANSWER),

@@ -76,6 +76,11 @@ export class LeasedTurns {
     if (code === TURN_RUN) {
       const stop = lock[KEEP_RENEWED](() => job.controller?.abort(lostLease(job.line.key)));
       this.held.set(job, new HeldTurn(lock, stop));
+      try {
+        this.serializer.core.called(job.line.id);
+      } catch (error) {
+        this.serializer.failed(error);
+      }
       this.call(job, lock);
     } else if (code === TURN_RELEASE) {
       lock[HAND_ON](0).catch(ignore);

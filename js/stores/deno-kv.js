@@ -1,16 +1,21 @@
 // Deno KV as a LockStore: `atomic().check({ key, versionstamp })` makes create (versionstamp
 // null: absent) and compare-and-set; a failed check commits nothing and answers `ok: false`.
 // Versions are Deno KV's versionstamps.
+import { OptionNames, wrongType } from '../arguments.js';
+
+const OPTIONS = new OptionNames(['prefix']);
 
 /** A lock store over a Deno KV handle; records live under the key prefix (default ['keyturn-lock']). */
 export class DenoKvStore {
   #kv;
   #prefix;
-  constructor(kv, { prefix = ['keyturn-lock'] } = {}) {
+  constructor(kv, options) {
     if (kv === null || typeof kv !== 'object' || typeof kv.atomic !== 'function' || typeof kv.get !== 'function') {
-      throw new TypeError('keyturn: kv must be a Deno KV handle (from Deno.openKv())');
+      throw wrongType('kv', 'a Deno KV handle (from Deno.openKv())', kv);
     }
-    if (!Array.isArray(prefix)) throw new TypeError('keyturn: options.prefix must be an array of key parts');
+    OPTIONS.check(options, 'options');
+    const prefix = options?.prefix ?? ['keyturn-lock'];
+    if (!Array.isArray(prefix)) throw wrongType('options.prefix', 'an array of key parts or undefined', prefix);
     this.#kv = kv;
     this.#prefix = prefix;
   }

@@ -1,32 +1,51 @@
 // The LockStore side of Durable Objects: each lock name goes to its own `LockDurableObject`
 // (`idFromName(prefix + name)`), over RPC. See durable-object.js for the class and its binding.
+import { MESSAGES, fill } from '../constants.js';
+import { OptionNames, typeError, wrongType } from '../arguments.js';
+
+const OPTIONS = new OptionNames(['prefix']);
+
+/** A namespace binding, not one of its stubs (a stub answers every property as an RPC call). */
+function checkNamespace(namespace) {
+  if (namespace === null || typeof namespace !== 'object') throw wrongType('namespace', 'a Durable Object namespace bound to LockDurableObject', namespace);
+  if (typeof namespace.id?.equals === 'function') throw typeError(MESSAGES.storeIsStub, { what: 'namespace' });
+  if (typeof namespace.idFromName !== 'function' || typeof namespace.get !== 'function') {
+    throw wrongType('namespace', 'a Durable Object namespace bound to LockDurableObject', namespace);
+  }
+}
 
 /** A lock store over a namespace bound to `LockDurableObject`. */
 export class DurableObjectStore {
   #namespace;
   #prefix;
-  constructor(namespace, { prefix = 'keyturn-lock:' } = {}) {
-    if (namespace === null || typeof namespace !== 'object' || typeof namespace.idFromName !== 'function' || typeof namespace.get !== 'function') {
-      throw new TypeError('keyturn: namespace must be a Durable Object namespace bound to LockDurableObject');
-    }
-    if (typeof prefix !== 'string') throw new TypeError('keyturn: options.prefix must be a string');
+  constructor(namespace, options) {
+    checkNamespace(namespace);
+    OPTIONS.check(options, 'options');
+    const prefix = options?.prefix ?? 'keyturn-lock:';
+    if (typeof prefix !== 'string') throw wrongType('options.prefix', 'a string or undefined', prefix);
     this.#namespace = namespace;
     this.#prefix = prefix;
   }
 
-  #object(key) {
-    return this.#namespace.get(this.#namespace.idFromName(this.#prefix + key));
+  /**
+   * The object holding `key`'s record, whose `method` is called. Its methods are RPC methods:
+   * without RPC (a compatibility date before 2024-04-03) a stub has none, which is named here.
+   */
+  #object(key, method) {
+    const object = this.#namespace.get(this.#namespace.idFromName(this.#prefix + key));
+    if (typeof object[method] !== 'function') throw new TypeError(`keyturn: ${fill(MESSAGES.storeNoRpc, { method })}`);
+    return object;
   }
 
   create(key, value) {
-    return this.#object(key).create(key, value);
+    return this.#object(key, 'create').create(key, value);
   }
 
   read(key) {
-    return this.#object(key).read(key);
+    return this.#object(key, 'read').read(key);
   }
 
   replace(key, version, value) {
-    return this.#object(key).replace(key, version, value);
+    return this.#object(key, 'replace').replace(key, version, value);
   }
 }

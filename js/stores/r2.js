@@ -1,20 +1,29 @@
 // An R2 bucket as a LockStore. R2's conditional put is the whole trick: `etagDoesNotMatch: '*'`
 // creates only if absent, `etagMatches` is a compare-and-set, and a failed condition answers
 // null. R2 has no conditional delete, which the lock does not need: a released record stays.
+import { MESSAGES } from '../constants.js';
+import { OptionNames, typeError, wrongType } from '../arguments.js';
 
-const checkBucket = (bucket) => {
-  if (bucket === null || typeof bucket !== 'object' || typeof bucket.put !== 'function' || typeof bucket.get !== 'function') {
-    throw new TypeError('keyturn: bucket must be an R2 bucket binding (with get and put)');
+const OPTIONS = new OptionNames(['prefix']);
+
+/** A bucket binding: R2's, not a Workers KV namespace (which has no conditional put). */
+function checkBucket(bucket) {
+  if (bucket === null || typeof bucket !== 'object') throw wrongType('bucket', 'an R2 bucket binding', bucket);
+  if (typeof bucket.getWithMetadata === 'function') throw typeError(MESSAGES.storeIsKv, { what: 'bucket' });
+  if (typeof bucket.put !== 'function' || typeof bucket.get !== 'function' || typeof bucket.head !== 'function') {
+    throw wrongType('bucket', 'an R2 bucket binding (with get, put and head)', bucket);
   }
-};
+}
 
 /** A lock store over an R2 bucket; lock records live under `prefix` (default `keyturn-lock/`). */
 export class R2Store {
   #bucket;
   #prefix;
-  constructor(bucket, { prefix = 'keyturn-lock/' } = {}) {
+  constructor(bucket, options) {
     checkBucket(bucket);
-    if (typeof prefix !== 'string') throw new TypeError('keyturn: options.prefix must be a string');
+    OPTIONS.check(options, 'options');
+    const prefix = options?.prefix ?? 'keyturn-lock/';
+    if (typeof prefix !== 'string') throw wrongType('options.prefix', 'a string or undefined', prefix);
     this.#bucket = bucket;
     this.#prefix = prefix;
   }

@@ -66,13 +66,25 @@ impl SerializerBinding {
     }
 
     /// A serializer with options [`check_options`](Self::check_options) took (others fall back
-    /// to the defaults); `shared_timer`: one timer for every deadline (else one per work).
+    /// to the defaults); `shared_timer`: one timer for every deadline (else one per work);
+    /// `calls_at_start`: works are called as soon as they start (else the JS says when, with
+    /// [`called`](Self::called): with a store, once the lease is held).
     #[wasm_bindgen(constructor)]
-    pub fn new(timeout_ms: f64, max_pending: f64, shared_timer: bool) -> SerializerBinding {
+    pub fn new(
+        timeout_ms: f64,
+        max_pending: f64,
+        shared_timer: bool,
+        calls_at_start: bool,
+    ) -> SerializerBinding {
         let options = SerializerOptions::new(timeout_ms, max_pending).unwrap_or_default();
         SerializerBinding {
-            core: SerializerCore::new(options, shared_timer),
+            core: SerializerCore::new(options, shared_timer, calls_at_start),
         }
+    }
+
+    /// The running head of `line` had its work called.
+    pub fn called(&mut self, line: u32) {
+        self.core.called(LineId(line));
     }
 
     /// The serializer's deadline for works without their own, in milliseconds.

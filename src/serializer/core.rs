@@ -111,7 +111,7 @@ pub struct Stats {
     pub running: usize,
     /// Works waiting for their turn.
     pub waiting: usize,
-    /// Works whose turn came.
+    /// Works whose `work` was called.
     pub started: u64,
     /// Works abandoned at their deadline.
     pub timed_out: u64,
@@ -157,6 +157,9 @@ pub struct SerializerCore<P> {
     options: SerializerOptions,
     /// Whether the core orders deadlines for one shared timer (else each work has its own).
     shared_timer: bool,
+    /// Whether a work is called as soon as it starts (else its driver says when:
+    /// [`called`](Self::called), after the lease of a serializer over a store).
+    calls_at_start: bool,
     /// Running works' deadlines, a min-heap of `(deadline, ticket)`. Entries of works that
     /// ended stay until they reach the top or the heap is compacted (see `Deadlines`).
     deadlines: Deadlines,
@@ -178,11 +181,14 @@ impl<P> SerializerCore<P> {
     /// A core with these (already validated) options. `shared_timer`: whether its front end
     /// runs one timer for every deadline ([`next_deadline`](Self::next_deadline) and
     /// [`expire`](Self::expire)) or one per work (then the core keeps no deadline order).
-    pub fn new(options: SerializerOptions, shared_timer: bool) -> Self {
+    /// `calls_at_start`: whether each work is called as soon as it starts, or later, when its
+    /// front end says so ([`called`](Self::called)): [`Stats::started`] counts works called.
+    pub fn new(options: SerializerOptions, shared_timer: bool, calls_at_start: bool) -> Self {
         SerializerCore {
             lines: Lines::new(),
             options,
             shared_timer,
+            calls_at_start,
             deadlines: Deadlines::default(),
             running: 0,
             counted: 0,
@@ -282,7 +288,9 @@ impl<P> SerializerCore<P> {
         let deadline = now + job.timeout_ms;
         job.state = State::Running { deadline };
         self.running += 1;
-        self.stats.started += 1;
+        if self.calls_at_start {
+            self.stats.started += 1;
+        }
         if self.shared_timer {
             let lines = &self.lines;
             self.deadlines
@@ -295,6 +303,20 @@ impl<P> SerializerCore<P> {
             payload: &mut job.payload,
             timeout_ms: job.timeout_ms,
         })
+    }
+
+    /// The running head of `line` had its work called (a core made without `calls_at_start`:
+    /// a serializer over a store calls a work once it holds the key's lease). A work that never
+    /// got that far — it timed out waiting for the lease — is not counted in [`Stats::started`].
+    pub fn called(&mut self, line: LineId) {
+        let running = self
+            .lines
+            .head(line)
+            .and_then(|head| self.lines.get(head))
+            .is_some_and(|job| matches!(job.state, State::Running { .. }));
+        if running {
+            self.stats.started += 1;
+        }
     }
 
     /// Gives up on a running work: it timed out, or its caller cancelled it. It stays the head

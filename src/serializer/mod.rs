@@ -322,12 +322,32 @@ impl<C: Clock> KeyedSerializer<C> {
 
     /// A serializer on `clock` with `options`.
     pub fn with_options(options: SerializerOptions, clock: C) -> Self {
+        Self::with_core(SerializerCore::new(options, false, true), clock)
+    }
+
+    /// A serializer whose `work` is its caller's own first step (a [`StoreSerializer`]'s
+    /// turn), which says when the caller's work is called: [`called`](Self::called).
+    pub(crate) fn calling_later(options: SerializerOptions, clock: C) -> Self {
+        Self::with_core(SerializerCore::new(options, false, false), clock)
+    }
+
+    fn with_core(core: SerializerCore<Turn>, clock: C) -> Self {
         KeyedSerializer {
             front: Rc::new(RefCell::new(Front {
-                core: SerializerCore::new(options, false),
+                core,
                 index: KeyMap::default(),
             })),
             clock,
+        }
+    }
+
+    /// The running work of `key` had its caller's work called (see
+    /// [`calling_later`](Self::calling_later)).
+    pub(crate) fn called(&self, key: &str) {
+        let mut front = self.front.borrow_mut();
+        let Front { core, index } = &mut *front;
+        if let Some(&line) = index.get(key) {
+            core.called(LineId(line));
         }
     }
 

@@ -85,7 +85,7 @@ impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
         }
         .validate()?;
         Ok(StoreSerializer {
-            serializer: KeyedSerializer::with_options(options, locks.clock().clone()),
+            serializer: KeyedSerializer::calling_later(options, locks.clock().clone()),
             locks,
             turns: RefCell::new(Turns::new(stale_ms)),
         })
@@ -166,6 +166,7 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
             key,
             lock: Some(lock),
         };
+        self.serializer.called(key);
         let output = {
             let Some(lock) = hand_on.lock.as_ref() else {
                 unreachable!("just put there")

@@ -47,6 +47,14 @@ async function controls(request: { signal: AbortSignal }): Promise<void> {
 }
 void controls;
 
+// Every optional option takes `undefined` too, under exactOptionalPropertyTypes: a signal a
+// handler may or may not have, say.
+async function maybeSignal(signal: AbortSignal | undefined, timeoutMs: number | undefined): Promise<number> {
+  const own = createKeyedSerializer({ timeoutMs, maxPending: undefined, store: undefined, staleMs: undefined });
+  return own('key', () => 1, { signal, timeoutMs, onLateSettle: undefined });
+}
+void maybeSignal;
+
 // @ts-expect-error maxPending is a number
 createKeyedSerializer({ maxPending: '8' });
 // @ts-expect-error signal is an AbortSignal

@@ -16,6 +16,7 @@ fn core<P>(timeout_ms: f64, max_pending: f64) -> SerializerCore<P> {
     SerializerCore::new(
         SerializerOptions::new(timeout_ms, max_pending).unwrap(),
         true,
+        true,
     )
 }
 
@@ -238,4 +239,23 @@ fn timeout_bounds() {
         TimeoutOutOfRange(0.0).to_string(),
         "timeoutMs must be a finite number from 1 to 2147483647, got 0"
     );
+}
+
+#[test]
+fn started_counts_works_called_which_a_driver_may_say_later() {
+    let options = SerializerOptions::new(100.0, f64::INFINITY).unwrap();
+    let mut core: SerializerCore<()> = SerializerCore::new(options, true, false);
+    let a = core.open("k", (), None).unwrap();
+    let _b = core.enqueue_on(a.line, (), None).unwrap();
+    core.start_head(a.line, 0.0).unwrap();
+    assert_eq!(core.stats().started, 0, "its turn came; its work is not called yet");
+    core.called(a.line);
+    assert_eq!(core.stats().started, 1);
+    core.finish_head(a.line).unwrap();
+    core.start_head(a.line, 10.0).unwrap();
+    // Its deadline passes while it waits to be called (for a lease): timed out, never started.
+    assert!(core.expire(110.0).is_some());
+    core.called(a.line);
+    let stats = core.stats();
+    assert_eq!((stats.started, stats.timed_out), (1, 1));
 }

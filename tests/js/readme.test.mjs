@@ -1,0 +1,167 @@
+// The package's README, followed as a user would: a fresh project installs the packed tarball,
+// reads node_modules/keyturn/README.md, and runs its code blocks as written — the Node examples
+// in Node, the Redis one against a redis-server this test starts, the worker built by wrangler
+// from the README's wrangler.toml and run as two isolates by the README's own Miniflare script
+// (100 notifications at once, an exact count), the Deno example in Deno, the page bundled and
+// opened in headless Chromium. Each `console.log(…); // what` must print what its comment says.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { installTarball, root } from './installed.mjs';
+import { browsers, pageSays, serveFiles } from '../runtimes/webdriver.mjs';
+
+const bin = (name) => join(root, 'node_modules/.bin', name);
+const work = mkdtempSync(join(tmpdir(), 'keyturn-readme-'));
+let project;
+let blocks;
+
+/** The README's fenced code blocks: `{ lang, tag, code }`. */
+function codeBlocks(markdown) {
+  return [...markdown.matchAll(/^```(\w+)(?:[ ,](\S+))?\n([\s\S]*?)^```$/gm)].map(([, lang, tag, code]) => ({ lang, tag, code }));
+}
+
+const blocksOf = (lang, tag) => blocks.filter((block) => block.lang === lang && block.tag === tag);
+
+/** What the block's `console.log(…); // what` lines say they print, in order. */
+const promised = (code) => [...code.matchAll(/console\.log\(.*\); \/\/ (.*)$/gm)].map(([, said]) => said);
+
+/** Each printed line is what its comment says, up to the comment's own explanation. */
+function printsAsPromised(stdout, code) {
+  const lines = stdout.trim().split('\n');
+  const said = promised(code);
+  assert.equal(lines.length, said.length, `printed ${JSON.stringify(lines)}, promised ${JSON.stringify(said)}`);
+  lines.forEach((line, i) => assert.ok(said[i].startsWith(line), `printed ${JSON.stringify(line)}, the README says ${JSON.stringify(said[i])}`));
+}
+
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { cwd: project, encoding: 'utf8', timeout: 120000, ...options });
+  assert.equal(result.status, 0, `${command} ${args.join(' ')}: ${result.stderr}`);
+  return result.stdout;
+}
+
+before(() => {
+  ({ project } = installTarball(work));
+  // The tools the README's examples use beside the package, as a user would install them.
+  for (const tool of ['miniflare', 'redis']) symlinkSync(join(root, 'node_modules', tool), join(project, 'node_modules', tool));
+  blocks = codeBlocks(readFileSync(join(project, 'node_modules/keyturn/README.md'), 'utf8'));
+});
+
+after(() => rmSync(work, { recursive: true, force: true }));
+
+test('the README names nothing only the repository has', () => {
+  const readme = readFileSync(join(project, 'node_modules/keyturn/README.md'), 'utf8');
+  assert.doesNotMatch(readme, /make (dev|test|bench)|tests\/README|bench\/README|docs\/design|repository-only/);
+});
+
+test('every Node example runs as written and prints what it says', () => {
+  const examples = blocksOf('js', undefined);
+  assert.ok(examples.length >= 4, `${examples.length} Node examples`);
+  for (const [i, { code }] of examples.entries()) {
+    writeFileSync(join(project, `example-${i}.mjs`), code);
+    printsAsPromised(run(process.execPath, [`example-${i}.mjs`]), code);
+  }
+});
+
+const haveRedis = spawnSync('redis-server', ['--version']).status === 0;
+
+test('the Redis example, against a redis-server of its own', { skip: !haveRedis && 'no redis-server' }, async () => {
+  const [{ code }] = blocksOf('js', 'redis');
+  const port = await new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address();
+      probe.close(() => resolve(free));
+    });
+  });
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  try {
+    for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
+    writeFileSync(join(project, 'redis-example.mjs'), code);
+    printsAsPromised(run(process.execPath, ['redis-example.mjs'], { env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${port}` } }), code);
+  } finally {
+    server.kill('SIGTERM'); // by PID: only the server this test started
+  }
+});
+
+test('the Worker: wrangler.toml and src/index.js as written, two isolates in Miniflare, 100 notifications at once counted exactly', () => {
+  const [toml] = blocksOf('toml', undefined);
+  const [worker] = blocksOf('js', 'worker');
+  const [twoIsolates] = blocksOf('js', 'miniflare');
+  writeFileSync(join(project, 'wrangler.toml'), toml.code);
+  mkdirSync(join(project, 'src'), { recursive: true });
+  writeFileSync(join(project, 'src/index.js'), worker.code);
+  run(bin('wrangler'), ['deploy', '--dry-run', '--outdir', 'dist'], {
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_SEND_ERROR_REPORTS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+  });
+  assert.ok(readdirSync(join(project, 'dist')).some((file) => file.endsWith('.wasm')), 'wrangler bundled the wasm');
+  writeFileSync(join(project, 'two-isolates.mjs'), twoIsolates.code);
+  const printed = run(process.execPath, ['two-isolates.mjs']);
+  printsAsPromised(printed, twoIsolates.code);
+  assert.equal(printed.trim(), '100');
+});
+
+const deno = bin('deno');
+
+test('the Deno example', () => {
+  const [{ code }] = blocksOf('js', 'deno');
+  const command = code.match(/^\/\/ deno (.*) main\.js$/m)[1].split(' ');
+  writeFileSync(join(project, 'main.js'), code);
+  printsAsPromised(run(deno, [...command, 'main.js'], { env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(work, 'deno-dir') } }), code);
+});
+
+const chromium = browsers().find((browser) => browser.name === 'chromium');
+
+test('the page: bundled by esbuild with the wasm copied beside it, in headless Chromium', { skip: !chromium && 'no chromium and chromedriver' }, async () => {
+  const [{ code }] = blocksOf('js', 'browser');
+  const site = join(project, 'site');
+  mkdirSync(site, { recursive: true });
+  writeFileSync(join(project, 'page.js'), code);
+  run(bin('esbuild'), ['page.js', '--bundle', '--format=esm', '--platform=browser', '--outfile=site/page.js', '--log-level=warning']);
+  for (const file of readdirSync(join(project, 'node_modules/keyturn')).filter((name) => name.endsWith('.wasm'))) {
+    copyFileSync(join(project, 'node_modules/keyturn', file), join(site, file));
+  }
+  // The page's body is the `#out` pageSays reads, "running" until the example writes to it.
+  const server = await serveFiles(site, '<!doctype html><meta charset="utf-8"><body id="out">running</body><script type="module" src="/page.js"></script>');
+  try {
+    assert.equal(await pageSays(chromium, server.url), code.match(/textContent = .*; \/\/ (.*)$/m)[1]);
+  } finally {
+    server.close();
+  }
+});
+
+test('a Worker may make its serializer at module scope through cloudflare:workers, as the README says', async () => {
+  const readme = readFileSync(join(project, 'node_modules/keyturn/README.md'), 'utf8');
+  const line = readme.match(/`(const serialize = createKeyedSerializer\(\{ store: new DurableObjectStore\(env\.LOCKS\) \}\))`/)[1];
+  const dir = join(project, 'module-scope');
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  writeFileSync(join(dir, 'wrangler.toml'), blocksOf('toml', undefined)[0].code);
+  writeFileSync(
+    join(dir, 'src/index.js'),
+    `import { env } from 'cloudflare:workers';\nimport { createKeyedSerializer, DurableObjectStore } from 'keyturn';\nexport { LockDurableObject } from 'keyturn';\n${line};\nexport default { async fetch() { return Response.json(await serialize('k', async (signal, turn) => turn.fence)); } };\n`,
+  );
+  execFileSync(bin('wrangler'), ['deploy', '--dry-run', '--outdir', 'dist'], {
+    cwd: dir,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_SEND_ERROR_REPORTS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+    stdio: 'pipe',
+  });
+  const { Miniflare } = await import(join(root, 'node_modules/miniflare/dist/src/index.js'));
+  const mf = new Miniflare({
+    modules: true,
+    modulesRoot: join(dir, 'dist'),
+    scriptPath: join(dir, 'dist/index.js'),
+    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
+    compatibilityDate: '2025-09-01',
+    cf: false,
+    durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
+  });
+  try {
+    assert.equal(await (await mf.dispatchFetch('http://worker/')).json(), 1);
+  } finally {
+    await mf.dispose();
+  }
+});
