@@ -248,7 +248,11 @@ fn started_counts_works_called_which_a_driver_may_say_later() {
     let a = core.open("k", (), None).unwrap();
     let _b = core.enqueue_on(a.line, (), None).unwrap();
     core.start_head(a.line, 0.0).unwrap();
-    assert_eq!(core.stats().started, 0, "its turn came; its work is not called yet");
+    assert_eq!(
+        core.stats().started,
+        0,
+        "its turn came; its work is not called yet"
+    );
     core.called(a.line);
     assert_eq!(core.stats().started, 1);
     core.finish_head(a.line).unwrap();
