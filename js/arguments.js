@@ -78,12 +78,17 @@ export class OptionNames {
     }
   }
 
-  /** The known name most like `name`: fewest edits, letter case aside. */
+  /**
+   * The known name most like `name`, letter case aside: one it begins (`timeout` →
+   * `timeoutMs`), else the one fewest edits away.
+   */
   closest(name) {
+    const lower = name.toLowerCase();
     let best;
     let bestDistance = Infinity;
     for (const known of this.names) {
-      const distance = editDistance(name.toLowerCase(), known.toLowerCase());
+      const candidate = known.toLowerCase();
+      const distance = candidate.startsWith(lower) ? -1 / candidate.length : editDistance(lower, candidate);
       if (distance < bestDistance) {
         best = known;
         bestDistance = distance;

@@ -143,8 +143,9 @@ fn lock_error_name(error: &LockError) -> &'static str {
     }
 }
 
-/// Runs one case; its events, grouped by millisecond, each group sorted.
-fn run_case(case: &Value) -> BTreeMap<u64, Vec<String>> {
+/// Runs one case: its events, grouped by millisecond (each group sorted), and the serializer's
+/// counters at the end.
+fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
     let options = case.get("options").cloned().unwrap_or(Value::Null);
     let stale_ms = number(&options, "staleMs", 2_000.0);
     let wait_ms = number(&options, "waitMs", 100.0);
@@ -294,13 +295,19 @@ fn run_case(case: &Value) -> BTreeMap<u64, Vec<String>> {
                 .collect()
         })
         .unwrap_or_default();
+    let stats = serializer.stats();
+    let stats = serde_json::json!({
+        "started": stats.started,
+        "timedOut": stats.timed_out,
+        "aborted": stats.aborted,
+    });
     let events: Vec<String> = log
         .borrow()
         .iter()
         .filter(|(_, line)| !ignore.iter().any(|kind| line.starts_with(kind.as_str())))
         .map(|(t, line)| format!("{t} {line}"))
         .collect();
-    group(events)
+    (group(events), stats)
 }
 
 /// Events grouped by their millisecond, each group sorted: order within one millisecond is
@@ -327,12 +334,20 @@ fn the_rust_front_end_decides_every_case_of_the_shared_table() {
                 .iter()
                 .map(|event| event.as_str().unwrap().to_owned()),
         );
-        let got = run_case(case);
+        let (got, stats) = run_case(case);
         if got != expected {
             failures.push(format!(
                 "{}\n  expected {:?}\n  got      {:?}",
                 case["name"], expected, got
             ));
+        }
+        if let Some(expected) = case.get("stats") {
+            if &stats != expected {
+                failures.push(format!(
+                    "{}: stats\n  expected {expected}\n  got      {stats}",
+                    case["name"]
+                ));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -300,3 +300,36 @@ fn a_bad_stale_ms_is_refused() {
     let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(1));
     assert!(StoreSerializer::new(SerializerOptions::default(), 0.0, locks).is_err());
 }
+
+#[test]
+fn a_work_that_timed_out_waiting_for_its_lease_counts_as_timed_out_not_started() {
+    let (store, executor) = world();
+    let holder = isolate(&store, 1_000.0, 5_000.0, 10);
+    let waiter = isolate(&store, 50.0, 5_000.0, 11);
+    {
+        let (holder, clock) = (holder.clone(), store.clock.clone());
+        executor.spawn(async move {
+            holder
+                .run(
+                    "k",
+                    |_signal, _fence| async move { clock.after(200.0).await },
+                )
+                .await
+                .unwrap();
+        });
+    }
+    executor.run_until_stalled();
+    store.clock.advance(5.0);
+    let outcome = {
+        let waiter = waiter.clone();
+        executor.spawn_with_output(async move { waiter.run("k", |_signal, _fence| async {}).await })
+    };
+    run(&executor, &store.clock);
+    assert!(matches!(
+        outcome.borrow().as_ref(),
+        Some(Err(SerializeError::TimedOut { .. }))
+    ));
+    let stats = waiter.stats();
+    assert_eq!((stats.started, stats.timed_out), (0, 1));
+    assert_eq!(holder.stats().started, 1);
+}

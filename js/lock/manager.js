@@ -169,14 +169,16 @@ export class Manager {
 
   /**
    * Someone starts (`+1`) or stops (`-1`) waiting in line. The shared timer is the waits' own:
-   * it keeps a Node process alive while someone waits, and not a moment longer (`unref`; it
-   * stays armed, so the next wait arms nothing).
+   * once nobody waits it is cleared, so it keeps neither a Node process alive nor a Workers
+   * request's timer a moment longer.
    */
   waits(delta) {
     this.waiting += delta;
-    if (this.timer === undefined) return;
-    if (this.waiting === 0) this.timer.unref?.();
-    else if (delta > 0 && this.waiting === 1) this.timer.ref?.();
+    if (this.waiting === 0 && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+    }
   }
 
   /** The shared timer, for the core's earliest time (re-armed only for an earlier one). */
@@ -191,7 +193,6 @@ export class Manager {
     if (this.timer !== undefined && this.timerAt <= at) return;
     // The new timer first: a refusal (past workerd's quota) leaves the old one.
     const timer = setTimeout(this.fire, Math.max(0, at - this.time()));
-    if (this.waiting === 0) timer?.unref?.();
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = timer;
     this.timerAt = at;

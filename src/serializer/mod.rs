@@ -341,6 +341,16 @@ impl<C: Clock> KeyedSerializer<C> {
         }
     }
 
+    /// The running work of `key` ended at its deadline by another clock than this serializer's
+    /// timer (a [`StoreSerializer`]'s wait for the lease): it counts as timed out.
+    pub(crate) fn timed_out(&self, key: &str) {
+        let mut front = self.front.borrow_mut();
+        let Front { core, index } = &mut *front;
+        if let Some(head) = index.get(key).and_then(|&line| core.head(LineId(line))) {
+            core.abandon(head, Abandon::TimedOut);
+        }
+    }
+
     /// The running work of `key` had its caller's work called (see
     /// [`calling_later`](Self::calling_later)).
     pub(crate) fn called(&self, key: &str) {

@@ -185,7 +185,10 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         Ok(output)
     }
 
+    /// The turn's wait for the lease ended on the lock's clock before the deadline's timer: the
+    /// same end, a timeout.
     fn timed_out(&self, key: &str, timeout_ms: f64) -> SerializeError {
+        self.serializer.timed_out(key);
         SerializeError::TimedOut {
             key: key.to_owned(),
             timeout_ms,

@@ -144,7 +144,8 @@ async function runCase(mode, scenario) {
     await flush();
   }
   const ignore = scenario.ignore ?? [];
-  return group(events.filter((event) => !ignore.some((kind) => event.split(' ')[1] === kind)));
+  const { started, timedOut, aborted } = serialize.stats();
+  return { events: group(events.filter((event) => !ignore.some((kind) => event.split(' ')[1] === kind))), stats: { started, timedOut, aborted } };
 }
 
 forEachMode((mode) => {
@@ -154,7 +155,9 @@ forEachMode((mode) => {
       const realNow = performance.now;
       performance.now = () => Date.now();
       try {
-        assert.deepEqual(await runCase(mode, scenario), group(scenario.expect));
+        const { events, stats } = await runCase(mode, scenario);
+        assert.deepEqual(events, group(scenario.expect));
+        if (scenario.stats !== undefined) assert.deepEqual(stats, scenario.stats);
       } finally {
         mock.timers.reset();
         performance.now = realNow;

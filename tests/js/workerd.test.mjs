@@ -3,7 +3,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
+import { fileURLToPath } from 'node:url';
+
+import { Miniflare } from 'miniflare';
+
 import { workerdWith } from '../runtimes/workerd.mjs';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 let mf;
 before(async () => {
@@ -66,3 +72,49 @@ test('workerd at its limits: 100 000 works in one request, on 1 key and on 1000 
     await limits.dispose();
   }
 });
+
+test('no timer outlives what it serves in workerd: after a burst of works, locks and waiters, none is live', async () => {
+  const timers = workerdWith('tests/workerd/timers-worker.mjs');
+  try {
+    const { armed, afterOneWaiter, live } = await (await timers.dispatchFetch('http://worker/')).json();
+    assert.ok(armed > 40, `${armed} timers armed`);
+    assert.equal(afterOneWaiter, 0, 'timers live after one waiter was served');
+    assert.equal(live, 0, `${live} of ${armed} timers still live`);
+  } finally {
+    await timers.dispose();
+  }
+});
+
+// The usual mistakes, with real bindings, each refused with the fix in its message.
+for (const compatibilityDate of ['2025-09-01', '2024-01-01']) {
+  test(`the usual mistakes with real bindings are named (compatibility date ${compatibilityDate})`, async () => {
+    const misuse = new Miniflare({
+      modules: true,
+      modulesRoot: root,
+      scriptPath: fileURLToPath(new URL('../workerd/misuse-worker.mjs', import.meta.url)),
+      modulesRules: [
+        { type: 'ESModule', include: ['**/*.js', '**/*.mjs'] },
+        { type: 'CompiledWasm', include: ['**/*.wasm'] },
+      ],
+      compatibilityDate,
+      cf: false,
+      kvNamespaces: ['KV'],
+      durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
+    });
+    try {
+      const { kvAsBucket, stubAsNamespace, rpc } = await (await misuse.dispatchFetch('http://worker/misuse')).json();
+      assert.equal(kvAsBucket.name, 'TypeError');
+      assert.match(kvAsBucket.message, /^keyturn: bucket is a Workers KV namespace, which has no conditional put .* Use a store with a conditional put: a Durable Object, R2, Redis or Deno KV\.$/);
+      assert.equal(stubAsNamespace.name, 'TypeError');
+      assert.match(stubAsNamespace.message, /namespace is a Durable Object stub, not a namespace: pass the binding itself \(env\.LOCKS\)/);
+      if (compatibilityDate < '2024-04-03') {
+        assert.equal(rpc.name, 'LockStoreError');
+        assert.match(rpc.message, /^store\.create failed: keyturn: the Durable Object namespace's objects have no RPC method create: .* compatibility_date 2024-04-03 or later/);
+      } else {
+        assert.equal(rpc, null, 'the lock works');
+      }
+    } finally {
+      await misuse.dispose();
+    }
+  });
+}

@@ -189,6 +189,21 @@ forEachMode((mode) => {
     assert.equal(JSON.parse(records.get('keyturn:serialize:k').value).state, 'free');
   });
 
+  test('stats(): a work that timed out waiting for its lease counts as timed out, not started', async () => {
+    const { serializers } = twoIsolates({ staleMs: 5000 });
+    let release;
+    const holder = serializers[1]('k', () => new Promise((resolve) => (release = resolve)), { timeoutMs: 1000 });
+    await sleep(5);
+    await assert.rejects(serializers[0]('k', () => 'never', { timeoutMs: 50 }), { name: 'SerializedWorkTimeout' });
+    release();
+    await holder;
+    const stats = serializers[0].stats();
+    assert.deepEqual([stats.started, stats.timedOut, stats.running, stats.keys], [0, 1, 0, 0]);
+    assert.equal(await serializers[0]('k', () => 'ran'), 'ran');
+    assert.equal(serializers[0].stats().started, 1);
+    assert.equal(serializers[1].stats().started, 1);
+  });
+
   test('the caller\'s signal cancels a work waiting for the lease, leaving nothing held', async () => {
     const { serializers, records } = twoIsolates();
     let release;
