@@ -126,6 +126,14 @@ fn main() {
         "export const STATS = Object.freeze([{}]);",
         stats.join(", ")
     );
+    println!(
+        "/** `lockStats(store)`'s fields, in the order the lock binding answers their values. */"
+    );
+    let stats: Vec<String> = wire::lock::STATS.iter().map(|m| literal(m)).collect();
+    println!(
+        "export const LOCK_STATS = Object.freeze([{}]);",
+        stats.join(", ")
+    );
     println!();
     println!("/** Error texts: `{{name}}` stands for the value of `name` (see `fill`). */");
     println!("export const MESSAGES = Object.freeze({{");

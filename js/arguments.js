@@ -2,7 +2,7 @@
 // well-formed strings are checked here; the rules on values (a key's length, a deadline's range)
 // are the cores', whose refusal codes the callers turn into errors with `keyError` and
 // `rangeError`. Every text is the crate's (constants.js). Static JS, copied into pkg/ by the build.
-import { MAX_KEY_BYTES, MESSAGES, fill } from './constants.js';
+import { LOCK_BAD_SKEW, LOCK_BAD_STORE_TIMEOUT, LOCK_BAD_WAIT, LOCK_STALE_MS, MAX_KEY_BYTES, MAX_TIMEOUT_MS, MESSAGES, fill } from './constants.js';
 
 /** What `typeof` says, with `null` told apart, for messages. */
 export const describe = (value) => (value === null ? 'null' : typeof value);
@@ -111,4 +111,27 @@ function editDistance(a, b) {
     }
   }
   return rows[a.length][b.length];
+}
+
+/**
+ * The lease options of a lock or a serializer's turn: numbers, their ranges the core's —
+ * `storeTimeoutMs` NaN for its default, the lease (so a NaN given is refused here).
+ */
+export function leaseOptions(options, waitMs) {
+  const storeTimeoutMs = optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs', NaN);
+  if (Number.isNaN(options?.storeTimeoutMs)) throw rangeError(MESSAGES.timeoutRange, { what: 'options.storeTimeoutMs', value: NaN, max: MAX_TIMEOUT_MS });
+  return {
+    waitMs,
+    staleMs: optionalNumber(options?.staleMs, 'options.staleMs', LOCK_STALE_MS),
+    maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs', 0),
+    storeTimeoutMs,
+  };
+}
+
+/** The error for a lease option the lock's rules refused (`code`, negative), naming it with its value from `options`. */
+export function leaseOptionError(code, options) {
+  if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs });
+  if (code === LOCK_BAD_SKEW) return rangeError(MESSAGES.skewRange, { what: 'options.maxClockSkewMs', value: options.maxClockSkewMs, max: MAX_TIMEOUT_MS });
+  if (code === LOCK_BAD_STORE_TIMEOUT) return rangeError(MESSAGES.timeoutRange, { what: 'options.storeTimeoutMs', value: options.storeTimeoutMs, max: MAX_TIMEOUT_MS });
+  return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: options.staleMs });
 }

@@ -10,5 +10,5 @@ await Promise.all([
   initLock({ module_or_path: new URL('./keyturn_lock_bg.wasm', import.meta.url) }),
 ]);
 
-export const { createKeyedSerializer, acquireLock, withLock } = platformApi({ loadLock: () => {} });
+export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({ loadLock: () => {} });
 export * from './api.js';

@@ -6,7 +6,7 @@ import { platformApi } from './platform.js';
 
 initSync({ module: Deno.readFileSync(new URL('./keyturn_wasm_bg.wasm', import.meta.url)) });
 
-export const { createKeyedSerializer, acquireLock, withLock } = platformApi({
+export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: Deno.readFileSync(new URL('./keyturn_lock_bg.wasm', import.meta.url)) }),
 });
 export * from './api.js';

@@ -142,6 +142,10 @@ export interface KeyedSerializerOptions {
   store?: LockStore | undefined;
   /** With a store: the lease a running turn holds, in ms, renewed every third of it; default 2000. */
   staleMs?: number | undefined;
+  /** With a store: how far apart isolates' clocks may be, in ms (see {@link LockOptions.maxClockSkewMs}); default 0. */
+  maxClockSkewMs?: number | undefined;
+  /** With a store: the bound on one store call, in ms (see {@link LockOptions.storeTimeoutMs}); default `staleMs`. */
+  storeTimeoutMs?: number | undefined;
 }
 
 /** A serializer with a store serves key `k` under the lock name `SERIALIZE_PREFIX + k`: `'keyturn:serialize:'`. */
@@ -153,8 +157,8 @@ export const SERIALIZE_PREFIX: string;
  * `store`, across every isolate sharing it (in order within each isolate).
  *
  * Throws a `TypeError` when `options` or one of its fields has the wrong type (or `store` is
- * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending` or `staleMs` is out of
- * range.
+ * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending`, `staleMs`,
+ * `maxClockSkewMs` or `storeTimeoutMs` is out of range.
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;
 
@@ -203,13 +207,54 @@ export class LockUnavailable extends Error {
 export interface LockOptions {
   /** How long to wait for a live holder, in ms (≥ 0; 0 tries once). Default 100. */
   waitMs?: number | undefined;
-  /** The lease: a record not renewed for this long is abandoned and taken over, in ms (> 0). Default 2000. */
+  /**
+   * The lease this holder promises itself, in ms (> 0): its record carries it, and a record not
+   * renewed for this long (or for a taker's own `staleMs`, if longer) is abandoned and taken
+   * over. Default 2000.
+   */
   staleMs?: number | undefined;
-  /** The clock, in epoch milliseconds (record times are compared across isolates). Default `Date.now`. */
+  /**
+   * How far apart isolates' clocks may be, in ms (0 to 2^31 - 1): a held record is taken over by
+   * its age only once older than its lease plus this, by the taker's `now`. Whatever the clocks
+   * say, a record this isolate watched stay unchanged for its lease (on `performance.now()`) is
+   * taken over. Default 0: clocks agree.
+   */
+  maxClockSkewMs?: number | undefined;
+  /**
+   * The bound on one store call, in ms (1 to 2^31 - 1): a call not answered by then has failed
+   * with a `LockStoreError`, its outcome unknown (a write is read back). Default `staleMs`.
+   */
+  storeTimeoutMs?: number | undefined;
+  /** The clock records carry, in epoch milliseconds (compared across isolates). Default `Date.now`. Waits and leases are also timed on `performance.now()`. */
   now?: (() => number) | undefined;
-  /** Cancels the wait: already aborted, nothing is asked of the store; aborted while waiting, the call rejects with its reason, leaves the line and leaves nothing held. */
+  /** Cancels the acquisition: already aborted, nothing is asked of the store; aborted later, the call rejects with its reason at once — even with a store call in flight — and leaves nothing held. */
   signal?: AbortSignal | undefined;
 }
+
+/** What one store's locks did in this isolate ({@link lockStats}): what is live now, and counts since the first use. */
+export interface LockStats {
+  /** Names held here now. */
+  held: number;
+  /** Acquisitions waiting in a local line now. */
+  waiting: number;
+  /** Acquisitions that got their lease. */
+  acquisitions: number;
+  /** ... of those, handed the lease by the holder before them here. */
+  handOffs: number;
+  /** Records taken over from a holder found stale (or a record that was not ours). */
+  takeovers: number;
+  /** Store calls made. */
+  storeCalls: number;
+  /** ... of those that failed (timed out included). */
+  storeFailures: number;
+  /** ... of those that did not answer within `storeTimeoutMs`. */
+  storeTimeouts: number;
+  /** Failed writes that a read-back found applied after all. */
+  readBacksApplied: number;
+}
+
+/** What the locks of `store` (acquireLock, withLock, serializers over it) did in this isolate; zeros for a store not used yet. */
+export function lockStats(store: LockStore): LockStats;
 
 /** A held lock: a lease that runs `staleMs` from its record's time, moved by `renew`. */
 export interface Lock {
@@ -218,13 +263,13 @@ export interface Lock {
   readonly token: string;
   /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers. */
   readonly fence: number;
-  /** In `now`'s milliseconds: before it nobody may take this lease over. */
+  /** In `now`'s milliseconds: before it nobody may take this lease over. The lease also ends `staleMs` after its record was written on `performance.now()`, if that comes first. */
   readonly heldUntil: number;
   /** Aborts once this holder has lost the lease: at release, when a renewal finds it taken over, or when `heldUntil` passes unrenewed. Reading it first arms its timer; unread, it costs nothing. */
   readonly signal: AbortSignal;
-  /** One CAS that moves `heldUntil` to `now() + staleMs`, keeping token and fence: true, or false once the lease is lost (taken over, released, or past `heldUntil` — then with no store call). Rejects with `LockStoreError` when the store fails (the lease then runs to its old end). */
+  /** One CAS that moves `heldUntil` to `now() + staleMs`, keeping token and fence: true, or false once the lease is lost (taken over, released, or past its end — then with no store call). A CAS whose answer was lost is read back and counts when it applied. Rejects with `LockStoreError` when the store fails (the lease then runs to its old end). */
   renew(): Promise<boolean>;
-  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. A lock never released is taken over once its lease ends, by other isolates and by the waiters in this one. */
+  /** Frees the record if it still carries this token (a late release after a takeover changes nothing); twice is harmless. It never waits behind a renewal in flight (it reads the record first instead). A lock never released is taken over once its lease ends, by other isolates and by the waiters in this one. */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -233,9 +278,10 @@ export interface Lock {
  * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
  * whole `waitMs`. Contenders in one isolate (over one store object) queue first come, first
  * served, and a release hands the lock to the next of them directly (one store call per batch of
- * hand-offs). Rejects with a `LockStoreError` when the store fails, the signal's reason when it
- * aborts, and a `TypeError`/`RangeError` for a bad store, name or option; a Workers KV namespace
- * is refused (it has no conditional put).
+ * hand-offs). Settles within `waitMs` plus one store call's bound (`storeTimeoutMs`). Rejects
+ * with a `LockStoreError` when the store fails or does not answer in time, the signal's reason
+ * the moment it aborts, and a `TypeError`/`RangeError` for a bad store, name or option; a
+ * Workers KV namespace is refused (it has no conditional put).
  */
 export function acquireLock(store: LockStore, name: string, options?: LockOptions): Promise<Lock | undefined>;
 

@@ -6,14 +6,14 @@
 // (Cloudflare Workers). Its managers — one per store object and `now` — drive the lock's core
 // (lock/manager.js); held locks are lock/held.js.
 import { LockStoreError, LockUnavailable } from './errors.js';
-import { LOCK_STALE_MS, LOCK_WAIT_MS, MESSAGES } from './constants.js';
-import { OptionNames, checkKey, optionalNumber, optionalSignal, typeError, wrongType } from './arguments.js';
+import { LOCK_STALE_MS, LOCK_STATS, LOCK_WAIT_MS, MESSAGES } from './constants.js';
+import { OptionNames, checkKey, leaseOptions, optionalNumber, optionalSignal, typeError, wrongType } from './arguments.js';
 import { KEEP_RENEWED } from './lock/held.js';
 import { Manager, liveInstance } from './lock/manager.js';
 
 export { LockStoreError, LockUnavailable, LOCK_STALE_MS, LOCK_WAIT_MS };
 
-const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'now', 'signal']);
+const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'now', 'signal']);
 
 /** A store is an object with the three methods; a Workers KV namespace is refused, saying why. */
 function checkStore(store, what) {
@@ -24,6 +24,9 @@ function checkStore(store, what) {
     if (!has(method)) throw typeError(MESSAGES.storeMethodMissing, { what, method });
   }
 }
+
+/** Counters at 0, by the names of `LOCK_STATS`. */
+const empty = () => Object.fromEntries(LOCK_STATS.map((name) => [name, 0]));
 
 /** The lock API of one platform: one manager per store object and `now`. */
 class Locks {
@@ -54,22 +57,37 @@ class Locks {
   acquireLock(store, name, options) {
     let manager;
     let signal;
-    let waitMs;
-    let staleMs;
+    let lease;
     try {
       LOCK_OPTIONS.check(options, 'options');
       const now = options?.now;
       if (now !== undefined && typeof now !== 'function') throw wrongType('options.now', 'a function or undefined', now);
       signal = optionalSignal(options?.signal, 'options.signal');
-      waitMs = optionalNumber(options?.waitMs, 'options.waitMs', LOCK_WAIT_MS);
-      staleMs = optionalNumber(options?.staleMs, 'options.staleMs', LOCK_STALE_MS);
+      lease = leaseOptions(options, optionalNumber(options?.waitMs, 'options.waitMs', LOCK_WAIT_MS));
       manager = this.manager(store, now, 'store');
       manager.alive();
       checkKey(name, 'name');
     } catch (error) {
       return Promise.reject(manager === undefined ? error : manager.failed(error));
     }
-    return manager.acquire(name, waitMs, staleMs, signal, NaN);
+    return manager.acquire(name, lease, signal, NaN);
+  }
+
+  /** `lockStats`: see `lockApi`. */
+  lockStats(store) {
+    const byNow = this.managers.get(store);
+    if (byNow === undefined) {
+      checkStore(store, 'store');
+      return empty();
+    }
+    // Every manager of the store (one per `now` passed with it), summed.
+    const total = empty();
+    for (const manager of byNow.values()) {
+      if (manager.instance.failure !== undefined) continue;
+      const stats = manager.stats();
+      for (const name of LOCK_STATS) total[name] += stats[name];
+    }
+    return total;
   }
 
   /** `withLock`: see `lockApi`. */
@@ -92,21 +110,26 @@ class Locks {
  * The package's lock API for a platform: `load(glue)` instantiates the lock module (once);
  * `waitInOwnContext`: each waiter also arms a timer in its own caller's context (Workers).
  *
- * acquireLock(store, name, { waitMs, staleMs, now, signal }) → Promise<Lock | undefined> takes
- * the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
- * whole `waitMs`. It rejects with a `LockStoreError` when the store fails, the signal's reason
- * when it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
+ * acquireLock(store, name, { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, now, signal }) →
+ * Promise<Lock | undefined> takes the lock `name` in `store`, or resolves to `undefined` when a
+ * live holder kept it for the whole `waitMs`; it settles within `waitMs` plus one store call's
+ * bound (`storeTimeoutMs`). It rejects with a `LockStoreError` when the store fails (or does
+ * not answer within its bound), the signal's reason the moment it aborts (nothing left held), a
+ * `TypeError` or `RangeError` for bad arguments.
  *
  * withLock(store, name, fn, options) → Promise of fn's result acquires `name`, runs `fn(lock)`,
  * renews the lease while `fn` runs (as the core says: every `staleMs / 3`, a failed renewal tried
  * again while the lease has time left), and releases when it settles, with `fn`'s value or error
  * as its own; `LockUnavailable` when a live holder kept the name for `waitMs`.
+ *
+ * lockStats(store) → what the locks of `store` did in this isolate (see `LockStats`).
  */
 export function lockApi({ load, waitInOwnContext = false }) {
   const locks = new Locks(load, waitInOwnContext);
   return {
     acquireLock: (store, name, options) => locks.acquireLock(store, name, options),
     withLock: (store, name, fn, options) => locks.withLock(store, name, fn, options),
+    lockStats: (store) => locks.lockStats(store),
     /** The manager of a store's locks on `Date.now`, checking the store (for a serializer). */
     storeManager: (store, what) => locks.manager(store, undefined, what),
   };

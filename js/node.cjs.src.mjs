@@ -7,7 +7,7 @@ import { platformApi } from './platform.js';
 
 initSync({ module: readFileSync(join(__dirname, 'keyturn_wasm_bg.wasm')) });
 
-export const { createKeyedSerializer, acquireLock, withLock } = platformApi({
+export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: readFileSync(join(__dirname, 'keyturn_lock_bg.wasm')) }),
 });
 export * from './api.js';

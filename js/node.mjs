@@ -10,7 +10,7 @@ const { readFileSync } = globalThis.process?.getBuiltinModule?.('node:fs') ?? (a
 
 initSync({ module: readFileSync(new URL('./keyturn_wasm_bg.wasm', import.meta.url)) });
 
-export const { createKeyedSerializer, acquireLock, withLock } = platformApi({
+export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: readFileSync(new URL('./keyturn_lock_bg.wasm', import.meta.url)) }),
 });
 export * from './api.js';

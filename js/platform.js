@@ -7,12 +7,13 @@ import { serializerApi } from './serializer.js';
 import { DirectScheduler } from './serializer/direct.js';
 import { InContextScheduler } from './serializer/in-context.js';
 
-/** `{ createKeyedSerializer, acquireLock, withLock }` for a platform. */
+/** `{ createKeyedSerializer, acquireLock, withLock, lockStats }` for a platform. */
 export function platformApi({ loadLock, inContext = false }) {
   const locks = lockApi({ load: loadLock, waitInOwnContext: inContext });
   return {
     createKeyedSerializer: serializerApi(inContext ? InContextScheduler : DirectScheduler, locks),
     acquireLock: locks.acquireLock,
     withLock: locks.withLock,
+    lockStats: locks.lockStats,
   };
 }

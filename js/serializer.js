@@ -23,7 +23,6 @@ import { InstanceHost } from './instance.js';
 import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
 import {
   DEFAULT_TIMEOUT_MS,
-  LOCK_STALE_MS,
   MAX_TIMEOUT_MS,
   MESSAGES,
   SERIALIZER_BAD_TIMEOUT,
@@ -35,7 +34,7 @@ import {
   SERIALIZER_QUEUE_FULL,
   STATS,
 } from './constants.js';
-import { OptionNames, checkKey, keyError, optionalFunction, optionalNumber, optionalSignal, rangeError, wrongType } from './arguments.js';
+import { OptionNames, checkKey, keyError, leaseOptions, optionalFunction, optionalNumber, optionalSignal, rangeError, wrongType } from './arguments.js';
 import { CANCELLED, CallOptions, Job, PlainTurns, QUEUED, RUNNING } from './serializer/jobs.js';
 import { LeasedTurns } from './serializer/leased.js';
 
@@ -48,7 +47,7 @@ function liveInstance() {
   return host.current();
 }
 
-const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'store', 'staleMs']);
+const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
 const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs']);
 
 const ignore = () => {};
@@ -81,12 +80,13 @@ class Serializer {
     const timeoutMs = optionalNumber(options?.timeoutMs, 'options.timeoutMs', DEFAULT_TIMEOUT_MS);
     const maxPending = optionalNumber(options?.maxPending, 'options.maxPending', Infinity);
     const store = options?.store;
-    const staleMs = optionalNumber(options?.staleMs, 'options.staleMs', LOCK_STALE_MS);
+    // The turns' lease options; each turn's wait is its deadline.
+    const lease = leaseOptions(options, NaN);
     const code = Binding.checkOptions(timeoutMs, maxPending);
     if (code === SERIALIZER_BAD_TIMEOUT) throw timeoutError('options.timeoutMs', timeoutMs);
     if (code !== 0) throw rangeError(MESSAGES.maxPendingRange, { what: 'options.maxPending', value: maxPending });
     // With a store: its lock manager (a TypeError for a store that is not one) and the leases.
-    const turns = store === undefined ? PlainTurns : new LeasedTurns(this, locks.storeManager(store, 'options.store'), staleMs);
+    const turns = store === undefined ? PlainTurns : new LeasedTurns(this, locks.storeManager(store, 'options.store'), lease);
     this.instance = liveInstance();
     // With a store a work is called once it holds its key's lease: `stats().started` counts it then.
     this.core = new Binding(timeoutMs, maxPending, Scheduler.sharedTimer, store === undefined);

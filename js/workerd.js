@@ -8,7 +8,7 @@ import { platformApi } from './platform.js';
 
 initSync({ module: wasm });
 
-export const { createKeyedSerializer, acquireLock, withLock } = platformApi({
+export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: lockWasm }),
   inContext: true,
 });

@@ -9,10 +9,11 @@ mkdir pkg
 # One wasm module per JS binding: the serializer's, and the lock's (loaded on first use).
 # Both are built for speed (rustc opt-level 3 and 2), then shrunk by wasm-opt -Oz: at opt-level
 # z the lock's acquire+release was slower by more than a user would trade for its smaller size
-# (docs/design.md).
-for module in wasm:js-serializer:3 lock:js-lock:2; do
-  IFS=: read -r name feature level <<<"$module"
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
+# (docs/design.md). The lock's inlines a little less than opt-level 2 does by default, which
+# keeps it within its size budget at no cost a benchmark can tell (bench/README.md).
+for module in wasm:js-serializer:3: lock:js-lock:2:-inline-threshold=175; do
+  IFS=: read -r name feature level llvm <<<"$module"
+  RUSTFLAGS="${llvm:+-C llvm-args=$llvm}" CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
     --target wasm32-unknown-unknown --no-default-features --features "$feature,small-alloc" \
     --target-dir "target/$name"
   # The reset-state function lets the package's JS make a fresh instance after a trap.

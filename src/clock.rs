@@ -11,6 +11,10 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+/// The longest delay a timer takes: the largest `setTimeout` honours (2^31 - 1 ms, ~24.8 days).
+/// Deadlines, bounds and skews are at most this.
+pub const MAX_TIMEOUT_MS: u32 = i32::MAX as u32;
+
 /// A sleep in progress, as returned by [`Clock::sleep`]. Dropping it cancels it (and clears
 /// its platform timer).
 pub type Sleep = Pin<Box<dyn Future<Output = ()>>>;
@@ -35,8 +39,16 @@ impl std::error::Error for TimerError {}
 /// clock) and `WallClock` (`Date.now()`, epoch milliseconds, for lock records that other
 /// isolates compare) with `setTimeout`; in tests, a [`ManualClock`].
 pub trait Clock {
-    /// Milliseconds on a clock that never goes back (its origin is the clock's own).
+    /// Milliseconds on this clock: what sleeps are measured on, and — for a lock's manager —
+    /// what records carry (epoch milliseconds, compared across isolates).
     fn now_ms(&self) -> f64;
+    /// Milliseconds on a clock that never goes back and no clock step moves (its origin is its
+    /// own): what a lock times watched records and its own lease by. The default is
+    /// [`now_ms`](Clock::now_ms), for a clock that is monotonic already; `WallClock` answers
+    /// `performance.now()`.
+    fn monotonic_ms(&self) -> f64 {
+        self.now_ms()
+    }
     /// A future that completes once `ms` milliseconds have passed on this clock.
     ///
     /// # Errors
@@ -81,6 +93,9 @@ impl WakeRoute {
 impl<C: Clock + ?Sized> Clock for Rc<C> {
     fn now_ms(&self) -> f64 {
         (**self).now_ms()
+    }
+    fn monotonic_ms(&self) -> f64 {
+        (**self).monotonic_ms()
     }
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         (**self).sleep(ms)

@@ -163,7 +163,6 @@ impl KeyMap {
     }
 
     /// Keys in the map.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -94,10 +94,10 @@ mod js;
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
-pub use clock::{Clock, ManualClock, TimerError, Waiter};
+pub use clock::{Clock, ManualClock, Sleep, TimerError, Waiter};
 pub use key::{validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX};
 pub use lock::{
-    Lock, LockError, LockManager, LockOptions, OptionError, LOCK_STALE_MS, LOCK_WAIT_MS,
+    Lock, LockError, LockManager, LockOptions, LockStats, OptionError, LOCK_STALE_MS, LOCK_WAIT_MS,
     MAX_LOCAL_STREAK_MS,
 };
 #[cfg(target_arch = "wasm32")]

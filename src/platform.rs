@@ -232,6 +232,9 @@ impl Clock for WallClock {
     fn now_ms(&self) -> f64 {
         date_now()
     }
+    fn monotonic_ms(&self) -> f64 {
+        performance_now()
+    }
     fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
         TimerSleep::arm(ms)
     }

@@ -170,13 +170,23 @@ impl<P, L: Default> Lines<P, L> {
 
     /// Appends `payload` to a busy key's line; `None` (and nothing pushed) if the line is idle.
     pub fn push_on(&mut self, line: LineId, payload: P) -> Option<Ticket> {
-        let prev = self.lines.get(line.0 as usize)?.as_ref()?.tail;
+        let prev = self.tail(line)?;
+        Some(self.append(line, prev, payload))
+    }
+
+    /// The last entry of a busy line.
+    fn tail(&self, line: LineId) -> Option<u32> {
+        Some(self.lines.get(line.0 as usize)?.as_ref()?.tail)
+    }
+
+    /// Appends `payload` to `line`, whose tail is `prev`.
+    fn append(&mut self, line: LineId, prev: u32, payload: P) -> Ticket {
         let index = self.alloc_slot();
         if let Some(Some(busy)) = self.lines.get_mut(line.0 as usize) {
             busy.tail = index;
         }
         self.entry_mut(prev).next = index;
-        Some(self.fill_slot(
+        self.fill_slot(
             index,
             Entry {
                 line: line.0,
@@ -184,7 +194,7 @@ impl<P, L: Default> Lines<P, L> {
                 next: NONE,
                 payload,
             },
-        ))
+        )
     }
 
     fn alloc_slot(&mut self) -> u32 {
@@ -261,6 +271,13 @@ impl<P, L: Default> Lines<P, L> {
     /// ticket could not name more).
     pub fn has_room(&self) -> bool {
         self.len < MAX_ENTRIES
+    }
+
+    /// Every live entry's payload, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &P> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.entry.as_ref().map(|entry| &entry.payload))
     }
 
     /// The payload of a live entry.
@@ -465,26 +482,30 @@ impl<P, L: Default> KeyedQueue<P, L> {
 
     /// Appends `payload` to `key`'s line, opening the line if the key was idle.
     pub fn push(&mut self, key: &str, payload: P) -> Pushed {
-        self.push_key(key, payload)
+        self.push_key(key, None, payload)
     }
 
     /// [`KeyedQueue::push`] with the key as a shared string the caller already has, which an
     /// opened line keeps instead of a copy.
     pub fn push_shared(&mut self, key: &Rc<str>, payload: P) -> Pushed {
-        self.push_key(key.clone(), payload)
+        self.push_key(key, Some(key), payload)
     }
 
-    fn push_key<K: AsRef<str> + Into<Rc<str>>>(&mut self, key: K, payload: P) -> Pushed {
-        if let Some(&line) = self.index.get(key.as_ref()) {
-            if let Some(ticket) = self.lines.push_on(LineId(line), payload) {
-                return Pushed {
-                    ticket,
-                    line: LineId(line),
-                    is_head: false,
-                };
-            }
-            unreachable!();
+    /// One body for both pushes (not generic over the key: one copy in each wasm module).
+    fn push_key(&mut self, key: &str, shared: Option<&Rc<str>>, payload: P) -> Pushed {
+        // A key in the index has a busy line (`remove` unindexes a key whose line goes idle).
+        let busy = self.index.get(key).map(|&line| LineId(line));
+        if let Some((line, prev)) = busy.and_then(|line| Some((line, self.lines.tail(line)?))) {
+            return Pushed {
+                ticket: self.lines.append(line, prev, payload),
+                line,
+                is_head: false,
+            };
         }
+        let key: Rc<str> = match shared {
+            Some(shared) => shared.clone(),
+            None => Rc::from(key),
+        };
         let pushed = self.lines.open(key, payload);
         if let Some(key) = self.lines.key(pushed.ticket) {
             self.index.insert(key.clone(), pushed.line.0);

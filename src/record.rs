@@ -1,7 +1,7 @@
 //! The lock record: what a lock keeps in its store, as versioned JSON.
 //!
 //! ```json
-//! {"keyturn":1,"state":"held","token":"9f0c…","fence":12,"at":1764452000000}
+//! {"keyturn":1,"state":"held","token":"9f0c…","fence":12,"at":1764452000000,"lease":2000}
 //! ```
 //!
 //! - `keyturn`: the format's version, 1. A record without it, or with another, is not ours.
@@ -12,7 +12,12 @@
 //! - `fence`: rises by one with every acquisition of the name — create, re-acquire, takeover,
 //!   hand-off — so a protected resource can refuse a write carrying an older fence.
 //! - `at`: when the record was written, in milliseconds of the writer's clock (`Date.now()` by
-//!   default): a held record older than `staleMs` is taken over.
+//!   default): a held record older than its lease is taken over. No two writes of a record carry
+//!   the same bytes: a holder's renewal moves `at` by at least 1, so a store whose version is a
+//!   hash of the value never sees a version come back.
+//! - `lease`: the lease its holder promised itself (its `staleMs`, whole milliseconds), on held
+//!   records: a taker waits out the longer of it and its own. Records written before it existed
+//!   have none, and are read all the same.
 //!
 //! Unknown fields are ignored, so a later version can add some; anything that does not parse
 //! as this format is a record that is not ours and is never released by us.
@@ -36,6 +41,9 @@ pub struct Record {
     pub fence: u64,
     /// When the record was written, in epoch milliseconds of the writer's clock.
     pub at: f64,
+    /// The lease its holder promised itself, in milliseconds (held records; `None` when the
+    /// record predates the field).
+    pub lease: Option<u64>,
 }
 
 /// Why a stored text is not a record of ours.
@@ -59,6 +67,7 @@ impl Record {
             token: token.to_owned(),
             fence,
             at,
+            lease: None,
         }
     }
 
@@ -70,20 +79,21 @@ impl Record {
             token: String::new(),
             fence,
             at,
+            lease: None,
         }
     }
 
     /// The record as stored.
     #[cfg(test)]
     pub fn encode(&self) -> String {
-        encode(self.held, &self.token, self.fence, self.at)
+        encode(self.held, &self.token, self.fence, self.at, self.lease)
     }
 
     /// `Record::held(token, fence, at).encode()`, without the record (and its copy of the
     /// token).
     #[cfg(test)]
     pub fn encode_held(token: &str, fence: u64, at: f64) -> String {
-        encode(true, token, fence, at)
+        encode(true, token, fence, at, None)
     }
 
     /// Reads a stored text; an error for anything that is not a record of this format.
@@ -94,6 +104,7 @@ impl Record {
         let mut token = None;
         let mut fence = None;
         let mut at = None;
+        let mut lease = None;
         for (name, value) in fields {
             match (name.as_str(), value) {
                 ("keyturn", Value::Number(n)) => format = Some(n),
@@ -101,13 +112,14 @@ impl Record {
                 ("token", Value::String(s)) => token = Some(s),
                 ("fence", Value::Number(n)) => fence = Some(n),
                 ("at", Value::Number(n)) => at = Some(n),
-                ("keyturn" | "state" | "token" | "fence" | "at", _) => {
+                ("lease", Value::Number(n)) => lease = Some(n),
+                ("keyturn" | "state" | "token" | "fence" | "at" | "lease", _) => {
                     return Err(NotARecord("a field has the wrong type"))
                 }
                 _ => {}
             }
         }
-        Record::from_fields(format, state.as_deref(), token, fence, at)
+        Record::from_fields(format, state.as_deref(), token, fence, at, lease)
     }
 }
 
@@ -121,6 +133,7 @@ impl Record {
         token: Option<String>,
         fence: Option<f64>,
         at: Option<f64>,
+        lease: Option<f64>,
     ) -> Result<Record, NotARecord> {
         if format != Some(f64::from(FORMAT)) {
             return Err(NotARecord("no \"keyturn\": 1"));
@@ -141,11 +154,17 @@ impl Record {
         let at = at
             .filter(|at| at.is_finite())
             .ok_or(NotARecord("no time"))?;
+        let lease = match lease {
+            None => None,
+            Some(ms) if ms >= 1.0 && ms <= MAX_FENCE as f64 && ms.fract() == 0.0 => Some(ms as u64),
+            Some(_) => return Err(NotARecord("lease is not a whole number of milliseconds")),
+        };
         Ok(Record {
             held,
             token,
             fence: fence as u64,
             at,
+            lease,
         })
     }
 }
@@ -159,9 +178,9 @@ enum Value {
 /// The stored text of a record with these fields; a token that is not ours is escaped so the
 /// JSON stays valid.
 #[cfg(test)]
-fn encode(held: bool, token: &str, fence: u64, at: f64) -> String {
+fn encode(held: bool, token: &str, fence: u64, at: f64, lease: Option<u64>) -> String {
     if token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        return encode_ours(held, token, fence, at);
+        return encode_ours(held, token, fence, at, lease);
     }
     let mut escaped = String::with_capacity(token.len() + 8);
     for c in token.chars() {
@@ -177,12 +196,18 @@ fn encode(held: bool, token: &str, fence: u64, at: f64) -> String {
             c => escaped.push(c),
         }
     }
-    encode_ours(held, &escaped, fence, at)
+    encode_ours(held, &escaped, fence, at, lease)
 }
 
 /// [`encode`] for a token of ours (hex, or empty), which needs no escaping: what the lock core
 /// writes, and all it links into the wasm.
-pub(crate) fn encode_ours(held: bool, token: &str, fence: u64, at: f64) -> String {
+pub(crate) fn encode_ours(
+    held: bool,
+    token: &str,
+    fence: u64,
+    at: f64,
+    lease: Option<u64>,
+) -> String {
     // Room for the longest record (a 32-digit token, 20-digit numbers): one allocation.
     let mut out = String::with_capacity(160);
     out.push_str("{\"keyturn\":1,\"state\":\"");
@@ -193,6 +218,10 @@ pub(crate) fn encode_ours(held: bool, token: &str, fence: u64, at: f64) -> Strin
     push_decimal(&mut out, fence);
     out.push_str(",\"at\":");
     push_decimal(&mut out, at.max(0.0).floor() as u64);
+    if let Some(lease) = lease {
+        out.push_str(",\"lease\":");
+        push_decimal(&mut out, lease);
+    }
     out.push('}');
     out
 }

@@ -84,6 +84,8 @@ pub mod lock {
             LOST = 7.0,
             /// The wait is over and nothing is held.
             GIVE_UP = 8.0,
+            /// A store call failed and was not found to have applied: report its error.
+            ERROR = 9.0,
             /// Answer: a create took (its version given) or found a record (none given).
             CREATED = 0.0,
             /// Answer: a replace took (its version given) or found the record changed.
@@ -92,6 +94,12 @@ pub mod lock {
             WOKE = 2.0,
             /// Answer: the store call failed.
             FAILED = 3.0,
+            /// Answer: the store call did not answer within its bound.
+            TIMED_OUT = 4.0,
+            /// A read record's `state`, as the JS passes it: "held".
+            HELD_STATE = 1.0,
+            /// ... "free" (anything else: `NaN`).
+            FREE_STATE = 0.0,
             /// Refused: the name is empty.
             NAME_EMPTY = -5.0,
             /// Refused: the name is over `MAX_KEY_BYTES` in UTF-8.
@@ -100,11 +108,28 @@ pub mod lock {
             BAD_WAIT = -8.0,
             /// Refused: `staleMs` is out of range.
             BAD_STALE = -9.0,
+            /// Refused: `maxClockSkewMs` is out of range.
+            BAD_SKEW = -10.0,
+            /// Refused: `storeTimeoutMs` is out of range.
+            BAD_STORE_TIMEOUT = -11.0,
         }
     }
 
     /// The store method of each store step, by code: `STORE_METHODS[CREATE]` is `"create"`.
     pub const STORE_METHODS: [&str; 3] = ["create", "read", "replace"];
+
+    /// `lockStats(store)`'s fields, in the order `LockStats::values` answers them.
+    pub const STATS: [&str; 9] = [
+        "held",
+        "waiting",
+        "acquisitions",
+        "handOffs",
+        "takeovers",
+        "storeCalls",
+        "storeFailures",
+        "storeTimeouts",
+        "readBacksApplied",
+    ];
 }
 
 /// The serializer over a store's steps (`src/serializer/turns.rs`).
@@ -157,6 +182,12 @@ pub mod messages {
     /// A lock's wait out of range.
     pub const WAIT_RANGE: &str =
         "{what} must be a finite number of milliseconds, 0 or more, got {value}";
+    /// A clock skew out of range.
+    pub const SKEW_RANGE: &str =
+        "{what} must be a finite number of milliseconds from 0 to {max}, got {value}";
+    /// A store call that did not answer within its bound.
+    pub const STORE_TIMED_OUT: &str =
+        "store.{method} did not answer within {storeTimeoutMs} ms (its outcome is unknown)";
     /// A lease length out of range.
     pub const STALE_RANGE: &str =
         "{what} must be a finite number of milliseconds, more than 0, got {value}";
@@ -202,6 +233,8 @@ pub mod messages {
         ("maxPendingRange", MAX_PENDING_RANGE),
         ("waitRange", WAIT_RANGE),
         ("staleRange", STALE_RANGE),
+        ("skewRange", SKEW_RANGE),
+        ("storeTimedOut", STORE_TIMED_OUT),
         ("tooManyWorks", TOO_MANY_WORKS),
         ("unknownOption", UNKNOWN_OPTION),
         ("storeIsKv", STORE_IS_KV),

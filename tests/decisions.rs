@@ -14,22 +14,44 @@ use std::rc::Rc;
 
 use common::{Executor, Record};
 use keyturn::{
-    Clock, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore, SeededRandom,
-    SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned,
+    Clock, LockError, LockManager, LockOptions, LockStore, ManualClock, SeededRandom,
+    SerializeError, SerializerOptions, Sleep, StoreError, StoreSerializer, TimerError, Versioned,
 };
 use serde_json::Value;
 
 type Log = Rc<RefCell<Vec<(u64, String)>>>;
 
-/// A store whose answers a case scripts: a `MemoryStore` that fails the calls it names (by
-/// number, from 1) and logs every call with the record it writes and its answer.
+/// A store whose answers a case scripts: the calls it names (by number, from 1) fail (`fail`),
+/// apply and then fail (`lose`: the answer was lost), or never answer (`hang`); versions are
+/// counters, or the value itself (`"versions": "values"`, as a store whose version hashes the
+/// value). It logs every call with the record it writes (with its `at` and `lease` when the
+/// case asks for `detail`) and its answer.
 #[derive(Clone)]
 struct Scripted {
-    memory: Rc<MemoryStore>,
+    records: Rc<RefCell<BTreeMap<String, Versioned>>>,
     clock: ManualClock,
     log: Log,
     calls: Rc<Cell<u64>>,
-    fail: Rc<Vec<u64>>,
+    versions: Rc<Cell<u64>>,
+    script: Rc<Script>,
+}
+
+#[derive(Default)]
+struct Script {
+    fail: Vec<u64>,
+    lose: Vec<u64>,
+    hang: Vec<u64>,
+    versions_are_values: bool,
+    detail: bool,
+}
+
+/// What the script does with a call.
+#[derive(PartialEq)]
+enum Fate {
+    Answer,
+    Fail,
+    Lose,
+    Hang,
 }
 
 impl Scripted {
@@ -37,17 +59,88 @@ impl Scripted {
         self.clock.now_ms() as u64
     }
 
-    /// The next call: whether it fails.
-    fn failing(&self) -> bool {
+    /// The next call's fate.
+    fn fate(&self) -> Fate {
         self.calls.set(self.calls.get() + 1);
-        self.fail.contains(&self.calls.get())
+        let call = self.calls.get();
+        let script = &self.script;
+        if script.fail.contains(&call) {
+            Fate::Fail
+        } else if script.lose.contains(&call) {
+            Fate::Lose
+        } else if script.hang.contains(&call) {
+            Fate::Hang
+        } else {
+            Fate::Answer
+        }
+    }
+
+    fn put(&self, key: &str, value: &str) -> String {
+        let version = if self.script.versions_are_values {
+            value.to_owned()
+        } else {
+            self.versions.set(self.versions.get() + 1);
+            self.versions.get().to_string()
+        };
+        self.records.borrow_mut().insert(
+            key.to_owned(),
+            Versioned {
+                value: value.to_owned(),
+                version: version.clone(),
+            },
+        );
+        version
     }
 
     fn written(&self, method: &str, value: &str, answer: &str) {
         let record = Record::decode(value).expect("the lock writes its own records");
         let state = if record.held { "held" } else { "free" };
-        let line = format!("{method} {state} f{} → {answer}", record.fence);
+        let mut line = format!("{method} {state} f{}", record.fence);
+        if self.script.detail {
+            line += &format!(" @{}", record.at);
+            if let Some(lease) = record.lease {
+                line += &format!(" lease {lease}");
+            }
+        }
+        line += &format!(" → {answer}");
         self.log.borrow_mut().push((self.now(), line));
+    }
+
+    /// A write's end as its fate says: `write` applies it (a new version, or `None` refused).
+    async fn writing(
+        &self,
+        method: &str,
+        value: &str,
+        write: impl FnOnce() -> Option<String>,
+    ) -> Result<Option<String>, StoreError> {
+        match self.fate() {
+            Fate::Fail => {
+                self.written(method, value, "fail");
+                Err(injected())
+            }
+            Fate::Hang => {
+                self.written(method, value, "hang");
+                std::future::pending().await
+            }
+            Fate::Lose => {
+                let applied = write();
+                self.written(
+                    method,
+                    value,
+                    if applied.is_some() {
+                        "lost"
+                    } else {
+                        "none, lost"
+                    },
+                );
+                Err(injected())
+            }
+            Fate::Answer => {
+                let version = write();
+                self.written(method, value, if version.is_some() { "ok" } else { "none" });
+                Ok(version)
+            }
+        }
     }
 }
 
@@ -58,35 +151,29 @@ fn injected() -> StoreError {
 impl LockStore for Scripted {
     type Version = String;
     async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
-        if self.failing() {
-            self.written("create", value, "fail");
-            return Err(injected());
-        }
-        let version = self.memory.create_now(key, value);
-        self.written(
-            "create",
-            value,
-            if version.is_some() { "ok" } else { "none" },
-        );
-        Ok(version)
+        self.writing("create", value, || {
+            let exists = self.records.borrow().contains_key(key);
+            (!exists).then(|| self.put(key, value))
+        })
+        .await
     }
     async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
-        let failing = self.failing();
-        let found = self.memory.get(key);
-        let answer = if failing {
-            "fail"
-        } else if found.is_some() {
-            "ok"
-        } else {
-            "none"
+        let fate = self.fate();
+        let found = self.records.borrow().get(key).cloned();
+        let answer = match fate {
+            Fate::Fail | Fate::Lose => "fail",
+            Fate::Hang => "hang",
+            Fate::Answer if found.is_some() => "ok",
+            Fate::Answer => "none",
         };
         self.log
             .borrow_mut()
             .push((self.now(), format!("read → {answer}")));
-        if failing {
-            return Err(injected());
+        match fate {
+            Fate::Answer => Ok(found),
+            Fate::Hang => std::future::pending().await,
+            _ => Err(injected()),
         }
-        Ok(found)
     }
     async fn replace(
         &self,
@@ -94,17 +181,40 @@ impl LockStore for Scripted {
         version: &String,
         value: &str,
     ) -> Result<Option<String>, StoreError> {
-        if self.failing() {
-            self.written("replace", value, "fail");
-            return Err(injected());
+        self.writing("replace", value, || {
+            let current = self
+                .records
+                .borrow()
+                .get(key)
+                .map(|found| found.version.clone());
+            (current.as_ref() == Some(version)).then(|| self.put(key, value))
+        })
+        .await
+    }
+}
+
+/// This isolate's clock as a case sets it: the wall clock `ahead` of the monotonic one (the
+/// manual clock), or stopped at `ahead` (`frozen`).
+#[derive(Clone)]
+struct CaseClock {
+    manual: ManualClock,
+    ahead: f64,
+    frozen: bool,
+}
+
+impl Clock for CaseClock {
+    fn now_ms(&self) -> f64 {
+        if self.frozen {
+            self.ahead
+        } else {
+            self.manual.now_ms() + self.ahead
         }
-        let version = self.memory.replace_now(key, version, value);
-        self.written(
-            "replace",
-            value,
-            if version.is_some() { "ok" } else { "none" },
-        );
-        Ok(version)
+    }
+    fn monotonic_ms(&self) -> f64 {
+        self.manual.now_ms()
+    }
+    fn sleep(&self, ms: f64) -> Result<Sleep, TimerError> {
+        self.manual.sleep(ms)
     }
 }
 
@@ -143,28 +253,36 @@ fn lock_error_name(error: &LockError) -> &'static str {
     }
 }
 
-/// Runs one case: its events, grouped by millisecond (each group sorted), and the serializer's
-/// counters at the end.
+/// Runs one case: its events, grouped by millisecond (each group sorted), and the counters at
+/// the end: the serializer's (`stats`) and the lock manager's (`lockStats`).
 fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
     let options = case.get("options").cloned().unwrap_or(Value::Null);
     let stale_ms = number(&options, "staleMs", 2_000.0);
     let wait_ms = number(&options, "waitMs", 100.0);
     let timeout_ms = number(&options, "timeoutMs", 30_000.0);
     let store_script = case.get("store").cloned().unwrap_or(Value::Null);
+    let calls = |name: &str| -> Vec<u64> {
+        store_script
+            .get(name)
+            .and_then(Value::as_array)
+            .map(|calls| calls.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default()
+    };
     let clock = ManualClock::new();
     let log: Log = Rc::default();
     let store = Scripted {
-        memory: Rc::new(MemoryStore::new()),
+        records: Rc::default(),
         clock: clock.clone(),
         log: log.clone(),
         calls: Rc::default(),
-        fail: Rc::new(
-            store_script
-                .get("fail")
-                .and_then(Value::as_array)
-                .map(|calls| calls.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default(),
-        ),
+        versions: Rc::default(),
+        script: Rc::new(Script {
+            fail: calls("fail"),
+            lose: calls("lose"),
+            hang: calls("hang"),
+            versions_are_values: store_script["versions"] == "values",
+            detail: case["detail"] == true,
+        }),
     };
     if let Some(records) = store_script.get("records").and_then(Value::as_object) {
         for (name, record) in records {
@@ -173,20 +291,31 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                 token: "someone".into(),
                 fence: record["fence"].as_u64().unwrap(),
                 at: record["at"].as_f64().unwrap(),
+                lease: record["lease"].as_u64(),
             };
-            store.memory.put(name, &seeded.encode());
+            store.put(name, &seeded.encode());
         }
     }
-    let locks = LockManager::new(store.clone(), clock.clone(), SeededRandom::new(7));
+    let case_clock = CaseClock {
+        manual: clock.clone(),
+        ahead: number(&case["clock"], "ahead", 0.0),
+        frozen: case["clock"]["frozen"] == true,
+    };
+    let lock_options = LockOptions {
+        wait_ms,
+        stale_ms,
+        max_clock_skew_ms: number(&options, "maxClockSkewMs", 0.0),
+        store_timeout_ms: options.get("storeTimeoutMs").and_then(Value::as_f64),
+    };
+    let locks = LockManager::new(store.clone(), case_clock, SeededRandom::new(7));
     let serializer = Rc::new(
         StoreSerializer::new(
             SerializerOptions::new(timeout_ms, f64::INFINITY).unwrap(),
-            stale_ms,
+            lock_options,
             locks.clone(),
         )
         .unwrap(),
     );
-    let lock_options = LockOptions { wait_ms, stale_ms };
     let executor = Executor::new();
     let actions = case["actions"].as_array().unwrap().clone();
     let steals = store_script
@@ -199,9 +328,7 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         for steal in &steals {
             if steal["at"].as_u64() == Some(t) {
                 let thief = Record::held("thief", 99, t as f64);
-                store
-                    .memory
-                    .put(steal["name"].as_str().unwrap(), &thief.encode());
+                store.put(steal["name"].as_str().unwrap(), &thief.encode());
             }
         }
         for (i, action) in actions.iter().enumerate() {
@@ -295,11 +422,25 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                 .collect()
         })
         .unwrap_or_default();
-    let stats = serializer.stats();
+    let serializer_stats = serializer.stats();
+    let lock_stats = locks.stats();
     let stats = serde_json::json!({
-        "started": stats.started,
-        "timedOut": stats.timed_out,
-        "aborted": stats.aborted,
+        "stats": {
+            "started": serializer_stats.started,
+            "timedOut": serializer_stats.timed_out,
+            "aborted": serializer_stats.aborted,
+        },
+        "lockStats": {
+            "held": lock_stats.held,
+            "waiting": lock_stats.waiting,
+            "acquisitions": lock_stats.acquisitions,
+            "handOffs": lock_stats.hand_offs,
+            "takeovers": lock_stats.takeovers,
+            "storeCalls": lock_stats.store_calls,
+            "storeFailures": lock_stats.store_failures,
+            "storeTimeouts": lock_stats.store_timeouts,
+            "readBacksApplied": lock_stats.read_backs_applied,
+        },
     });
     let events: Vec<String> = log
         .borrow()
@@ -341,10 +482,18 @@ fn the_rust_front_end_decides_every_case_of_the_shared_table() {
                 case["name"], expected, got
             ));
         }
-        if let Some(expected) = case.get("stats") {
-            if &stats != expected {
+        for counters in ["stats", "lockStats"] {
+            let Some(expected) = case.get(counters).and_then(Value::as_object) else {
+                continue;
+            };
+            // The counters a case names, as the front end has them.
+            let got: serde_json::Map<String, Value> = expected
+                .keys()
+                .map(|name| (name.clone(), stats[counters][name].clone()))
+                .collect();
+            if &got != expected {
                 failures.push(format!(
-                    "{}: stats\n  expected {expected}\n  got      {stats}",
+                    "{}: {counters}\n  expected {expected:?}\n  got      {got:?}",
                     case["name"]
                 ));
             }

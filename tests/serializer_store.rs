@@ -12,7 +12,7 @@ use std::rc::Rc;
 use common::Record;
 use common::{run, Executor};
 use keyturn::{
-    Clock, LockError, LockManager, LockStore, ManualClock, MemoryStore, SeededRandom,
+    Clock, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore, SeededRandom,
     SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned, SERIALIZE_PREFIX,
 };
 
@@ -67,7 +67,15 @@ type Serializer = StoreSerializer<Shared, ManualClock, SeededRandom>;
 fn isolate(store: &Shared, timeout_ms: f64, stale_ms: f64, seed: u64) -> Rc<Serializer> {
     let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
     let options = SerializerOptions::new(timeout_ms, f64::INFINITY).unwrap();
-    Rc::new(StoreSerializer::new(options, stale_ms, locks).unwrap())
+    Rc::new(StoreSerializer::new(options, lease(stale_ms), locks).unwrap())
+}
+
+/// The lease options of a serializer's turns: leases of `stale_ms`, the rest by default.
+fn lease(stale_ms: f64) -> LockOptions {
+    LockOptions {
+        stale_ms,
+        ..LockOptions::default()
+    }
 }
 
 fn world() -> (Shared, Rc<Executor>) {
@@ -298,7 +306,7 @@ fn a_long_work_keeps_its_lease_by_renewal() {
 fn a_bad_stale_ms_is_refused() {
     let (store, _executor) = world();
     let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(1));
-    assert!(StoreSerializer::new(SerializerOptions::default(), 0.0, locks).is_err());
+    assert!(StoreSerializer::new(SerializerOptions::default(), lease(0.0), locks).is_err());
 }
 
 #[test]

@@ -221,6 +221,7 @@ async fn rust_leases_on_real_timers_renew_and_with_lock() {
     let short = LockOptions {
         wait_ms: 0.0,
         stale_ms: 60.0,
+        ..LockOptions::default()
     };
     // A lease renewed on real timers outlives its first staleMs; unrenewed, it lapses.
     let lock = locks.acquire("lease", short).await.unwrap().expect("free");

@@ -2,7 +2,8 @@
 // lock is released or lost. Every decision — renewal, release, hand-off — is the core's; this
 // class makes the store call it asks for (through its manager's `exchange`) and keeps the
 // JavaScript surface: `signal`, `renew`, `release`, `await using`.
-import { LOCK_HELD, LOCK_REPLACE, MESSAGES, fill } from '../constants.js';
+import { LOCK_DONE, LOCK_HELD, LOCK_READ, LOCK_REPLACE, MESSAGES, fill } from '../constants.js';
+import { Exchange } from './exchange.js';
 
 /** The serializer's release, which announces the works queued behind the next one. */
 export const HAND_ON = Symbol('keyturn.handOn');
@@ -39,22 +40,27 @@ export class KeyturnLock {
   #done = false;
   /** Lost (renewal refused, or past heldUntil): never renewed again; a release still frees an unchanged record. */
   #lost = false;
-  /** The renewal in flight. */
+  /** The renewal in flight, and its store calls. */
   #renewal;
+  #renewing;
+  /** The bound on each store call, in ms. */
+  #storeTimeoutMs;
   /** `signal`'s, made when it is first read. */
   #controller;
   /** The lease end's timer, for `signal`. */
   #timer;
 
-  constructor(manager, ticket, name) {
+  constructor(manager, ticket, name, storeTimeoutMs) {
     manager.alive();
     const { core } = manager;
     this.#manager = manager;
     this.#ticket = ticket;
     this.#name = name;
-    this.#fence = core.fence(ticket);
-    this.#token = core.token(ticket);
-    this.#heldUntil = core.heldUntil(ticket);
+    this.#storeTimeoutMs = storeTimeoutMs;
+    // No times: what the lease has left is not asked for here.
+    this.#fence = core.lease(ticket, NaN, NaN);
+    this.#token = core.value();
+    this.#heldUntil = core.until();
   }
 
   get name() {
@@ -84,17 +90,19 @@ export class KeyturnLock {
     return this.#controller.signal;
   }
 
-  /** The lease end's timer, for the signal (measured with `now`: checked again when it fires). */
+  /** The lease end's timer, for the signal (checked again when it fires: a renewal may have moved it). */
   #watch() {
     if (this.#controller === undefined || this.#done || this.#lost) return;
     clearTimeout(this.#timer);
     const manager = this.#manager;
-    this.#timer = guard(
-      setTimeout(() => {
-        if (manager.time() >= this.#heldUntil) this.#lose(MESSAGES.lockLapsed);
-        else this.#watch();
-      }, Math.max(0, this.#heldUntil - manager.time())),
-    );
+    const { core } = manager;
+    core.lease(this.#ticket, manager.time(), performance.now());
+    const left = core.left();
+    if (!(left > 0)) {
+      this.#lose(MESSAGES.lockLapsed);
+      return;
+    }
+    this.#timer = guard(setTimeout(() => this.#watch(), left));
   }
 
   #lose(template) {
@@ -120,14 +128,25 @@ export class KeyturnLock {
     let code;
     try {
       manager.alive();
-      code = manager.core.renew(this.#ticket, manager.time());
-      if (code === LOCK_REPLACE) code = await manager.exchange(this.#name, this.#ticket, code);
+      const now = performance.now();
+      const wall = manager.time();
+      code = manager.core.renew(this.#ticket, wall, now);
+      if (code === LOCK_READ || code === LOCK_REPLACE) {
+        this.#renewing = new Exchange(manager, this.#name, this.#ticket, this.#storeTimeoutMs, Infinity);
+        try {
+          code = await this.#renewing.start(code, wall, now);
+        } finally {
+          this.#renewing = undefined;
+        }
+      }
       manager.drain();
     } catch (error) {
       throw manager.failed(error);
     }
+    if (this.#done) return false; // released meanwhile: the release took over
     if (code === LOCK_HELD) {
-      this.#heldUntil = manager.core.heldUntil(this.#ticket);
+      manager.core.lease(this.#ticket, NaN, NaN);
+      this.#heldUntil = manager.core.until();
       this.#watch();
       return true;
     }
@@ -148,7 +167,7 @@ export class KeyturnLock {
       if (stopped) return;
       let at;
       try {
-        at = this.#done || this.#lost ? NaN : manager.core.nextRenewal(this.#ticket, manager.time());
+        at = this.#done || this.#lost ? NaN : manager.core.nextRenewal(this.#ticket, manager.time(), performance.now());
       } catch (error) {
         manager.failed(error);
         return;
@@ -158,7 +177,7 @@ export class KeyturnLock {
         return;
       }
       try {
-        timer = guard(setTimeout(renew, Math.max(0, at - manager.time())));
+        timer = guard(setTimeout(renew, Math.max(0, at - performance.now())));
       } catch {
         // no timer for renewals: the lease runs staleMs, as an unrenewed lock's does
       }
@@ -180,33 +199,35 @@ export class KeyturnLock {
     return this[HAND_ON](0);
   }
 
-  /** A serializer's release, announcing `followers` turns after the next waiter's. */
+  /**
+   * A serializer's release, announcing `followers` turns after the next waiter's. It never waits
+   * behind a renewal in flight: that renewal's answer is ignored, and the core reads the record
+   * first (the renewal's outcome is unknown).
+   */
   [HAND_ON](followers) {
     if (this.#done) return released;
     this.#done = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    const settle = () => this.#release(followers);
-    return this.#renewal === undefined ? settle() : this.#renewal.then(settle, settle);
-  }
-
-  #release(followers) {
+    this.#renewing?.abandon(LOCK_DONE);
     const manager = this.#manager;
     let code;
+    const now = performance.now();
+    const wall = manager.time();
     try {
       manager.alive();
-      code = manager.core.release(this.#ticket, manager.time(), followers);
+      code = manager.core.release(this.#ticket, wall, now, followers);
       manager.drain();
     } catch (error) {
       this.#released();
       return Promise.reject(manager.failed(error));
     }
-    if (code !== LOCK_REPLACE) {
+    if (code !== LOCK_READ && code !== LOCK_REPLACE) {
       this.#released();
       return released;
     }
     const gone = () => this.#released();
-    return manager.exchange(this.#name, this.#ticket, code, gone, gone);
+    return new Exchange(manager, this.#name, this.#ticket, this.#storeTimeoutMs, Infinity, gone, gone).start(code, wall, now);
   }
 
   #released() {

@@ -1,32 +1,27 @@
 // The driver of the lock's core (src/lock/core.rs) for one store in this isolate: contenders for
 // a name queue here and only the head talks to the store. The core decides everything; this
-// file only does what it asks — each store call through `exchange`, the one path with the one
-// answer classifier, sleeps, waits and wake-ups — and feeds the answers back. The core calls no
-// JavaScript.
+// file only does what it asks — store calls through an `Exchange` (each bounded by flights.js,
+// their answers through the one classifier), sleeps, waits and wake-ups — and feeds the answers
+// back. The core calls no JavaScript. Time goes to the core on two clocks: `now()` (or
+// `Date.now()`), which records carry, and `performance.now()`, which times everything here.
 import * as glue from '../keyturn_lock.js';
-import { LockStoreError } from '../errors.js';
 import { InstanceHost } from '../instance.js';
 import {
-  LOCK_BAD_WAIT,
   LOCK_CREATE,
-  LOCK_CREATED,
-  LOCK_FAILED,
   LOCK_GIVE_UP,
   LOCK_HELD,
   LOCK_NAME_EMPTY,
   LOCK_NAME_TOO_LONG,
-  LOCK_READ,
   LOCK_REPLACE,
-  LOCK_REPLACED,
   LOCK_SLEEP,
+  LOCK_STATS,
   LOCK_WAIT,
   LOCK_WOKE,
-  MESSAGES,
-  STORE_METHODS,
-  fill,
 } from '../constants.js';
-import { describe, keyError, rangeError } from '../arguments.js';
+import { keyError, leaseOptionError } from '../arguments.js';
 import { KeyturnLock } from './held.js';
+import { Exchange } from './exchange.js';
+import { Flights } from './flights.js';
 
 let host;
 
@@ -70,15 +65,16 @@ export class Waiter {
 
 export class Manager {
   /**
-   * All locks of `store` (and `now`) in this isolate. `waitInOwnContext`: on Workers, a waiter
-   * also arms a timer of its own for its wait's end (see `wait`).
+   * All locks of `store` (and `now`) in this isolate. `inContext`: on Workers, a waiter also arms
+   * a timer of its own for its wait's end (see `wait`), and so does each store call's bound.
    */
-  constructor(instance, store, now, waitInOwnContext) {
+  constructor(instance, store, now, inContext) {
     this.instance = instance;
     this.core = new glue.LockCoreBinding();
     this.store = store;
     this.now = now;
-    this.waitInOwnContext = waitInOwnContext;
+    this.inContext = inContext;
+    this.flights = new Flights(inContext);
     this.last = 0;
     // Waiters in line share one timer, armed for the earliest time the core must look again
     // (a wait's end, a holder's lease end); `waiting` of them wait now.
@@ -89,7 +85,7 @@ export class Manager {
     this.due = () => {
       if (this.instance.failure !== undefined) return;
       try {
-        this.core.expire(this.time());
+        this.core.expire(this.time(), performance.now());
         this.drain();
       } catch (error) {
         this.failed(error);
@@ -135,24 +131,14 @@ export class Manager {
     }
   }
 
-  /** Whether `staleMs` is a lease length the core takes. */
-  checkStale(staleMs) {
-    return glue.LockCoreBinding.checkStale(staleMs) === 0;
-  }
-
-  /** A serializer's turns over this store (the crate's `Turns` machine). */
-  turns(staleMs) {
-    return new glue.TurnsBinding(staleMs);
-  }
-
-  /** What a turn does once its acquisition ended (see `Turns::acquired`). */
-  acquired(held, abandoned) {
-    return glue.TurnsBinding.acquired(held, abandoned);
-  }
-
-  /** Whether a turn's lease is freed before its caller hears (see `Turns::settled`). */
-  settled(pending, abandoned) {
-    return glue.TurnsBinding.settled(pending, abandoned);
+  /** What this store's locks did here, by the names of `LOCK_STATS`. */
+  stats() {
+    this.alive();
+    const stats = {};
+    LOCK_STATS.forEach((name, i) => {
+      stats[name] = this.core.stat(i);
+    });
+    return stats;
   }
 
   /** Takes `ticket` out of its line (a waiter giving up; nothing for a ticket already gone). */
@@ -192,14 +178,15 @@ export class Manager {
     }
     if (this.timer !== undefined && this.timerAt <= at) return;
     // The new timer first: a refusal (past workerd's quota) leaves the old one.
-    const timer = setTimeout(this.fire, Math.max(0, at - this.time()));
+    const timer = setTimeout(this.fire, Math.max(0, at - performance.now()));
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = timer;
     this.timerAt = at;
   }
 
   /**
-   * Resolves when the core wakes `waiter`, or its time comes (through the shared timer).
+   * Resolves when the core wakes `waiter`, or its time comes (`until`, monotonic, through the
+   * shared timer).
    *
    * On Workers a waiter also arms a timer of its own, in its caller's request: workerd cancels
    * a request that waits with nothing of its own pending ("hung"), and a timer belongs to the
@@ -212,7 +199,7 @@ export class Manager {
     return new Promise((resolve) => {
       waiter.wake = resolve;
       this.arm();
-      if (!this.waitInOwnContext) return;
+      if (!this.inContext) return;
       let timer;
       try {
         // When it fires: end what is due, then look again (the loop asks the core).
@@ -220,7 +207,7 @@ export class Manager {
           waiter.wake = undefined;
           this.due();
           resolve();
-        }, Math.max(0, until - this.time()));
+        }, Math.max(0, until - performance.now()));
       } catch {
         return; // over the request's quota: the shared timer serves
       }
@@ -231,13 +218,13 @@ export class Manager {
     });
   }
 
-  /** The head's pause between polls: a timer of its own, cut short by its abort. */
+  /** The head's pause between polls (until `until`, monotonic): a timer of its own, cut short by its abort. */
   sleep(waiter, until) {
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         waiter.wake = undefined;
         resolve();
-      }, Math.max(0, until - this.time()));
+      }, Math.max(0, until - performance.now()));
       waiter.wake = () => {
         clearTimeout(timer);
         resolve();
@@ -246,54 +233,57 @@ export class Manager {
   }
 
   /**
-   * An acquisition of a checked name (a well-formed string): a promise of the lock, or of
-   * `undefined` when a live holder kept it for the whole wait. `signal` cancels the wait,
-   * leaving nothing held; `streakMs` is how long a serializer's streaks of local hand-offs may
-   * run (NaN for a lock's). A name or option the core refuses rejects with the TypeError or
-   * RangeError, having queued nothing.
+   * An acquisition of a checked name (a well-formed string) with `options` (numbers: `waitMs`,
+   * `staleMs`, `maxClockSkewMs`, and `storeTimeoutMs`, NaN for the lease): a promise of the lock,
+   * or of `undefined` when a live holder kept it for the whole wait. It settles within `waitMs`
+   * plus one store call's bound. `signal` cancels it at once, even with a store call in flight
+   * (what that call takes is let go when it answers); `streakMs` is how long a serializer's
+   * streaks of local hand-offs may run (NaN for a lock's). A name or option the core refuses
+   * rejects with the TypeError or RangeError, having queued nothing.
    */
-  acquire(name, waitMs, staleMs, signal, streakMs) {
+  acquire(name, options, signal, streakMs) {
     let code;
     let ticket;
     let waiter;
+    let ms;
+    let limit;
     try {
       if (signal?.aborted) throw signal.reason;
       this.alive();
       waiter = new Waiter();
-      code = this.core.acquire(name, waitMs, staleMs, waiter, this.clock(), streakMs);
-      if (code < 0) throw this.refused(code, name, waitMs, staleMs);
+      const { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs } = options;
+      const mono = performance.now();
+      const wall = this.clock();
+      code = this.core.acquire(name, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter, wall, mono, streakMs);
+      if (code < 0) throw code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG ? keyError('name', name, code === LOCK_NAME_EMPTY) : leaseOptionError(code, options);
+      // Each store call's bound, and the whole acquisition's: its wait, then one call's bound.
+      ms = Number.isNaN(storeTimeoutMs) ? staleMs : storeTimeoutMs;
+      limit = mono + waitMs + ms;
       ticket = this.core.lastTicket();
       this.drain();
       if (signal === undefined && (code === LOCK_CREATE || code === LOCK_REPLACE)) {
         // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
-        return this.exchange(name, ticket, code, (next) => {
-          try {
-            return next === LOCK_HELD ? new KeyturnLock(this, ticket, name) : this.acquiring(name, ticket, next, waiter, undefined);
-          } catch (error) {
-            throw this.failed(error);
-          }
-        });
+        return new Exchange(this, name, ticket, ms, limit, (next) =>
+          next === LOCK_HELD ? new KeyturnLock(this, ticket, name, ms) : this.acquiring(name, ticket, next, waiter, undefined, ms, limit),
+        ).start(code, wall, mono);
       }
     } catch (error) {
       return Promise.reject(this.failed(error));
     }
-    return this.acquiring(name, ticket, code, waiter, signal);
+    const acquisition = this.acquiring(name, ticket, code, waiter, signal, ms, limit);
+    return signal === undefined ? acquisition : abortable(acquisition, signal);
   }
 
-  /** The error for an acquisition the core refused (`code`, negative). */
-  refused(code, name, waitMs, staleMs) {
-    if (code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG) return keyError('name', name, code === LOCK_NAME_EMPTY);
-    if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: waitMs });
-    return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: staleMs });
-  }
-
-  /** The rest of an acquisition: waiting in line, polling, the caller's signal. */
-  async acquiring(name, ticket, code, waiter, signal) {
+  /**
+   * The rest of an acquisition: waiting in line, polling, the caller's signal. Aborted, a waiter
+   * leaves its line at once; a store call in flight is finished first — the caller heard
+   * already (`abortable`) — and a lock it took is let go.
+   */
+  async acquiring(name, ticket, code, waiter, signal, ms, limit) {
     const { core } = this;
     let aborted = false;
     const onAbort = () => {
       aborted = true;
-      // A waiter leaves its line at once; a call in flight is finished first (and undone).
       if (waiter.wake !== undefined) {
         this.leave(ticket);
         waiter.wakeNow();
@@ -305,9 +295,9 @@ export class Manager {
       for (;;) {
         if (code === LOCK_HELD) {
           held = true;
-          const lock = new KeyturnLock(this, ticket, name);
+          const lock = new KeyturnLock(this, ticket, name, ms);
           if (aborted) {
-            // A create that won meanwhile: let it go, then report the abort.
+            // A call that took the name meanwhile: let it go, then report the abort.
             await lock.release().catch(() => {});
             throw signal.reason;
           }
@@ -319,14 +309,14 @@ export class Manager {
         if (code === LOCK_GIVE_UP) return undefined; // the wait is over, nothing held
         if (code === LOCK_SLEEP) {
           await this.sleep(waiter, core.until());
-          code = core.step(ticket, LOCK_WOKE, undefined, this.time());
+          code = core.step(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
         } else if (code === LOCK_WAIT) {
           this.waits(1);
           await this.wait(waiter, core.until());
           this.waits(-1);
-          code = core.step(ticket, LOCK_WOKE, undefined, this.time());
+          code = core.step(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
         } else {
-          code = await this.exchange(name, ticket, code);
+          code = await new Exchange(this, name, ticket, ms, limit).start(code, this.time(), performance.now());
         }
         this.drain();
       }
@@ -338,99 +328,14 @@ export class Manager {
       if (!held) this.leave(ticket);
     }
   }
-
-  /**
-   * The store call the core asked for (`code`, details in its outbox), its answer classified and
-   * fed back: a promise of the next step's code — or of `then(code)`, run in the same reaction
-   * (an uncontended acquisition or release is one store call: one promise hop less each), with
-   * `otherwise()` run before a failure is passed on. A store that throws, rejects or answers
-   * something that is not a store's answer is a `LockStoreError` — after the core was told, so
-   * it holds nothing. (Promise reactions, not an async function: one hop per store call.)
-   */
-  exchange(name, ticket, code, then, otherwise) {
-    const { core, store } = this;
-    let value;
-    let version;
-    try {
-      value = code === LOCK_READ ? undefined : core.value();
-      version = code === LOCK_REPLACE ? core.version() : undefined;
-    } catch (error) {
-      return Promise.reject(passOn(otherwise, this.failed(error)));
-    }
-    let call;
-    try {
-      call = code === LOCK_CREATE ? store.create(name, value) : code === LOCK_READ ? store.read(name) : store.replace(name, version, value);
-    } catch (error) {
-      return Promise.reject(passOn(otherwise, this.storeFailed(ticket, code, error)));
-    }
-    return Promise.resolve(call).then(
-      (answer) => {
-        let next;
-        try {
-          next = this.classify(ticket, code, answer);
-          if (then === undefined) return next;
-          this.drain();
-        } catch (error) {
-          throw passOn(otherwise, this.failed(error));
-        }
-        return then(next);
-      },
-      (error) => {
-        throw passOn(otherwise, this.storeFailed(ticket, code, error));
-      },
-    );
-  }
-
-  /** The one answer classifier: what the store said, fed to the core; the next step's code. */
-  classify(ticket, code, answer) {
-    const { core } = this;
-    const now = this.time();
-    if (code === LOCK_READ) {
-      if (answer === null || answer === undefined) return core.stepRead(ticket, undefined, NaN, undefined, undefined, NaN, NaN, now);
-      if (typeof answer === 'object' && typeof answer.value === 'string' && typeof answer.version === 'string') {
-        let record;
-        try {
-          record = JSON.parse(answer.value);
-        } catch {
-          record = undefined;
-        }
-        // Not an object: not ours; the core checks every field of one that is.
-        if (record === null || typeof record !== 'object') record = {};
-        return core.stepRead(ticket, answer.version, numberOr(record.keyturn), stringOr(record.state), stringOr(record.token), numberOr(record.fence), numberOr(record.at), now);
-      }
-      throw this.storeFailed(ticket, code, undefined, wrongAnswer(code, '{ value: string, version: string } or null', answer));
-    }
-    if (typeof answer === 'string' || answer === null || answer === undefined) {
-      return core.step(ticket, code === LOCK_CREATE ? LOCK_CREATED : LOCK_REPLACED, answer ?? undefined, now);
-    }
-    throw this.storeFailed(ticket, code, undefined, wrongAnswer(code, 'a version string or null', answer));
-  }
-
-  /** Tells the core a call failed (it then holds nothing for it); the error to report. */
-  storeFailed(ticket, code, cause, error) {
-    try {
-      this.alive();
-      this.core.step(ticket, LOCK_FAILED, undefined, this.time());
-      this.drain();
-    } catch (trapped) {
-      return this.failed(trapped);
-    }
-    if (error !== undefined) return error;
-    const message = cause instanceof Error ? cause.message : String(cause);
-    return new LockStoreError(fill(MESSAGES.storeFailed, { method: STORE_METHODS[code], message }), { cause });
-  }
 }
 
-/** A failure to pass on, once `otherwise` (if any) ran. */
-function passOn(otherwise, error) {
-  otherwise?.();
-  return error;
+/** `acquisition`, or the signal's reason the moment it aborts: the acquisition then ends in the background. */
+function abortable(acquisition, signal) {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort);
+    acquisition.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
-function wrongAnswer(code, expected, answer) {
-  return new LockStoreError(fill(MESSAGES.storeWrongAnswer, { method: STORE_METHODS[code], actual: describe(answer), expected }));
-}
-
-// A record's fields as the core takes them: a number or NaN, a string or undefined.
-const numberOr = (value) => (typeof value === 'number' ? value : NaN);
-const stringOr = (value) => (typeof value === 'string' ? value : undefined);

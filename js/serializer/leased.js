@@ -1,12 +1,13 @@
 // A serializer's turns over a store: each started job first takes its key's lease — the lock
 // named SERIALIZE_PREFIX + key, through the lock manager of that store — then runs its work with
 // the lease's fence, the lease renewed while it runs. The rules are the crate's `Turns` machine
-// (src/serializer/turns.rs, in the lock's wasm module), which the Rust `StoreSerializer` drives
+// (src/serializer/turns.rs, in the serializer's wasm module), which the Rust `StoreSerializer` drives
 // too: hand the lease the turn before left to this turn's acquisition, release it before the
 // caller hears when nothing of the key is queued behind, keep it for the next turn otherwise,
 // and free it once the key is idle.
 import { MESSAGES, SERIALIZE_PREFIX, TURN_RELEASE, TURN_RELEASE_FIRST, TURN_RUN, TURN_TIME_OUT, fill } from '../constants.js';
-import { rangeError } from '../arguments.js';
+import { TurnsBinding } from '../keyturn_wasm.js';
+import { leaseOptionError } from '../arguments.js';
 import { HAND_ON, KEEP_RENEWED } from '../lock/held.js';
 import { runWork, watchLate } from './jobs.js';
 
@@ -24,13 +25,15 @@ class HeldTurn {
 }
 
 export class LeasedTurns {
-  /** Throws a RangeError for a bad `staleMs`. */
-  constructor(serializer, manager, staleMs) {
-    if (!manager.checkStale(staleMs)) throw rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: staleMs });
+  /** `lease`: the turns' lease options (see `leaseOptions`). Throws a RangeError for a bad one. */
+  constructor(serializer, manager, lease) {
+    const { staleMs, maxClockSkewMs, storeTimeoutMs } = lease;
+    const refused = TurnsBinding.checkLease(staleMs, maxClockSkewMs, storeTimeoutMs);
+    if (refused !== 0) throw leaseOptionError(refused, lease);
     this.serializer = serializer;
     this.manager = manager;
-    this.staleMs = staleMs;
-    this.machine = manager.turns(staleMs);
+    this.lease = lease;
+    this.machine = new TurnsBinding(staleMs);
     this.held = new Map(); // job → HeldTurn, while its work runs
   }
 
@@ -46,15 +49,15 @@ export class LeasedTurns {
     let followers;
     let streakMs;
     try {
-      handOn = this.machine.begin(key, serializer.core.pendingIn(id));
+      handOn = this.machine.begin(id, serializer.core.pendingIn(id));
       followers = this.machine.followers();
       streakMs = this.machine.streakMs();
     } catch (error) {
-      job.reject(manager.failed(serializer.failed(error)));
+      job.reject(serializer.failed(error));
       return;
     }
     const signal = job.controller.signal;
-    manager.acquire(SERIALIZE_PREFIX + key, job.timeoutMs, this.staleMs, signal, streakMs).then(
+    manager.acquire(SERIALIZE_PREFIX + key, { ...this.lease, waitMs: job.timeoutMs }, signal, streakMs).then(
       (lock) => this.acquired(job, lock),
       (error) => {
         // Aborted: the deadline or the caller's signal told the caller already.
@@ -68,9 +71,9 @@ export class LeasedTurns {
   acquired(job, lock) {
     let code;
     try {
-      code = this.manager.acquired(lock !== undefined, job.controller.signal.aborted);
+      code = TurnsBinding.acquired(lock !== undefined, job.controller.signal.aborted);
     } catch (error) {
-      job.reject(this.manager.failed(error));
+      job.reject(this.serializer.failed(error));
       return;
     }
     if (code === TURN_RUN) {
@@ -111,7 +114,7 @@ export class LeasedTurns {
     let code;
     try {
       const pending = this.serializer.core.pendingIn(job.line.id);
-      code = this.manager.settled(pending, job.controller.signal.aborted);
+      code = TurnsBinding.settled(pending, job.controller.signal.aborted);
     } catch (error) {
       this.serializer.failed(error);
     }
@@ -132,9 +135,9 @@ export class LeasedTurns {
     turn.stopRenewals();
     let displaced;
     try {
-      displaced = this.machine.ended(job.line.key, turn.lock);
+      displaced = this.machine.ended(job.line.id, turn.lock);
     } catch (error) {
-      this.manager.failed(error);
+      this.serializer.failed(error);
       return;
     }
     displaced?.[HAND_ON](0).catch(ignore);
@@ -144,9 +147,9 @@ export class LeasedTurns {
   idle(line) {
     let left;
     try {
-      left = this.machine.idle(line.key);
+      left = this.machine.idle(line.id);
     } catch (error) {
-      this.manager.failed(error);
+      this.serializer.failed(error);
       return;
     }
     left?.[HAND_ON](0).catch(ignore);

@@ -8,17 +8,22 @@
 
 use wasm_bindgen::prelude::*;
 
+use super::options::{lock_options as options, refusal};
 use crate::key::KeyError;
-use crate::lock::core::{Answer, LockCore, Step, Succession, Woken};
-use crate::lock::{LockError, LockOptions, OptionError};
+use crate::lock::core::{Answer, LockCore, Now, Step, Succession, Woken};
+use crate::lock::LockError;
 use crate::platform::PlatformRandom;
 use crate::queue::Ticket;
 use crate::record::Record;
-use crate::serializer::Turns;
 use crate::wire::lock::{
-    BAD_STALE, BAD_WAIT, CREATE, CREATED, DONE, GIVE_UP, HELD, LOST, NAME_EMPTY, NAME_TOO_LONG,
-    READ, REPLACE, REPLACED, SLEEP, WAIT, WOKE,
+    BAD_STALE, CREATE, CREATED, DONE, ERROR, FAILED, FREE_STATE, GIVE_UP, HELD, HELD_STATE, LOST,
+    NAME_EMPTY, NAME_TOO_LONG, READ, REPLACE, REPLACED, SLEEP, TIMED_OUT, WAIT, WOKE,
 };
+
+/// The time as the JS passes it: `now()` (or `Date.now()`) and `performance.now()`.
+fn at(wall: f64, mono: f64) -> Now {
+    Now { wall, mono }
+}
 
 /// One store's locks in this isolate.
 #[wasm_bindgen]
@@ -29,6 +34,7 @@ pub struct LockCoreBinding {
     value: String,
     version: JsValue,
     until: f64,
+    left: f64,
     ticket: f64,
 }
 
@@ -62,6 +68,7 @@ impl LockCoreBinding {
             Step::Done => DONE,
             Step::Lost => LOST,
             Step::GiveUp => GIVE_UP,
+            Step::Failed => ERROR,
         }
     }
 }
@@ -77,57 +84,54 @@ impl LockCoreBinding {
             value: String::new(),
             version: JsValue::UNDEFINED,
             until: 0.0,
+            left: f64::NAN,
             ticket: 0.0,
         }
     }
 
-    /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms` (the
-    /// JS checked that `name` is a well-formed string and the options numbers). `waiter` is what
+    /// Starts an acquisition of `name`, waiting up to `wait_ms` for a lease of `stale_ms`, with
+    /// `max_clock_skew_ms` and `store_timeout_ms` (`NaN`: the default) — the JS checked that
+    /// `name` is a well-formed string and the options numbers. `waiter` is what
     /// [`LockCoreBinding::take_woken`] gives back to wake it; `streak_ms` how long this name's
     /// streaks of local hand-offs may run (a serializer's turns: [`Succession::serialized`];
     /// `NaN` for a lock's). The step's code — the new ticket is in the outbox
     /// ([`LockCoreBinding::last_ticket`]) — or a refusal code (negative): a bad name or option,
     /// nothing queued.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         name: &str,
         wait_ms: f64,
         stale_ms: f64,
+        max_clock_skew_ms: f64,
+        store_timeout_ms: f64,
         waiter: JsValue,
-        now: f64,
+        wall: f64,
+        mono: f64,
         streak_ms: f64,
     ) -> f64 {
-        let options = LockOptions { wait_ms, stale_ms };
+        let options = options(wait_ms, stale_ms, max_clock_skew_ms, store_timeout_ms);
         let streak_ms = if streak_ms.is_nan() {
             Succession::LOCK.streak_ms
         } else {
             streak_ms
         };
-        match self
-            .core
-            .acquire_with(name, waiter, options, streak_ms, now, &self.random)
-        {
+        match self.core.acquire_with(
+            name,
+            waiter,
+            options,
+            streak_ms,
+            at(wall, mono),
+            &self.random,
+        ) {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
                 self.emit(step)
             }
             Err(LockError::InvalidName(KeyError::Empty)) => NAME_EMPTY,
             Err(LockError::InvalidName(KeyError::TooLong(_))) => NAME_TOO_LONG,
-            Err(LockError::InvalidOption(OptionError::WaitMs(_))) => BAD_WAIT,
+            Err(LockError::InvalidOption(error)) => refusal(error),
             // Nothing else refuses an acquisition before it starts.
-            Err(_) => BAD_STALE,
-        }
-    }
-
-    /// Checks a lease length (a serializer's `staleMs`, a number): 0, or `BAD_STALE`.
-    #[wasm_bindgen(js_name = checkStale)]
-    pub fn check_stale(stale_ms: f64) -> f64 {
-        let options = LockOptions {
-            wait_ms: 0.0,
-            stale_ms,
-        };
-        match options.validate() {
-            Ok(_) => 0.0,
             Err(_) => BAD_STALE,
         }
     }
@@ -135,15 +139,16 @@ impl LockCoreBinding {
     /// When the holder of `ticket` renews next while it works (see
     /// [`LockCore::next_renewal`]); `NaN` once its lease is lost or released.
     #[wasm_bindgen(js_name = nextRenewal)]
-    pub fn next_renewal(&self, ticket: f64, now: f64) -> f64 {
+    pub fn next_renewal(&self, ticket: f64, wall: f64, mono: f64) -> f64 {
         self.ticket(ticket)
-            .and_then(|ticket| self.core.next_renewal(ticket, now))
+            .and_then(|ticket| self.core.next_renewal(ticket, at(wall, mono)))
             .unwrap_or(f64::NAN)
     }
 
-    /// The answer to a create (`kind` 0) or replace (1) — `version` a string or `undefined` for
-    /// none — a wake-up (2) or a failed call (3); the next step's code.
-    pub fn step(&mut self, ticket: f64, kind: f64, version: JsValue, now: f64) -> f64 {
+    /// The answer to a create (`kind` `CREATED`) or replace (`REPLACED`) — `version` a string or
+    /// `undefined` for none — a wake-up (`WOKE`), a failed call (`FAILED`) or one that did not
+    /// answer within its bound (`TIMED_OUT`); the next step's code.
+    pub fn step(&mut self, ticket: f64, kind: f64, version: JsValue, wall: f64, mono: f64) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return GIVE_UP;
         };
@@ -154,17 +159,22 @@ impl LockCoreBinding {
             Answer::Replaced(found)
         } else if kind == WOKE {
             Answer::Woke
+        } else if kind == TIMED_OUT {
+            Answer::TimedOut
         } else {
-            // `FAILED`, or a kind the JS never sends: a failed call, which holds nothing.
+            // `FAILED`, or a kind the JS never sends: a failed call.
+            debug_assert_eq!(kind, FAILED);
             Answer::Failed
         };
-        let step = self.core.step(ticket, answer, now, &self.random);
+        let step = self.core.step(ticket, answer, at(wall, mono), &self.random);
         self.emit(step)
     }
 
     /// The answer to a read: `version` `undefined` when there was no record; else the fields
     /// `JSON.parse` found in its value, as the JS passes them — numbers (`NaN` where the field
-    /// was absent or not a number) and strings (`undefined` where absent or not a string).
+    /// was absent or not a number; `lease` -1 where absent, and `NaN` where it is not a number of
+    /// 0 or more), `state` as a number (`HELD_STATE` for "held", `FREE_STATE` for "free", `NaN`
+    /// for anything else) and `token` (`undefined` where absent or not a string).
     #[allow(clippy::too_many_arguments)]
     #[wasm_bindgen(js_name = stepRead)]
     pub fn step_read(
@@ -172,45 +182,71 @@ impl LockCoreBinding {
         ticket: f64,
         version: JsValue,
         format: f64,
-        state: Option<String>,
+        state: f64,
         token: Option<String>,
         fence: f64,
-        at: f64,
-        now: f64,
+        at_ms: f64,
+        lease: f64,
+        wall: f64,
+        mono: f64,
     ) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return GIVE_UP;
         };
         let found = (!version.is_undefined()).then(|| {
-            let record =
-                Record::from_fields(Some(format), state.as_deref(), token, Some(fence), Some(at));
+            let state = if state == HELD_STATE {
+                "held"
+            } else if state == FREE_STATE {
+                "free"
+            } else {
+                ""
+            };
+            let record = Record::from_fields(
+                Some(format),
+                Some(state),
+                token,
+                Some(fence),
+                Some(at_ms),
+                (lease != -1.0).then_some(lease),
+            );
             (version, record)
         });
         let step = self
             .core
-            .step(ticket, Answer::Read(found), now, &self.random);
+            .step(ticket, Answer::Read(found), at(wall, mono), &self.random);
         self.emit(step)
     }
 
     /// Starts a release announcing `followers` acquisitions after the next waiter's (a
-    /// serializer's queued works; 0 for a plain lock): `REPLACE` to make, or `DONE`.
-    pub fn release(&mut self, ticket: f64, now: f64, followers: u32) -> f64 {
+    /// serializer's queued works; 0 for a plain lock): a store step to make, or `DONE`.
+    pub fn release(&mut self, ticket: f64, wall: f64, mono: f64, followers: u32) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return DONE;
         };
         let step = self
             .core
-            .release_with(ticket, followers as usize, now, &self.random);
+            .release_with(ticket, followers as usize, at(wall, mono), &self.random);
         self.emit(step)
     }
 
-    /// Starts a renewal: `REPLACE` to make, `HELD` when one is in flight, or `LOST`.
-    pub fn renew(&mut self, ticket: f64, now: f64) -> f64 {
+    /// Starts a renewal: a store step to make, `HELD` when one is in flight, or `LOST`.
+    pub fn renew(&mut self, ticket: f64, wall: f64, mono: f64) -> f64 {
         let Some(ticket) = self.ticket(ticket) else {
             return LOST;
         };
-        let step = self.core.renew(ticket, now);
+        let step = self.core.renew(ticket, at(wall, mono));
         self.emit(step)
+    }
+
+    /// One of the counters of this store's locks here (see [`LockCore::stats`]): the value of
+    /// `wire::lock::STATS[index]`; `NaN` past them.
+    pub fn stat(&self, index: u32) -> f64 {
+        self.core
+            .stats()
+            .values()
+            .get(index as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
     }
 
     /// Gives up a waiter (its signal aborted), or a holder handed the lease that cannot take it
@@ -221,7 +257,7 @@ impl LockCoreBinding {
         }
     }
 
-    /// The record to write, of the last `CREATE` or `REPLACE`.
+    /// The record to write, of the last `CREATE` or `REPLACE`; the token, of the last `lease`.
     pub fn value(&self) -> String {
         self.value.clone()
     }
@@ -231,7 +267,7 @@ impl LockCoreBinding {
         self.version.clone()
     }
 
-    /// Until when, of the last `SLEEP` or `WAIT`.
+    /// Until when, of the last `SLEEP` or `WAIT` (monotonic); `heldUntil`, of the last `lease`.
     pub fn until(&self) -> f64 {
         self.until
     }
@@ -242,27 +278,32 @@ impl LockCoreBinding {
         self.ticket
     }
 
-    /// The token of the lease `ticket` holds.
-    pub fn token(&self, ticket: f64) -> String {
-        self.ticket(ticket)
-            .and_then(|ticket| self.core.lease(ticket))
-            .map(|lease| lease.token.to_owned())
-            .unwrap_or_default()
+    /// The lease `ticket` holds: its fence (0 if none) — and, in the outbox, its token
+    /// ([`LockCoreBinding::value`]), its `heldUntil` ([`LockCoreBinding::until`]) and how long it
+    /// has left at this time on whichever clock ends it first ([`LockCoreBinding::left`]: 0 or
+    /// less once ended, `NaN` if none, or if the times are `NaN`).
+    pub fn lease(&mut self, ticket: f64, wall: f64, mono: f64) -> f64 {
+        let lease = self
+            .ticket(ticket)
+            .and_then(|ticket| self.core.lease(ticket));
+        let Some(lease) = lease else {
+            self.value.clear();
+            self.until = f64::NAN;
+            self.left = f64::NAN;
+            return 0.0;
+        };
+        let fence = lease.fence as f64;
+        let left = (lease.held_until - wall).min(lease.ends_at - mono);
+        let (token, held_until) = (lease.token.to_owned(), lease.held_until);
+        self.value = token;
+        self.until = held_until;
+        self.left = left;
+        fence
     }
 
-    /// The fence of the lease `ticket` holds; 0 if none.
-    pub fn fence(&self, ticket: f64) -> f64 {
-        self.ticket(ticket)
-            .and_then(|ticket| self.core.lease(ticket))
-            .map_or(0.0, |lease| lease.fence as f64)
-    }
-
-    /// The end of the lease `ticket` holds; `NaN` if none.
-    #[wasm_bindgen(js_name = heldUntil)]
-    pub fn held_until(&self, ticket: f64) -> f64 {
-        self.ticket(ticket)
-            .and_then(|ticket| self.core.lease(ticket))
-            .map_or(f64::NAN, |lease| lease.held_until)
+    /// How long the lease of the last [`LockCoreBinding::lease`] has left.
+    pub fn left(&self) -> f64 {
+        self.left
     }
 
     /// When the shared timer must call [`LockCoreBinding::expire`]; `NaN` for never.
@@ -272,8 +313,8 @@ impl LockCoreBinding {
     }
 
     /// Ends the waits and leases whose time passed; their waiters come out of `takeWoken`.
-    pub fn expire(&mut self, now: f64) {
-        self.core.expire(now);
+    pub fn expire(&mut self, wall: f64, mono: f64) {
+        self.core.expire(at(wall, mono));
     }
 
     /// The next waiter to wake (it then calls `step` with a wake-up), or `undefined`.
@@ -296,84 +337,5 @@ impl LockCoreBinding {
 impl Default for LockCoreBinding {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// The serializer over a store's turns ([`Turns`]): the leases left between turns, by key, as
-/// the package's `js/serializer/leased.js` drives it. The lease handles are its JS lock objects.
-#[wasm_bindgen]
-#[derive(Debug)]
-pub struct TurnsBinding {
-    turns: Turns<JsValue>,
-    followers: u32,
-    streak_ms: f64,
-}
-
-#[wasm_bindgen]
-impl TurnsBinding {
-    /// For turns whose leases run `stale_ms` ([`LockCoreBinding::check_stale`] took it).
-    #[wasm_bindgen(constructor)]
-    pub fn new(stale_ms: f64) -> TurnsBinding {
-        TurnsBinding {
-            turns: Turns::new(stale_ms),
-            followers: 0,
-            streak_ms: f64::NAN,
-        }
-    }
-
-    /// A turn of `key` starts with `pending` works of the key here: the lease to hand on once
-    /// its acquisition is in line (`undefined` for none), announcing `followers()`; the
-    /// acquisition's streak bound is `streakMs()`.
-    pub fn begin(&mut self, key: &str, pending: u32) -> JsValue {
-        let begin = self.turns.begin(key, pending as usize);
-        self.followers = begin.succession.followers as u32;
-        self.streak_ms = begin.succession.streak_ms;
-        begin.hand_on.unwrap_or_default()
-    }
-
-    /// The followers the last `begin` announces.
-    pub fn followers(&self) -> u32 {
-        self.followers
-    }
-
-    /// The streak bound of the last `begin`'s acquisition.
-    #[wasm_bindgen(js_name = streakMs)]
-    pub fn streak_ms(&self) -> f64 {
-        self.streak_ms
-    }
-
-    /// A turn's acquisition ended (`held`: with a lease), `abandoned` or not meanwhile: `RUN`,
-    /// `RELEASE` (the lease), `TIME_OUT`, or `NONE`.
-    pub fn acquired(held: bool, abandoned: bool) -> f64 {
-        use crate::serializer::Acquired;
-        use crate::wire::turns::{NONE, RELEASE, RUN, TIME_OUT};
-        match Turns::acquired(held.then_some(()), abandoned) {
-            Acquired::Run(()) => RUN,
-            Acquired::Release(()) => RELEASE,
-            Acquired::TimeOut => TIME_OUT,
-            Acquired::Nothing => NONE,
-        }
-    }
-
-    /// A turn's work settled with `pending` works of its key here: `RELEASE_FIRST` (the lease,
-    /// before its caller hears) or `NONE`.
-    pub fn settled(pending: u32, abandoned: bool) -> f64 {
-        use crate::wire::turns::{NONE, RELEASE_FIRST};
-        if Turns::<()>::settled(pending as usize, abandoned) {
-            RELEASE_FIRST
-        } else {
-            NONE
-        }
-    }
-
-    /// A turn of `key` ended still holding `lease`: kept for the next turn. Answers a lease to
-    /// release (`undefined` for none).
-    pub fn ended(&mut self, key: &str, lease: JsValue) -> JsValue {
-        self.turns.ended(key, lease).unwrap_or_default()
-    }
-
-    /// `key` went idle: the lease left, to release (`undefined` for none).
-    pub fn idle(&mut self, key: &str) -> JsValue {
-        self.turns.idle(key).unwrap_or_default()
     }
 }

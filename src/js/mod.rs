@@ -11,5 +11,9 @@
 
 #[cfg(feature = "js-lock")]
 mod lock;
+#[cfg(any(feature = "js-lock", feature = "js-serializer"))]
+mod options;
 #[cfg(feature = "js-serializer")]
 mod serializer;
+#[cfg(feature = "js-serializer")]
+mod turns;

@@ -1,51 +1,66 @@
 //! The lock's step machine: every rule of the lease lock in one place, with no I/O.
 //!
-//! A driver (the Rust [`LockManager`](super::LockManager), or the JS package's `lock.js`) asks
+//! A driver (the Rust [`LockManager`](super::LockManager), or the JS package's `js/lock/`) asks
 //! the core what to do next, does it — a store call, a sleep, waiting for its turn — and feeds
 //! the answer back; the core answers with the next [`Step`]. The core calls nothing: no store,
-//! no clock (`now` is an argument), no timer, no JavaScript. So a host exception cannot unwind
-//! through it, and its decision table is tested natively on a manual clock.
+//! no clock (the time is an argument, [`Now`]), no timer, no JavaScript. So a host exception
+//! cannot unwind through it, and its decision table is tested natively on manual time.
 //!
-//! The rules, each in one function:
-//! - **Taking a name** ([`LockCore::step`] on a contender, `contend`): the conditional create is
-//!   the decision. A record that is free is taken by CAS on the version read; a held one older
-//!   than `staleMs` was left by a dead holder and is taken over by CAS (at most [`TAKEOVERS`]
-//!   per acquisition, as `board-lock.ts`); a record that is not ours only once it stayed unchanged for
-//!   `staleMs`. Polls back off from 2 ms to [`MAX_POLL_MS`] with jitter.
+//! The rules, one concern per file:
+//! - **Taking a name** (`taking.rs`): the conditional create is the decision; a free record is
+//!   taken by CAS on the version read; a held one is taken over by CAS (at most [`TAKEOVERS`]
+//!   per acquisition, as `board-lock.ts`) once it is older than its lease — the longer of the
+//!   one its holder promised and the taker's own — plus the clock skew allowed, or once this
+//!   isolate has watched that version stay unchanged for the lease on its monotonic clock;
+//!   a record that is not ours only by watching. Polls back off from 2 ms to [`MAX_POLL_MS`].
 //! - **Fencing**: every record written by a new holder carries a fence above every fence the
-//!   name's record has carried (`record_fence + 1`); a record that is not ours gets the epoch
-//!   milliseconds, which outgrow any count.
+//!   name's record has carried; a record that is not ours gets the epoch milliseconds.
+//! - **Holding** (`holding.rs`): a lease runs from its record's `at` on the wall clock and from
+//!   its write on the monotonic one, whichever ends first; a renewal is one CAS that moves `at`
+//!   by at least 1 (no two writes carry the same bytes), every `staleMs / 3` while its holder
+//!   works.
+//! - **Releasing** (`releasing.rs`): a release with waiters behind hands the lease on — one CAS
+//!   reserving a fence for each waiter then in line, the hand-offs after it free of store calls
+//!   — or frees the record; streaks of local hand-offs end after their bound.
+//! - **Lost answers**: a write whose call failed (an error, a timeout) is read back once, and
+//!   counts as done when the record holds exactly what it wrote; a write whose outcome stayed
+//!   unknown makes the lease's next write read first.
 //! - **The local line**: contenders for a name in one isolate queue FIFO; only the head talks
-//!   to the store. Others wait with no timer of their own: the core keeps their wait deadlines
-//!   (and holders' `heldUntil`) ordered for one shared timer ([`LockCore::next_timer`],
-//!   [`LockCore::expire`]).
-//! - **Hand-off batches** (`release`): a release with waiters behind writes one CAS that
-//!   raises the fence and reserves one fence for each waiter then in line (up to
-//!   [`MAX_BATCH`]); the hand-offs after it within the batch need no store call. A batch is
-//!   used only while younger than [`MAX_LOCAL_STREAK_MS`] and a quarter of `staleMs`, and a
-//!   streak of local hand-offs ends after [`MAX_LOCAL_STREAK_MS`]: the record is freed and the
-//!   next local head pauses one poll, so other isolates get their turn.
-//! - **Leases** (`renew`): a renewal is one CAS on the version this holder's record has,
-//!   keeping token and fence and moving `at` to now. A holder past its `heldUntil` has lost the
-//!   lease for good; with others in line behind it, it is put out of the line and the next
-//!   contends (and takes the record over once stale, as other isolates would).
+//!   to the store. Waiters' deadlines and holders' lease ends are ordered for one shared timer.
+//! - **What this isolate knows of each name's record** (`known.rs`): the version it last saw
+//!   and since when (the watch), and whether it freed that record itself (then the next
+//!   acquisition takes it with one CAS).
 
 use core::fmt;
 use std::rc::Rc;
 
-use super::{LockError, LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS, TAKEOVERS};
+use super::{LockError, LockOptions, MAX_LOCAL_STREAK_MS};
 use crate::deadlines::Deadlines;
 use crate::key::validate_name;
-use crate::keymap::KeyMap;
 use crate::queue::{KeyedQueue, Ticket};
 use crate::random::Random;
-use crate::record::{encode_ours, NotARecord, Record};
+use crate::record::{NotARecord, Record};
 
-/// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
-const FIRST_POLL_MS: f64 = 2.0;
+mod holding;
+mod known;
+mod releasing;
+mod taking;
 
-/// Most names whose free record is remembered; past this the memory is cleared.
-const KNOWN_NAMES: usize = 1024;
+use known::KnownRecords;
+use releasing::Batch;
+use taking::Attempt;
+
+/// What time it is, on the two clocks a lease needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Now {
+    /// Epoch milliseconds on this isolate's wall clock (the `now` option): what records carry
+    /// and other isolates compare with their own.
+    pub wall: f64,
+    /// Milliseconds on this isolate's monotonic clock (`performance.now()`): what no clock step
+    /// moves. Waits, polls, renewals, watched versions and a holder's own lease are timed by it;
+    /// the wall clock only stamps records and judges their age.
+    pub mono: f64,
+}
 
 /// What the driver does next for one acquisition or lock.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,13 +79,15 @@ pub enum Step<V> {
         /// The record to write.
         value: String,
     },
-    /// Pause until `until`, then [`Answer::Woke`] (the head of a line, between polls).
+    /// Pause until `until` (monotonic), then [`Answer::Woke`] (the head of a line, between
+    /// polls).
     Sleep {
         /// When to come back.
         until: f64,
     },
     /// Waiting in line: come back with [`Answer::Woke`] when [`LockCore::take_woken`] names
-    /// this ticket, or at `until` at the latest (its wait deadline, or the holder's lease end).
+    /// this ticket, or at `until` (monotonic) at the latest (its wait deadline, or the holder's
+    /// lease end).
     Wait {
         /// When to come back at the latest.
         until: f64,
@@ -79,10 +96,14 @@ pub enum Step<V> {
     Held,
     /// A release is done (or there was nothing to write).
     Done,
-    /// The lease is lost: taken over, released, or past its `heldUntil`.
+    /// The lease is lost: taken over, released, or past its end.
     Lost,
     /// The wait is over and nothing is held; the ticket has left the line.
     GiveUp,
+    /// A store call failed and was not found to have applied: the driver reports its error.
+    /// An acquisition has left its line holding nothing; a renewal left the lease as it was; a
+    /// release left the record as the store has it (held until stale, if it still is).
+    Failed,
 }
 
 /// What a driver knows of the acquisitions of a name that follow one: a serializer's queued
@@ -92,7 +113,7 @@ pub enum Step<V> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Succession {
     /// Acquisitions after the next waiter's: the hand-off's record reserves a fence for each
-    /// (up to [`MAX_BATCH`]), so they are handed on with no store call although each acquires
+    /// (up to `MAX_BATCH`), so they are handed on with no store call although each acquires
     /// only once the one before it holds.
     pub followers: usize,
     /// How long a streak of local hand-offs may run before the record is freed for other
@@ -130,8 +151,10 @@ pub enum Answer<V> {
     Replaced(Option<V>),
     /// A sleep or a wait ended.
     Woke,
-    /// The store call failed (the driver keeps the error and reports it).
+    /// The store call failed (the driver keeps the error, to report it on [`Step::Failed`]).
     Failed,
+    /// The store call did not answer within its bound: failed, its outcome unknown.
+    TimedOut,
 }
 
 /// A held lease, as its holder sees it.
@@ -141,8 +164,10 @@ pub struct LeaseView<'a> {
     pub token: &'a str,
     /// This holder's fence.
     pub fence: u64,
-    /// Until when nobody may take the lease over, on the writer's clock.
+    /// Until when nobody may take the lease over, on the writer's wall clock.
     pub held_until: f64,
+    /// The lease's end on this isolate's monotonic clock: it ends at whichever comes first.
+    pub ends_at: f64,
 }
 
 /// Something the driver must tell a waiter, from [`LockCore::take_woken`].
@@ -156,42 +181,66 @@ pub enum Woken<W> {
     GaveUp(W),
 }
 
-struct Attempt<V> {
-    deadline: f64,
-    stale_ms: f64,
-    /// Drawn when the attempt starts.
-    token: String,
-    takeovers: u32,
-    poll: f64,
-    /// A record that is not ours: the version first seen, and when.
-    unreadable: Option<(V, f64)>,
-    /// A record is known to be there: polls read instead of create.
-    exists: bool,
-    /// The fence of the record this isolate freed last (0 for none): a read that finds it
-    /// still there, free, shows nobody took the name since (see [`Known`]).
-    known_fence: u64,
-    /// Another isolate wrote the record since this isolate freed it.
-    contested: bool,
-    call: Call,
+/// What a store's locks did in this isolate: what is live now, and counts since the core was
+/// made. The JS names each field as in `index.d.ts`'s `LockStats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Names held here now.
+    pub held: u64,
+    /// Acquisitions waiting in a local line now.
+    pub waiting: u64,
+    /// Acquisitions that got their lease.
+    pub acquisitions: u64,
+    /// ... of those, handed the lease by the holder before them here.
+    pub hand_offs: u64,
+    /// Records taken over from a holder found stale (or a record that was not ours).
+    pub takeovers: u64,
+    /// Store calls made.
+    pub store_calls: u64,
+    /// ... of those that failed (timed out included).
+    pub store_failures: u64,
+    /// ... of those that did not answer within their bound.
+    pub store_timeouts: u64,
+    /// Failed writes that a read-back found applied after all.
+    pub read_backs_applied: u64,
 }
 
+impl LockStats {
+    /// The values, in the order of the field names the JS binding reads them by
+    /// (`wire::lock::STATS`).
+    pub(crate) fn values(&self) -> [f64; 9] {
+        [
+            self.held as f64,
+            self.waiting as f64,
+            self.acquisitions as f64,
+            self.hand_offs as f64,
+            self.takeovers as f64,
+            self.store_calls as f64,
+            self.store_failures as f64,
+            self.store_timeouts as f64,
+            self.read_backs_applied as f64,
+        ]
+    }
+}
+
+/// When a record was written: `at` on the writer's wall clock (whole milliseconds, as the
+/// record carries it) and the writer's monotonic time then.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Call {
-    /// Not started yet: its turn just came.
-    Idle,
-    /// Paused (first a yield to other isolates, later between polls).
-    Sleep,
-    Create {
-        fence: u64,
-        at: f64,
-    },
-    Read,
-    Replace {
-        fence: u64,
-        at: f64,
-    },
+struct Stamp {
+    at: f64,
+    mono: f64,
 }
 
+impl Stamp {
+    fn of(now: Now) -> Self {
+        Stamp {
+            at: now.wall.max(0.0).floor(),
+            mono: now.mono,
+        }
+    }
+}
+
+/// A held lease: the record this holder wrote (or was handed), and how it stands.
 struct Lease<V> {
     token: String,
     fence: u64,
@@ -199,61 +248,75 @@ struct Lease<V> {
     record_fence: u64,
     /// The record's version while this lease holds it.
     version: V,
-    /// When the record was written: the lease runs `stale_ms` from here.
-    at: f64,
+    /// When the record was written: the lease runs `stale_ms` from here, on either clock.
+    stamp: Stamp,
     stale_ms: f64,
-    /// A renewal in flight, written at this time.
-    renewing: Option<f64>,
+    /// A renewal in flight.
+    renewing: Option<holding::Renewal>,
     /// Found past its end by a renewal: never renewed again.
     lapsed: bool,
+    /// A write of this lease whose outcome is unknown (its call and the read-back failed, or
+    /// its driver gave up on it): the next write reads the record first.
+    uncertain: bool,
     /// Another isolate wrote the record between this isolate's last two acquisitions.
     contested: bool,
 }
 
 impl<V> Lease<V> {
+    /// The lease's end on the wall clock: what its holder and waiters are told.
     fn held_until(&self) -> f64 {
-        self.at + self.stale_ms
+        self.stamp.at + self.stale_ms
+    }
+
+    /// The lease's end on the monotonic clock: what this isolate's timers wait for.
+    fn ends_at(&self) -> f64 {
+        self.stamp.mono + self.stale_ms
+    }
+
+    /// Whether the lease has ended, on either clock (a wall clock stepping back does not
+    /// stretch it).
+    fn ended(&self, now: Now) -> bool {
+        now.wall >= self.held_until() || now.mono >= self.ends_at()
+    }
+
+    /// The lease the records of this holder promise: its `staleMs`, whole milliseconds up.
+    fn promised(&self) -> Option<u64> {
+        Some(promised(self.stale_ms))
     }
 }
 
-enum AfterRelease {
-    /// The next waiter gets `fence`; fences up to `last_fence` are reserved for those behind.
-    HandOff {
-        token: String,
-        fence: u64,
-        last_fence: u64,
-    },
-    /// The record is freed; `capped`: a streak ended at its bound with waiters left.
-    Free { capped: bool },
+/// A lease length as records carry it: whole milliseconds, rounded up.
+fn promised(stale_ms: f64) -> u64 {
+    stale_ms.ceil() as u64
+}
+
+/// Whether `record` is exactly what a write of these fields wrote.
+fn is_written(
+    record: &Result<Record, NotARecord>,
+    held: bool,
+    token: &str,
+    fence: u64,
+    at: f64,
+    lease: Option<u64>,
+) -> bool {
+    matches!(record, Ok(found) if found.held == held && found.token == token && found.fence == fence
+        && found.at == at && found.lease == lease)
 }
 
 enum State<V> {
-    /// In line behind others; gives up at `deadline`.
-    Waiting { deadline: f64, stale_ms: f64 },
+    /// In line behind others; gives up at `deadline` (monotonic).
+    Waiting { deadline: f64, options: LockOptions },
     /// The head of the line, talking to the store.
-    Contending(Attempt<V>),
+    Contending(Attempt),
     /// Holds the lease.
     Holding(Lease<V>),
-    /// Its release's CAS is in flight; it stays the head so nobody here contends meanwhile.
-    Releasing {
-        lease: Lease<V>,
-        then: AfterRelease,
-        at: f64,
-    },
+    /// Its release is in flight; it stays the head so nobody here contends meanwhile.
+    Releasing(releasing::Release<V>),
 }
 
 struct Entry<V, W> {
     state: State<V>,
     handle: W,
-}
-
-/// Fences one hand-off CAS reserved: the record at `version` carries `token` and `last_fence`
-/// and was written at `at`.
-struct Batch<V> {
-    version: V,
-    token: String,
-    last_fence: u64,
-    at: f64,
 }
 
 struct NameState<V> {
@@ -278,82 +341,24 @@ impl<V> Default for NameState<V> {
     }
 }
 
-/// The record this isolate wrote last for a name, which nobody here holds: the next
-/// acquisition takes it with one CAS instead of create, read, CAS.
-struct Known<V> {
-    version: V,
-    fence: u64,
-    /// Another isolate wrote the record since this one freed it, last time: the next
-    /// acquisition reads first rather than spend a CAS bound to fail on this version.
-    contested: bool,
-}
-
-/// Known records by name, in the crate's one map type (see [`KeyMap`]).
-struct KnownRecords<V> {
-    index: KeyMap,
-    records: Vec<(Rc<str>, Known<V>)>,
-}
-
-impl<V> Default for KnownRecords<V> {
-    fn default() -> Self {
-        KnownRecords {
-            index: KeyMap::default(),
-            records: Vec::new(),
-        }
-    }
-}
-
-impl<V> KnownRecords<V> {
-    fn take(&mut self, name: &str) -> Option<Known<V>> {
-        let at = self.index.remove(name)? as usize;
-        if at >= self.records.len() {
-            return None;
-        }
-        let (_, known) = self.records.swap_remove(at);
-        if let Some((moved, _)) = self.records.get(at) {
-            self.index.insert(moved.clone(), at as u32);
-        }
-        Some(known)
-    }
-
-    /// The name as the record keeps it, to share rather than copy.
-    fn key(&self, name: &str) -> Option<Rc<str>> {
-        let at = *self.index.get(name)? as usize;
-        self.records.get(at).map(|(key, _)| key.clone())
-    }
-
-    fn put(&mut self, name: &Rc<str>, known: Known<V>) {
-        if let Some(&at) = self.index.get(name) {
-            if let Some(slot) = self.records.get_mut(at as usize) {
-                slot.1 = known;
-                return;
-            }
-        }
-        if self.records.len() >= KNOWN_NAMES {
-            *self = KnownRecords::default();
-        }
-        self.index.insert(name.clone(), self.records.len() as u32);
-        self.records.push((name.clone(), known));
-    }
-}
-
-/// Every lock of one store in one isolate: the local lines, their leases, the records this
-/// isolate freed, and the times a shared timer must wake the core at. `V` is the store's
-/// version type; `W` is what the driver keeps per waiter to wake it (a `Waker`, a JS object).
+/// Every lock of one store in one isolate: the local lines, their leases, what this isolate
+/// knows of each name's record, and the times a shared timer must wake the core at. `V` is the
+/// store's version type; `W` is what the driver keeps per waiter to wake it (a `Waker`, a JS
+/// object).
 pub struct LockCore<V, W> {
     lines: KeyedQueue<Entry<V, W>, NameState<V>>,
     known: KnownRecords<V>,
-    /// Waiters' deadlines and holders' `heldUntil`.
+    /// Waiters' deadlines and holders' lease ends, on the monotonic clock.
     timers: Deadlines,
     woken: Vec<Woken<W>>,
-    calls: u64,
+    stats: LockStats,
 }
 
 impl<V, W> fmt::Debug for LockCore<V, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockCore")
             .field("lines", &self.lines)
-            .field("calls", &self.calls)
+            .field("stats", &self.stats)
             .finish()
     }
 }
@@ -372,7 +377,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             known: KnownRecords::default(),
             timers: Deadlines::default(),
             woken: Vec::new(),
-            calls: 0,
+            stats: LockStats::default(),
         }
     }
 
@@ -388,7 +393,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         name: &str,
         handle: W,
         options: LockOptions,
-        now: f64,
+        now: Now,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
         self.acquire_with(name, handle, options, MAX_LOCAL_STREAK_MS, now, random)
@@ -405,18 +410,16 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         handle: W,
         options: LockOptions,
         streak_ms: f64,
-        now: f64,
+        now: Now,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
         validate_name(name).map_err(LockError::InvalidName)?;
         let options = options.validate().map_err(LockError::InvalidOption)?;
-        let deadline = now + options.wait_ms;
-        let stale_ms = options.stale_ms;
+        let deadline = now.mono + options.wait_ms;
         if let Some(line) = self.lines.line_id(name) {
-            let waiting = State::Waiting { deadline, stale_ms };
             // The line is busy: this joins it (the queue opens one only for an idle name).
             let entry = Entry {
-                state: waiting,
+                state: State::Waiting { deadline, options },
                 handle,
             };
             let ticket = self.lines.push(name, entry).ticket;
@@ -426,20 +429,22 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 // A holder here past its lease with nobody to notice: put out now. Else its
                 // lease end is timed from now on, as someone waits for it.
                 self.put_out_if_lost(head, now);
-                let held_until = self.lease(head).map(|lease| lease.held_until);
-                if let Some(held_until) = held_until {
-                    self.push_timer(held_until, head);
+                let ends_at = match self.lines.get(head).map(|entry| &entry.state) {
+                    Some(State::Holding(lease)) if !lease.lapsed => Some(lease.ends_at()),
+                    _ => None,
+                };
+                if let Some(ends_at) = ends_at {
+                    self.push_timer(ends_at, head);
                 }
             }
             let step = self.step(ticket, Answer::Woke, now, random);
             return Ok((ticket, step));
         }
-        let attempt = Attempt::new(deadline, stale_ms);
         let entry = Entry {
-            state: State::Contending(attempt),
+            state: State::Contending(Attempt::new(deadline, options)),
             handle,
         };
-        // A name this isolate freed last: its line shares the record's string.
+        // A name this isolate knows: its line shares the record's string.
         let ticket = match self.known.key(name) {
             Some(key) => self.lines.push_shared(&key, entry).ticket,
             None => self.lines.push(name, entry).ticket,
@@ -455,19 +460,25 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         &mut self,
         ticket: Ticket,
         answer: Answer<V>,
-        now: f64,
+        now: Now,
         random: &impl Random,
     ) -> Step<V> {
-        let Some(entry) = self.lines.get_mut(ticket) else {
+        if matches!(answer, Answer::Failed | Answer::TimedOut) {
+            self.stats.store_failures += 1;
+            if matches!(answer, Answer::TimedOut) {
+                self.stats.store_timeouts += 1;
+            }
+        }
+        let Some(entry) = self.lines.get(ticket) else {
             return Step::GiveUp;
         };
-        match &mut entry.state {
+        match &entry.state {
             State::Waiting { deadline, .. } => {
                 let deadline = *deadline;
                 self.expire(now);
                 match self.lines.get(ticket).map(|entry| &entry.state) {
                     None => Step::GiveUp,
-                    Some(State::Waiting { .. }) if deadline <= now => {
+                    Some(State::Waiting { .. }) if deadline <= now.mono => {
                         self.remove(ticket);
                         Step::GiveUp
                     }
@@ -477,40 +488,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     Some(_) => self.step(ticket, Answer::Woke, now, random),
                 }
             }
-            State::Contending(attempt) => match (attempt.call, answer) {
-                (Call::Idle, _) => self.start(ticket, now, random),
-                (_, Answer::Failed) => {
-                    self.remove(ticket);
-                    Step::GiveUp
-                }
-                (_, answer) => self.contend(ticket, answer, now, random),
-            },
-            State::Holding(lease) => match (lease.renewing, answer) {
-                (Some(at), Answer::Replaced(Some(version))) => {
-                    lease.renewing = None;
-                    self.renewed(ticket, version, at);
-                    Step::Held
-                }
-                (Some(_), Answer::Replaced(None)) => {
-                    // The record is no longer this holder's: taken over.
-                    self.remove(ticket);
-                    Step::Lost
-                }
-                (Some(_), Answer::Failed) => {
-                    // A failed renewal changes nothing: the lease runs to its old end.
-                    lease.renewing = None;
-                    Step::Held
-                }
-                // A wake-up (a waiter handed the lease), or nothing in flight.
-                _ => Step::Held,
-            },
-            State::Releasing { .. } => {
-                if let Answer::Replaced(Some(version)) = answer {
-                    self.released(ticket, version);
-                }
-                self.remove(ticket);
-                Step::Done
-            }
+            State::Contending(_) => self.contend(ticket, answer, now, random),
+            State::Holding(_) => self.holding(ticket, answer, now),
+            State::Releasing(_) => self.releasing(ticket, answer, now),
         }
     }
 
@@ -528,203 +508,19 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             ..
         }) = self.remove(ticket)
         {
-            if keep && lease.renewing.is_none() {
-                self.remember(&name, lease.version, lease.record_fence, lease.contested);
+            if keep && lease.renewing.is_none() && !lease.uncertain {
+                self.known.freed(
+                    &name,
+                    lease.version,
+                    lease.stamp.mono,
+                    lease.record_fence,
+                    lease.contested,
+                );
             }
         }
     }
 
-    /// Starts a release: [`Step::Replace`] to make (then [`LockCore::step`] with its answer), or
-    /// [`Step::Done`] when there is nothing to write — handed on within a batch, or not held.
-    #[cfg(test)]
-    pub fn release(&mut self, ticket: Ticket, now: f64, random: &impl Random) -> Step<V> {
-        self.release_with(ticket, 0, now, random)
-    }
-
-    /// [`release`](Self::release) announcing `followers` acquisitions after the next waiter's
-    /// (see [`Succession::followers`]).
-    pub fn release_with(
-        &mut self,
-        ticket: Ticket,
-        followers: usize,
-        now: f64,
-        random: &impl Random,
-    ) -> Step<V> {
-        let Some(line) = self.lines.line_of(ticket) else {
-            return Step::Done;
-        };
-        let Some(Entry {
-            state: State::Holding(lease),
-            ..
-        }) = self.lines.get(ticket)
-        else {
-            return Step::Done;
-        };
-        if lease.renewing.is_some() {
-            // A driver releases after its renewal settled; if it does not, it lets go.
-            self.remove(ticket);
-            return Step::Done;
-        }
-        let next = self.lines.next_in_line(ticket);
-        // Waiters behind the next one, here or announced: each gets one of the fences the
-        // hand-off CAS reserves.
-        let behind = next.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
-        let behind = behind.max(followers.min(MAX_BATCH - 1)) as u64;
-        let state = self.lines.line_data(line);
-        let streak_since = state.and_then(|state| state.streak_since);
-        let streak_ms = state.map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
-        let in_streak = streak_since.is_none_or(|since| now - since < streak_ms);
-        let young = streak_ms.min(lease.stale_ms / 4.0);
-        let from_batch = state
-            .and_then(|state| state.batch.as_ref())
-            .filter(|batch| {
-                batch.version == lease.version
-                    && lease.fence < batch.last_fence
-                    && now - batch.at < young
-            });
-        match (next.filter(|_| in_streak), from_batch.is_some()) {
-            (Some(next), true) => {
-                self.hand_on_in_batch(ticket, next);
-                Step::Done
-            }
-            (Some(_), false) => self.hand_off(ticket, behind, now, random),
-            (None, _) => {
-                // Waiters left when a streak ended at its bound: they let others in first.
-                let capped = next.is_some() && streak_since.is_some();
-                self.free(ticket, capped, now)
-            }
-        }
-    }
-
-    /// A release to `next` within the batch the record carries: no store call. The record
-    /// already carries the batch's token and a fence above the next one.
-    fn hand_on_in_batch(&mut self, ticket: Ticket, next: Ticket) {
-        let Some(line) = self.lines.line_of(ticket) else {
-            return;
-        };
-        let (
-            Some(Entry {
-                state: State::Holding(lease),
-                ..
-            }),
-            Some(batch),
-        ) = (
-            self.lines.get(ticket),
-            self.lines
-                .line_data(line)
-                .and_then(|state| state.batch.as_ref()),
-        )
-        else {
-            return;
-        };
-        let handed = Lease {
-            token: batch.token.clone(),
-            fence: lease.fence + 1,
-            record_fence: lease.record_fence,
-            version: lease.version.clone(),
-            at: batch.at,
-            stale_ms: self.stale_ms_of(next).unwrap_or(lease.stale_ms),
-            renewing: None,
-            lapsed: false,
-            contested: lease.contested,
-        };
-        self.hold(next, handed);
-        self.remove(ticket);
-    }
-
-    /// A release to the next waiter here by one CAS that raises the fence and reserves `behind`
-    /// more for the waiters after it.
-    fn hand_off(&mut self, ticket: Ticket, behind: u64, now: f64, random: &impl Random) -> Step<V> {
-        let Some(Entry {
-            state: State::Holding(lease),
-            ..
-        }) = self.lines.get(ticket)
-        else {
-            return Step::Done;
-        };
-        let token = random.token();
-        // Above every fence this record has carried, so the record's fence never falls.
-        let fence = lease.record_fence + 1;
-        let last_fence = fence + behind;
-        let value = encode_ours(true, &token, last_fence, now);
-        let version = lease.version.clone();
-        let then = AfterRelease::HandOff {
-            token,
-            fence,
-            last_fence,
-        };
-        self.begin_release(ticket, then, now);
-        self.replace(version, value)
-    }
-
-    /// A release that frees the record, keeping its fence; `capped`: a streak ended at its
-    /// bound with waiters left here.
-    fn free(&mut self, ticket: Ticket, capped: bool, now: f64) -> Step<V> {
-        let Some(Entry {
-            state: State::Holding(lease),
-            ..
-        }) = self.lines.get(ticket)
-        else {
-            return Step::Done;
-        };
-        let value = encode_ours(false, "", lease.record_fence, now);
-        let version = lease.version.clone();
-        self.begin_release(ticket, AfterRelease::Free { capped }, now);
-        self.replace(version, value)
-    }
-
-    /// Starts a renewal: [`Step::Replace`] that moves the lease to `now + staleMs` (then
-    /// [`LockCore::step`] with its answer: [`Step::Held`] renewed, [`Step::Lost`] lost), or
-    /// [`Step::Lost`] with no store call when the lease is gone or past its `heldUntil` — lost
-    /// for good, and the ticket leaves its line.
-    pub fn renew(&mut self, ticket: Ticket, now: f64) -> Step<V> {
-        let Some(Entry {
-            state: State::Holding(lease),
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return Step::Lost;
-        };
-        if lease.lapsed || now >= lease.held_until() {
-            // Lost for good; a release still frees the record if nobody took it over since.
-            lease.lapsed = true;
-            return Step::Lost;
-        }
-        if lease.renewing.is_some() {
-            // One renewal at a time: a driver waits for the one in flight.
-            return Step::Held;
-        }
-        lease.renewing = Some(now);
-        let value = encode_ours(true, &lease.token, lease.record_fence, now);
-        let version = lease.version.clone();
-        self.replace(version, value)
-    }
-
-    /// The lease `ticket` holds, if it holds one (and a renewal has not found it lapsed).
-    pub fn lease(&self, ticket: Ticket) -> Option<LeaseView<'_>> {
-        match &self.lines.get(ticket)?.state {
-            State::Holding(lease) if !lease.lapsed => Some(LeaseView {
-                token: &lease.token,
-                fence: lease.fence,
-                held_until: lease.held_until(),
-            }),
-            _ => None,
-        }
-    }
-
-    /// When a holder that keeps its lease while its work runs (`withLock`, a serializer's turn)
-    /// renews next: `staleMs / 3` after `now` — when it took the lease, and after every renewal
-    /// whatever it answered. So a renewal that failed (a store error) is tried again at the next
-    /// tick while the lease has time left ([`LockCore::renew`] answers [`Step::Lost`] once it
-    /// has none). `None` once the lease is lost, lapsed or released.
-    pub fn next_renewal(&self, ticket: Ticket, now: f64) -> Option<f64> {
-        match &self.lines.get(ticket)?.state {
-            State::Holding(lease) if !lease.lapsed => Some(now + lease.stale_ms / 3.0),
-            _ => None,
-        }
-    }
-
-    /// The earliest time the shared timer must call [`LockCore::expire`] at, if any.
+    /// The earliest time (monotonic) the shared timer must call [`LockCore::expire`] at.
     pub fn next_timer(&mut self) -> Option<f64> {
         let lines = &self.lines;
         self.timers
@@ -734,13 +530,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
 
     /// Ends the waits whose deadline passed (each [`Woken::GaveUp`]) and puts out of their
     /// line the holders whose lease passed with others waiting (the next is [`Woken::Turn`]).
-    pub fn expire(&mut self, now: f64) {
+    pub fn expire(&mut self, now: Now) {
         loop {
             let lines = &self.lines;
             let Some((at, ticket)) = self.timers.first(|entry| timer_live(lines, entry)) else {
                 return;
             };
-            if at > now {
+            if at > now.mono {
                 return;
             }
             self.timers.pop();
@@ -750,9 +546,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                         self.woken.push(Woken::GaveUp(entry.handle));
                     }
                 }
-                _ => {
-                    self.put_out_if_lost(ticket, now);
-                }
+                _ => self.put_out_if_lost(ticket, now),
             }
         }
     }
@@ -773,9 +567,25 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.lines.unpack(packed)
     }
 
+    /// What this store's locks did here, and what is live now.
+    pub fn stats(&self) -> LockStats {
+        let (mut held, mut waiting) = (0, 0);
+        for entry in self.lines.entries() {
+            match entry.state {
+                State::Holding(_) | State::Releasing(_) => held += 1,
+                State::Waiting { .. } | State::Contending(_) => waiting += 1,
+            }
+        }
+        LockStats {
+            held,
+            waiting,
+            ..self.stats
+        }
+    }
+
     /// Store calls asked for so far.
     pub fn store_calls(&self) -> u64 {
-        self.calls
+        self.stats.store_calls
     }
 
     /// Local contenders waiting or holding, for `name`.
@@ -797,330 +607,48 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.lines.is_empty()
     }
 
-    // --- the rules ---
-
-    /// A contender's first step when its turn comes.
-    fn start(&mut self, ticket: Ticket, now: f64, random: &impl Random) -> Step<V> {
-        let yield_first = self
-            .lines
-            .line_of(ticket)
-            .and_then(|line| self.lines.line_data_mut(line))
-            .is_some_and(|state| std::mem::take(&mut state.yield_first));
-        let Some(name) = self.lines.key(ticket).cloned() else {
-            return Step::GiveUp;
-        };
-        let known = self.known.take(&name).filter(|_| !yield_first);
-        let Some(Entry {
-            state: State::Contending(attempt),
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return Step::GiveUp;
-        };
-        attempt.token = random.token();
-        if yield_first {
-            let pause = (MAX_POLL_MS * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now);
-            if pause > 0.0 {
-                attempt.call = Call::Sleep;
-                return Step::Sleep { until: now + pause };
-            }
-        }
-        match known {
-            // Other isolates wrote it between this isolate's last two turns: they likely did
-            // again, so read first (a CAS on the version known would fail, one call wasted).
-            Some(known) if known.contested => {
-                attempt.exists = true;
-                attempt.known_fence = known.fence;
-                attempt.contested = true;
-                self.attempt(ticket, now)
-            }
-            // A record this isolate wrote last and nobody holds: take it with one CAS.
-            Some(known) => {
-                attempt.known_fence = known.fence;
-                let fence = known.fence + 1;
-                attempt.exists = true;
-                attempt.call = Call::Replace { fence, at: now };
-                let value = encode_ours(true, &attempt.token, fence, now);
-                self.replace(known.version, value)
-            }
-            None => self.attempt(ticket, now),
-        }
-    }
-
-    /// The next store call of a contender that holds nothing yet: create until a record is
-    /// known to exist, then read (records are never deleted).
-    fn attempt(&mut self, ticket: Ticket, now: f64) -> Step<V> {
-        let Some(Entry {
-            state: State::Contending(attempt),
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return Step::GiveUp;
-        };
-        self.calls += 1;
-        if attempt.exists {
-            attempt.call = Call::Read;
-            return Step::Read;
-        }
-        attempt.call = Call::Create { fence: 1, at: now };
-        Step::Create {
-            value: encode_ours(true, &attempt.token, 1, now),
-        }
-    }
-
-    /// A contender's answer: hold, write, read again, pause, or give up.
-    fn contend(
-        &mut self,
-        ticket: Ticket,
-        answer: Answer<V>,
-        now: f64,
-        random: &impl Random,
-    ) -> Step<V> {
-        let Some(Entry {
-            state: State::Contending(attempt),
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return Step::GiveUp;
-        };
-        let call = std::mem::replace(&mut attempt.call, Call::Idle);
-        match (call, answer) {
-            (
-                Call::Create { fence, at } | Call::Replace { fence, at },
-                Answer::Created(Some(version)) | Answer::Replaced(Some(version)),
-            ) => {
-                let lease = Lease {
-                    token: std::mem::take(&mut attempt.token),
-                    fence,
-                    record_fence: fence,
-                    version,
-                    at,
-                    stale_ms: attempt.stale_ms,
-                    renewing: None,
-                    lapsed: false,
-                    contested: attempt.contested,
-                };
-                self.hold(ticket, lease);
-                Step::Held
-            }
-            // A record is there, or somebody wrote in between: read (again) at once, it is
-            // progress.
-            (Call::Create { .. } | Call::Replace { .. }, _) => {
-                attempt.exists = true;
-                // Another isolate wrote the record since this one freed it (or since it read).
-                attempt.contested |= attempt.known_fence > 0;
-                self.attempt(ticket, now)
-            }
-            (Call::Read, Answer::Read(found)) => self.decide(ticket, found, now, random),
-            // A pause ended (or an answer that fits no call): try again.
-            _ => self.attempt(ticket, now),
-        }
-    }
-
-    /// What to do about the record a read found.
-    fn decide(
-        &mut self,
-        ticket: Ticket,
-        found: Option<(V, Result<Record, NotARecord>)>,
-        now: f64,
-        random: &impl Random,
-    ) -> Step<V> {
-        let Some(Entry {
-            state: State::Contending(attempt),
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return Step::GiveUp;
-        };
-        let stale_ms = attempt.stale_ms;
-        if let Some((_, Ok(record))) = &found {
-            // Nobody took the name since this isolate freed it: next time, a CAS straight away.
-            if !record.held && record.fence == attempt.known_fence {
-                attempt.contested = false;
-            }
-        }
-        let write = match found {
-            // Gone (a store that expires records): the next attempt creates.
-            None => {
-                attempt.exists = false;
-                None
-            }
-            Some((version, Ok(record))) => {
-                let stale = record.held && now - record.at > stale_ms;
-                if !record.held || (stale && attempt.takeovers < TAKEOVERS) {
-                    if stale {
-                        attempt.takeovers += 1;
-                    }
-                    Some((version, record.fence.saturating_add(1)))
-                } else {
-                    None
-                }
-            }
-            Some((version, Err(_))) => {
-                // Not ours: taken over only once unchanged for staleMs.
-                let since = match &attempt.unreadable {
-                    Some((seen, since)) if *seen == version => *since,
-                    _ => now,
-                };
-                attempt.unreadable = Some((version.clone(), since));
-                if now - since >= stale_ms && attempt.takeovers < TAKEOVERS {
-                    attempt.takeovers += 1;
-                    // Its fence is lost; epoch milliseconds outgrow any count.
-                    Some((version, (now.floor() as u64).max(1)))
-                } else {
-                    None
-                }
-            }
-        };
-        if let Some((version, fence)) = write {
-            attempt.call = Call::Replace { fence, at: now };
-            let value = encode_ours(true, &attempt.token, fence, now);
-            return self.replace(version, value);
-        }
-        if now >= attempt.deadline {
-            self.remove(ticket);
-            return Step::GiveUp;
-        }
-        let pause = (attempt.poll * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now);
-        attempt.poll = (attempt.poll * 2.0).min(MAX_POLL_MS);
-        attempt.call = Call::Sleep;
-        Step::Sleep { until: now + pause }
-    }
-
-    /// A renewal the store took: the lease runs from `at`, and a batch on the same record
-    /// follows it (its hand-offs keep the renewed version and time).
-    fn renewed(&mut self, ticket: Ticket, version: V, at: f64) {
-        let Some(Entry {
-            state: State::Holding(lease),
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return;
-        };
-        let old = std::mem::replace(&mut lease.version, version.clone());
-        lease.at = at;
-        let held_until = lease.held_until();
-        if let Some(line) = self.lines.line_of(ticket) {
-            if let Some(batch) = self
-                .lines
-                .line_data_mut(line)
-                .and_then(|state| state.batch.as_mut())
-                .filter(|batch| batch.version == old)
-            {
-                batch.version = version;
-                batch.at = at;
-            }
-        }
-        if self.lines.next_in_line(ticket).is_some() {
-            self.push_timer(held_until, ticket);
-        }
-    }
-
-    fn begin_release(&mut self, ticket: Ticket, then: AfterRelease, at: f64) {
-        if let Some(entry) = self.lines.get_mut(ticket) {
-            // Moved out through a placeholder that is overwritten at once (the caller checked
-            // that it holds).
-            let placeholder = State::Waiting {
-                deadline: 0.0,
-                stale_ms: 0.0,
-            };
-            if let State::Holding(lease) = std::mem::replace(&mut entry.state, placeholder) {
-                entry.state = State::Releasing { lease, then, at };
-            }
-        }
-    }
-
-    /// A release's CAS took (the releaser is still the head): hand the lease to the next
-    /// waiter here, or remember the free record.
-    fn released(&mut self, ticket: Ticket, version: V) {
-        let (Some(name), Some(line)) =
-            (self.lines.key(ticket).cloned(), self.lines.line_of(ticket))
-        else {
-            return;
-        };
-        let Some(Entry {
-            state: State::Releasing { lease, then, at },
-            ..
-        }) = self.lines.get_mut(ticket)
-        else {
-            return;
-        };
-        let (at, record_fence, stale_ms, contested) =
-            (*at, lease.record_fence, lease.stale_ms, lease.contested);
-        match std::mem::replace(then, AfterRelease::Free { capped: false }) {
-            AfterRelease::HandOff {
-                token,
-                fence,
-                last_fence,
-            } => {
-                // The waiter the CAS was for may have left meanwhile: whoever is next now.
-                match self.lines.next_in_line(ticket) {
-                    Some(target) => {
-                        let handed = Lease {
-                            token: token.clone(),
-                            fence,
-                            record_fence: last_fence,
-                            version: version.clone(),
-                            at,
-                            stale_ms: self.stale_ms_of(target).unwrap_or(stale_ms),
-                            renewing: None,
-                            lapsed: false,
-                            contested,
-                        };
-                        if let Some(state) = self.lines.line_data_mut(line) {
-                            state.streak_since.get_or_insert(at);
-                            state.batch = Some(Batch {
-                                version,
-                                token,
-                                last_fence,
-                                at,
-                            });
-                        }
-                        self.hold(target, handed);
-                    }
-                    // Nobody here to take it: held by a token nobody has. Remembered, so this
-                    // isolate's next acquisition takes it with one CAS.
-                    None => self.remember(&name, version, last_fence, contested),
-                }
-            }
-            AfterRelease::Free { capped } => {
-                self.remember(&name, version, record_fence, contested);
-                if let Some(state) = self.lines.line_data_mut(line) {
-                    state.yield_first = capped;
-                    state.streak_since = None;
-                    state.batch = None;
-                }
-            }
-        }
-    }
+    // --- what every rule shares ---
 
     /// `ticket` now holds `lease`; it is told so, and — when others wait behind it — its lease
     /// end is timed.
     fn hold(&mut self, ticket: Ticket, lease: Lease<V>) {
-        let held_until = lease.held_until();
+        let ends_at = lease.ends_at();
         if let Some(entry) = self.lines.get_mut(ticket) {
             let was_contending = matches!(entry.state, State::Contending(_));
             entry.state = State::Holding(lease);
+            self.stats.acquisitions += 1;
             if !was_contending {
                 // A waiter handed the lease: its driver is waiting to be told.
+                self.stats.hand_offs += 1;
                 self.woken_turn(ticket);
             }
         }
         if self.lines.next_in_line(ticket).is_some() {
-            self.push_timer(held_until, ticket);
+            self.push_timer(ends_at, ticket);
         }
     }
 
     /// A holder past its lease with others waiting behind it is put out of the line: the lease
     /// is lost, and the next contends (taking the record over once stale, as others would).
-    fn put_out_if_lost(&mut self, ticket: Ticket, now: f64) {
+    fn put_out_if_lost(&mut self, ticket: Ticket, now: Now) {
         let lost = matches!(
             self.lines.get(ticket).map(|entry| &entry.state),
-            Some(State::Holding(lease)) if lease.renewing.is_none() && lease.held_until() <= now
+            Some(State::Holding(lease)) if lease.renewing.is_none() && lease.ended(now)
         );
         if lost && self.lines.next_in_line(ticket).is_some() {
             self.remove(ticket);
         }
+    }
+
+    /// Moves `ticket`'s state out, to move it into another; the caller puts one back or
+    /// removes the entry (the placeholder left meanwhile is never seen).
+    fn take_state(&mut self, ticket: Ticket) -> Option<State<V>> {
+        let placeholder = State::Waiting {
+            deadline: 0.0,
+            options: LockOptions::default(),
+        };
+        let entry = self.lines.get_mut(ticket)?;
+        Some(std::mem::replace(&mut entry.state, placeholder))
     }
 
     /// Removes an entry; when it was the head, the next one's turn comes.
@@ -1150,8 +678,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(entry) = self.lines.get_mut(ticket) else {
             return;
         };
-        if let State::Waiting { deadline, stale_ms } = entry.state {
-            entry.state = State::Contending(Attempt::new(deadline, stale_ms));
+        if let State::Waiting { deadline, options } = entry.state {
+            entry.state = State::Contending(Attempt::new(deadline, options));
             self.woken_turn(ticket);
         }
     }
@@ -1160,26 +688,15 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.woken.push(Woken::Turn(ticket));
     }
 
-    fn remember(&mut self, name: &Rc<str>, version: V, fence: u64, contested: bool) {
-        self.known.put(
-            name,
-            Known {
-                version,
-                fence,
-                contested,
-            },
-        );
+    fn call(&mut self, step: Step<V>) -> Step<V> {
+        self.stats.store_calls += 1;
+        step
     }
 
-    fn replace(&mut self, version: V, value: String) -> Step<V> {
-        self.calls += 1;
-        Step::Replace { version, value }
-    }
-
-    fn stale_ms_of(&self, ticket: Ticket) -> Option<f64> {
+    fn options_of(&self, ticket: Ticket) -> Option<LockOptions> {
         match &self.lines.get(ticket)?.state {
-            State::Waiting { stale_ms, .. } => Some(*stale_ms),
-            State::Contending(attempt) => Some(attempt.stale_ms),
+            State::Waiting { options, .. } => Some(*options),
+            State::Contending(attempt) => Some(attempt.options),
             _ => None,
         }
     }
@@ -1195,7 +712,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             .and_then(|head| self.lines.get(head))
             .map(|entry| &entry.state)
         {
-            Some(State::Holding(lease)) => deadline.min(lease.held_until()),
+            Some(State::Holding(lease)) => deadline.min(lease.ends_at()),
             _ => deadline,
         }
     }
@@ -1206,22 +723,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.timers
             .push(at, ticket, live, |entry| timer_live(lines, entry));
     }
-}
 
-impl<V> Attempt<V> {
-    fn new(deadline: f64, stale_ms: f64) -> Self {
-        Attempt {
-            deadline,
-            stale_ms,
-            token: String::new(),
-            takeovers: 0,
-            poll: FIRST_POLL_MS,
-            unreadable: None,
-            exists: false,
-            known_fence: 0,
-            contested: false,
-            call: Call::Idle,
-        }
+    /// The name of `ticket`'s line, shared.
+    fn name_of(&self, ticket: Ticket) -> Option<Rc<str>> {
+        self.lines.key(ticket).cloned()
     }
 }
 
@@ -1232,7 +737,7 @@ fn timer_live<V, W>(
 ) -> bool {
     match lines.get(ticket).map(|entry| &entry.state) {
         Some(State::Waiting { deadline, .. }) => *deadline == at,
-        Some(State::Holding(lease)) => lease.held_until() == at,
+        Some(State::Holding(lease)) => lease.ends_at() == at,
         _ => false,
     }
 }

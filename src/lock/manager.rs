@@ -8,13 +8,14 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::core::{Answer, LockCore, Step, Succession, Woken};
+use super::core::{Answer, LockCore, LockStats, Now, Step, Succession, Woken};
 use super::{LockError, LockOptions};
 use crate::clock::{Clock, Sleep, WakeRoute};
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::Record;
 use crate::store::{LockStore, StoreError};
+use crate::wire::messages;
 
 /// How a waiter is woken: the core names it, the driver sets the flag and wakes its task.
 #[derive(Default)]
@@ -40,10 +41,18 @@ struct Inner<S: LockStore, C, R> {
 }
 
 impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
-    /// One step of the core, then the waiters it named woken. The clock is read outside the
+    /// The time on both clocks a lease needs.
+    fn now(&self) -> Now {
+        Now {
+            wall: self.clock.now_ms(),
+            mono: self.clock.monotonic_ms(),
+        }
+    }
+
+    /// One step of the core, then the waiters it named woken. The clocks are read outside the
     /// core's borrow.
-    fn with_core<T>(&self, f: impl FnOnce(&mut LockCore<S::Version, Rc<Slot>>, f64, &R) -> T) -> T {
-        let now = self.clock.now_ms();
+    fn with_core<T>(&self, f: impl FnOnce(&mut LockCore<S::Version, Rc<Slot>>, Now, &R) -> T) -> T {
+        let now = self.now();
         let out = f(&mut self.core.borrow_mut(), now, &self.random);
         loop {
             let woken = self.core.borrow_mut().take_woken();
@@ -60,37 +69,104 @@ impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
         }
     }
 
+    /// A sleep until `until` on the monotonic clock.
     fn sleep_until(&self, until: f64) -> Result<Sleep, LockError> {
-        let ms = (until - self.clock.now_ms()).max(0.0);
+        let ms = (until - self.clock.monotonic_ms()).max(0.0);
         Ok(self.clock.sleep(ms)?)
     }
 
-    /// Makes the store call of `step`, if it is one.
+    /// Makes the store calls the core asks for, from `step` on, each feeding its answer back,
+    /// until the core asks for something else: that step, and the error of the first call that
+    /// failed (what [`Step::Failed`] reports). Each call is bounded by `bound` ms, and all of
+    /// them by `deadline` on the monotonic clock.
+    async fn exchange(
+        &self,
+        name: &str,
+        ticket: Ticket,
+        mut step: Step<S::Version>,
+        bound: f64,
+        deadline: f64,
+    ) -> (Step<S::Version>, Option<StoreError>) {
+        let mut failure = None;
+        loop {
+            if !matches!(
+                step,
+                Step::Create { .. } | Step::Read | Step::Replace { .. }
+            ) {
+                return (step, failure);
+            }
+            let left = deadline - self.clock.monotonic_ms();
+            let (answer, error) = self.call(name, step, bound.min(left).max(0.0)).await;
+            if let Some(error) = error {
+                failure.get_or_insert(error);
+            }
+            step = self.with_core(|core, now, random| core.step(ticket, answer, now, random));
+        }
+    }
+
+    /// Makes the store call of `step` (one of the three), bounded by `bound` ms: past it, the
+    /// call is dropped and counts as failed, its outcome unknown. A clock that refuses the timer
+    /// leaves the call unbounded.
     async fn call(
         &self,
         name: &str,
         step: Step<S::Version>,
+        bound: f64,
     ) -> (Answer<S::Version>, Option<StoreError>) {
-        let answer = match step {
-            Step::Create { value } => self.store.create(name, &value).await.map(Answer::Created),
-            Step::Read => self.store.read(name).await.map(|found| {
-                Answer::Read(found.map(|found| {
-                    let record = Record::decode(&found.value);
-                    (found.version, record)
-                }))
-            }),
-            Step::Replace { version, value } => self
-                .store
-                .replace(name, &version, &value)
-                .await
-                .map(Answer::Replaced),
-            _ => Ok(Answer::Woke),
+        let method = match step {
+            Step::Create { .. } => "create",
+            Step::Read => "read",
+            _ => "replace",
         };
-        match answer {
-            Ok(answer) => (answer, None),
-            Err(error) => (Answer::Failed, Some(error)),
+        let call = async {
+            match step {
+                Step::Create { value } => {
+                    self.store.create(name, &value).await.map(Answer::Created)
+                }
+                Step::Read => self.store.read(name).await.map(|found| {
+                    Answer::Read(found.map(|found| {
+                        let record = Record::decode(&found.value);
+                        (found.version, record)
+                    }))
+                }),
+                Step::Replace { version, value } => self
+                    .store
+                    .replace(name, &version, &value)
+                    .await
+                    .map(Answer::Replaced),
+                _ => Ok(Answer::Woke),
+            }
+        };
+        match bounded(call, self.clock.sleep(bound).ok()).await {
+            Some(Ok(answer)) => (answer, None),
+            Some(Err(error)) => (Answer::Failed, Some(error)),
+            None => {
+                let message = messages::fill(
+                    messages::STORE_TIMED_OUT,
+                    &[("method", method), ("storeTimeoutMs", &bound.to_string())],
+                );
+                (Answer::TimedOut, Some(StoreError::new(message)))
+            }
         }
     }
+}
+
+/// `call`'s output, or `None` once `limit` ends first (then `call` is dropped).
+async fn bounded<F: Future>(call: F, limit: Option<Sleep>) -> Option<F::Output> {
+    let Some(mut limit) = limit else {
+        return Some(call.await);
+    };
+    let mut call = pin!(call);
+    poll_fn(|cx| {
+        if let Poll::Ready(output) = call.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        if limit.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Acquires and releases locks over one store, queueing this isolate's contenders per name.
@@ -190,6 +266,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         self.inner.core.borrow().store_calls()
     }
 
+    /// What this manager's locks did, and what is live now: names held and acquisitions
+    /// waiting; since it was made, acquisitions (and hand-offs among them), takeovers, store
+    /// calls, failures, timeouts, and failed writes a read-back found applied.
+    pub fn stats(&self) -> LockStats {
+        self.inner.core.borrow().stats()
+    }
+
     /// Local contenders waiting or holding, for `name`.
     pub fn local_line(&self, name: &str) -> usize {
         self.inner.core.borrow().local_line(name)
@@ -260,31 +343,39 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             // A hand-off wakes this acquisition's slot: its wait below ends at once.
             let _ = previous.release_with(succession.followers).await;
         }
+        // Every store call is bounded, and so is the whole acquisition: its wait, then at most
+        // one call's bound.
+        let bound = options.store_timeout();
+        let deadline = inner.clock.monotonic_ms() + options.wait_ms + bound;
+        let mut failure = None;
         loop {
-            let (answer, failure) = match step {
+            let answer = match step {
                 Step::Held => {
                     leave.armed = false;
-                    return Ok(Some(Lock::new(self.inner.clone(), name, ticket)));
+                    return Ok(Some(Lock::new(self.inner.clone(), name, ticket, bound)));
                 }
                 Step::GiveUp | Step::Done | Step::Lost => {
                     leave.armed = false;
                     return Ok(None);
                 }
+                Step::Failed => {
+                    leave.armed = false;
+                    return Err(LockError::Store(failure.unwrap_or_else(unreported)));
+                }
                 Step::Sleep { until } => {
                     inner.sleep_until(until)?.await;
-                    (Answer::Woke, None)
+                    Answer::Woke
                 }
                 Step::Wait { until } => {
                     wait_turn(&slot, inner.sleep_until(until)?, &inner.clock).await;
-                    (Answer::Woke, None)
+                    Answer::Woke
                 }
-                call => inner.call(name, call).await,
+                call => {
+                    (step, failure) = inner.exchange(name, ticket, call, bound, deadline).await;
+                    continue;
+                }
             };
             step = inner.with_core(|core, now, random| core.step(ticket, answer, now, random));
-            if let Some(error) = failure {
-                leave.armed = false;
-                return Err(LockError::Store(error));
-            }
         }
     }
 
@@ -340,6 +431,8 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     done: Cell<bool>,
     /// Found lost by a renewal: never renewed again (a release still frees an unchanged record).
     lost: Cell<bool>,
+    /// The bound on each of its store calls.
+    store_timeout: f64,
     inner: Rc<Inner<S, C, R>>,
 }
 
@@ -355,7 +448,13 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
     }
 }
 
-/// Settles a renewal whose future was dropped mid-call: the lease runs to its old end.
+/// The error of a [`Step::Failed`] whose call left none (never, with the drivers here).
+fn unreported() -> StoreError {
+    StoreError::new("a store call failed")
+}
+
+/// Settles a renewal whose future was dropped mid-call: its outcome is unknown, so the lease's
+/// next write reads the record first.
 struct SettleRenewal<'a, S: LockStore, C: Clock, R: Random> {
     lock: &'a Lock<S, C, R>,
     armed: bool,
@@ -367,13 +466,13 @@ impl<S: LockStore, C: Clock, R: Random> Drop for SettleRenewal<'_, S, C, R> {
             let ticket = self.lock.ticket;
             self.lock
                 .inner
-                .with_core(|core, now, random| core.step(ticket, Answer::Failed, now, random));
+                .with_core(|core, _, _| core.renewal_abandoned(ticket));
         }
     }
 }
 
 impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
-    fn new(inner: Rc<Inner<S, C, R>>, name: &str, ticket: Ticket) -> Self {
+    fn new(inner: Rc<Inner<S, C, R>>, name: &str, ticket: Ticket, store_timeout: f64) -> Self {
         let (token, fence, held_until) = inner
             .core
             .borrow()
@@ -388,6 +487,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             ticket,
             done: Cell::new(false),
             lost: Cell::new(false),
+            store_timeout,
             inner,
         }
     }
@@ -417,12 +517,11 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     }
 
     /// Whether this holder still has the lease: not released, not found lost by a renewal,
-    /// and [`Lock::held_until`] not passed.
+    /// and not past its end — [`Lock::held_until`] on the manager's clock, or its lease length
+    /// since its record was written on the monotonic one.
     pub fn is_held(&self) -> bool {
-        !self.done.get()
-            && !self.lost.get()
-            && self.inner.core.borrow().lease(self.ticket).is_some()
-            && self.inner.clock.now_ms() < self.held_until.get()
+        let now = self.inner.now();
+        !self.done.get() && !self.lost.get() && self.inner.core.borrow().holds(self.ticket, now)
     }
 
     /// Moves the lease to `now + stale_ms` with one CAS on this holder's record, keeping token
@@ -430,8 +529,8 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// past [`Lock::held_until`] (then with no store call). A lost lease is lost for good.
     ///
     /// # Cancel safety
-    /// Dropping the future mid-call leaves the lease as it was before (the CAS may have landed:
-    /// the record is then held longer than this lock knows).
+    /// Dropping the future mid-call leaves the lease as it was before; as the CAS may have
+    /// landed, the lease's next write (a renewal, the release) reads the record first.
     ///
     /// # Errors
     /// The store failed: the lease runs to its old end.
@@ -440,25 +539,22 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             return Ok(false);
         }
         let ticket = self.ticket;
-        let step = self.inner.with_core(|core, now, _| core.renew(ticket, now));
-        let step = match step {
-            Step::Replace { .. } => {
-                let mut settle = SettleRenewal {
-                    lock: self,
-                    armed: true,
-                };
-                let (answer, failure) = self.inner.call(&self.name, step).await;
-                settle.armed = false;
-                let step = self
-                    .inner
-                    .with_core(|core, now, random| core.step(ticket, answer, now, random));
-                if let Some(error) = failure {
-                    return Err(LockError::Store(error));
-                }
-                step
+        let mut step = self.inner.with_core(|core, now, _| core.renew(ticket, now));
+        if matches!(step, Step::Read | Step::Replace { .. }) {
+            let mut settle = SettleRenewal {
+                lock: self,
+                armed: true,
+            };
+            let (next, failure) = self
+                .inner
+                .exchange(&self.name, ticket, step, self.store_timeout, f64::INFINITY)
+                .await;
+            settle.armed = false;
+            if let Step::Failed = next {
+                return Err(LockError::Store(failure.unwrap_or_else(unreported)));
             }
-            step => step,
-        };
+            step = next;
+        }
         match step {
             Step::Held => {
                 let held_until = self
@@ -485,7 +581,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         if self.done.get() || self.lost.get() {
             return None;
         }
-        let now = self.inner.clock.now_ms();
+        let now = self.inner.now();
         self.inner.core.borrow().next_renewal(self.ticket, now)
     }
 
@@ -532,18 +628,19 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         let step = self
             .inner
             .with_core(|core, now, random| core.release_with(ticket, followers, now, random));
-        if let Step::Replace { .. } = step {
+        if matches!(step, Step::Read | Step::Replace { .. }) {
             let mut leave = Leave {
                 inner: &self.inner,
                 ticket,
                 armed: true,
             };
-            let (answer, failure) = self.inner.call(&self.name, step).await;
+            let (step, failure) = self
+                .inner
+                .exchange(&self.name, ticket, step, self.store_timeout, f64::INFINITY)
+                .await;
             leave.armed = false;
-            self.inner
-                .with_core(|core, now, random| core.step(ticket, answer, now, random));
-            if let Some(error) = failure {
-                return Err(LockError::Store(error));
+            if let Step::Failed = step {
+                return Err(LockError::Store(failure.unwrap_or_else(unreported)));
             }
         }
         Ok(())

@@ -21,19 +21,23 @@
 //! A lease runs `staleMs` from its record's `at`; [`Lock::renew`] moves it to now with one CAS.
 //! A holder that neither renews nor releases holds the lock until its lease ends, here as in
 //! other isolates: then it has lost it, and the next contender takes the record over. Protected
-//! writes carry [`Lock::fence`] so the resource refuses a holder that lost its lease. Staleness
-//! compares the record's `at` with the reader's clock, so isolates whose clocks disagree by
-//! more than `staleMs` take over early or late.
+//! writes carry [`Lock::fence`] so the resource refuses a holder that lost its lease. A record
+//! carries the lease its holder promised itself; a taker takes it over once it is older than
+//! that lease plus `maxClockSkewMs` by the taker's clock, or once the taker has watched it stay
+//! unchanged for that lease on its monotonic clock — which needs no clock agreement. A write
+//! whose answer was lost is read back; a store call that does not answer within
+//! `storeTimeoutMs` has failed.
 
 use ::core::fmt;
 pub(crate) mod core;
 mod manager;
 
+pub use self::core::LockStats;
 pub(crate) use self::core::Succession;
 pub(crate) use self::manager::beside;
 pub use self::manager::{Lock, LockManager};
 
-use crate::clock::TimerError;
+use crate::clock::{TimerError, MAX_TIMEOUT_MS};
 use crate::key::KeyError;
 use crate::store::StoreError;
 use crate::wire::messages;
@@ -64,8 +68,17 @@ pub(crate) const MAX_POLL_MS: f64 = 25.0;
 pub struct LockOptions {
     /// How long to wait for a live holder, in milliseconds; 0 tries once.
     pub wait_ms: f64,
-    /// The age past which a held record is abandoned, in milliseconds.
+    /// The lease this holder promises itself, in milliseconds: its record is abandoned once it
+    /// is that old (or a taker's own `stale_ms`, if longer) and taken over.
     pub stale_ms: f64,
+    /// How far apart isolates' wall clocks may be, in milliseconds: a held record is taken over
+    /// by its age only once older than its lease plus this. 0, the default, is
+    /// `board-lock.ts`'s rule (clocks agree). Whatever the clocks say, a record watched
+    /// unchanged for its lease on this isolate's monotonic clock is taken over.
+    pub max_clock_skew_ms: f64,
+    /// The bound on one store call, in milliseconds: a call not answered by then has failed,
+    /// its outcome unknown. `None`, the default: `stale_ms`.
+    pub store_timeout_ms: Option<f64>,
 }
 
 impl Default for LockOptions {
@@ -73,17 +86,25 @@ impl Default for LockOptions {
         LockOptions {
             wait_ms: f64::from(LOCK_WAIT_MS),
             stale_ms: f64::from(LOCK_STALE_MS),
+            max_clock_skew_ms: 0.0,
+            store_timeout_ms: None,
         }
     }
 }
 
-/// An option out of range: `waitMs` must be a finite number ≥ 0, `staleMs` finite and > 0.
+/// An option out of range: `waitMs` must be a finite number ≥ 0, `staleMs` finite and > 0,
+/// `maxClockSkewMs` from 0 to [`MAX_TIMEOUT_MS`], `storeTimeoutMs` from 1 to
+/// [`MAX_TIMEOUT_MS`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OptionError {
     /// `waitMs` is negative, NaN or infinite.
     WaitMs(f64),
     /// `staleMs` is not positive, or NaN or infinite.
     StaleMs(f64),
+    /// `maxClockSkewMs` is negative, NaN, or past [`MAX_TIMEOUT_MS`].
+    MaxClockSkewMs(f64),
+    /// `storeTimeoutMs` is below 1, NaN, or past [`MAX_TIMEOUT_MS`].
+    StoreTimeoutMs(f64),
 }
 
 impl fmt::Display for OptionError {
@@ -91,10 +112,18 @@ impl fmt::Display for OptionError {
         let (template, what, value) = match self {
             OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),
             OptionError::StaleMs(value) => (messages::STALE_RANGE, "staleMs", value),
+            OptionError::MaxClockSkewMs(value) => (messages::SKEW_RANGE, "maxClockSkewMs", value),
+            OptionError::StoreTimeoutMs(value) => {
+                (messages::TIMEOUT_RANGE, "storeTimeoutMs", value)
+            }
         };
         f.write_str(&messages::fill(
             template,
-            &[("what", what), ("value", &value.to_string())],
+            &[
+                ("what", what),
+                ("value", &value.to_string()),
+                ("max", &MAX_TIMEOUT_MS.to_string()),
+            ],
         ))
     }
 }
@@ -104,13 +133,25 @@ impl std::error::Error for OptionError {}
 impl LockOptions {
     /// Checks the options.
     pub fn validate(self) -> Result<Self, OptionError> {
+        let max = f64::from(MAX_TIMEOUT_MS);
         if !(self.wait_ms.is_finite() && self.wait_ms >= 0.0) {
             return Err(OptionError::WaitMs(self.wait_ms));
         }
         if !(self.stale_ms.is_finite() && self.stale_ms > 0.0) {
             return Err(OptionError::StaleMs(self.stale_ms));
         }
-        Ok(self)
+        if !(0.0..=max).contains(&self.max_clock_skew_ms) {
+            return Err(OptionError::MaxClockSkewMs(self.max_clock_skew_ms));
+        }
+        match self.store_timeout_ms {
+            Some(ms) if !(1.0..=max).contains(&ms) => Err(OptionError::StoreTimeoutMs(ms)),
+            _ => Ok(self),
+        }
+    }
+
+    /// The bound on one store call: `store_timeout_ms`, or the lease.
+    pub fn store_timeout(&self) -> f64 {
+        self.store_timeout_ms.unwrap_or(self.stale_ms)
     }
 }
 

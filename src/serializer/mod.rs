@@ -31,8 +31,7 @@ use crate::wire::messages;
 /// half a minute rather than until restart.
 pub const DEFAULT_TIMEOUT_MS: u32 = 30_000;
 
-/// The longest deadline accepted: the largest delay `setTimeout` honours (2^31 - 1 ms, ~24.8 days).
-pub const MAX_TIMEOUT_MS: u32 = i32::MAX as u32;
+pub use crate::clock::MAX_TIMEOUT_MS;
 
 /// A `timeoutMs` that is not a finite number in `1..=MAX_TIMEOUT_MS`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,10 +7,12 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
 
+use super::turns::KeyedTurns;
 use super::{
     Acquired, KeyedSerializer, SerializeError, SerializerOptions, Stats, Turns, WorkSignal,
 };
 use crate::clock::Clock;
+use crate::key::SERIALIZE_PREFIX;
 use crate::lock::{beside, Lock, LockError, LockManager, LockOptions, OptionError};
 use crate::random::Random;
 use crate::store::LockStore;
@@ -38,7 +40,9 @@ use crate::store::LockStore;
 pub struct StoreSerializer<S: LockStore, C: Clock, R: Random> {
     serializer: KeyedSerializer<C>,
     locks: LockManager<S, C, R>,
-    turns: RefCell<Turns<Lock<S, C, R>>>,
+    turns: RefCell<KeyedTurns<Lock<S, C, R>>>,
+    /// The options of every turn's acquisition but its wait.
+    lease: LockOptions,
 }
 
 impl<S: LockStore, C: Clock, R: Random> fmt::Debug for StoreSerializer<S, C, R> {
@@ -52,7 +56,7 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for StoreSerializer<S, C, R> 
 
 /// Leaves a turn's lease for the next turn of its key — also when the turn is dropped.
 struct HandOn<'a, S: LockStore, C: Clock, R: Random> {
-    turns: &'a RefCell<Turns<Lock<S, C, R>>>,
+    turns: &'a RefCell<KeyedTurns<Lock<S, C, R>>>,
     key: &'a str,
     lock: Option<Lock<S, C, R>>,
 }
@@ -69,25 +73,27 @@ impl<S: LockStore, C: Clock, R: Random> Drop for HandOn<'_, S, C, R> {
 }
 
 impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
-    /// A serializer with `options` whose turns hold leases of `stale_ms` in `locks`' store,
-    /// timed by `locks`' clock.
+    /// A serializer with `options` whose turns hold leases in `locks`' store as `lease` says —
+    /// `stale_ms`, `max_clock_skew_ms`, `store_timeout_ms`; a turn waits for its lease until
+    /// its deadline, whatever `lease.wait_ms` says — timed by `locks`' clock.
     ///
     /// # Errors
-    /// [`OptionError::StaleMs`] unless `stale_ms` is finite and above 0.
+    /// An [`OptionError`] for a lease option out of range.
     pub fn new(
         options: SerializerOptions,
-        stale_ms: f64,
+        lease: LockOptions,
         locks: LockManager<S, C, R>,
     ) -> Result<Self, OptionError> {
-        LockOptions {
+        let lease = LockOptions {
             wait_ms: 0.0,
-            stale_ms,
+            ..lease
         }
         .validate()?;
         Ok(StoreSerializer {
             serializer: KeyedSerializer::calling_later(options, locks.clock().clone()),
             locks,
-            turns: RefCell::new(Turns::new(stale_ms)),
+            turns: RefCell::new(KeyedTurns::new(lease.stale_ms)),
+            lease,
         })
     }
 }
@@ -146,10 +152,12 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         let options = LockOptions {
             wait_ms: timeout_ms,
             stale_ms,
+            ..self.lease
         };
+        let name = [SERIALIZE_PREFIX, key].concat();
         let lease = self
             .locks
-            .acquire_after(&begin.name, options, begin.succession, begin.hand_on)
+            .acquire_after(&name, options, begin.succession, begin.hand_on)
             .await
             .map_err(SerializeError::Lock)?;
         // A turn abandoned meanwhile is dropped here, not resumed: never abandoned now.

@@ -5,7 +5,7 @@
 //!
 //! The rules, each in one function:
 //! - **Hand-on** ([`Turns::begin`]): a turn acquires the key's lease (the lock named
-//!   [`SERIALIZE_PREFIX`] + key, waiting up to its deadline), and only then is the lease the turn
+//!   `SERIALIZE_PREFIX` + key, waiting up to its deadline), and only then is the lease the turn
 //!   before left released toward it — so the lock's core hands it over without a store call,
 //!   announcing the works queued behind (`pending − 1`: its hand-off reserves a fence for each).
 //! - **Running** ([`Turns::acquired`]): a lease that came after its turn was abandoned is
@@ -26,6 +26,7 @@
 use core::fmt;
 use std::rc::Rc;
 
+#[cfg(doc)]
 use crate::key::SERIALIZE_PREFIX;
 use crate::keymap::KeyMap;
 use crate::lock::Succession;
@@ -33,8 +34,6 @@ use crate::lock::Succession;
 /// What a turn does first, from [`Turns::begin`].
 #[derive(Debug)]
 pub struct Begin<L> {
-    /// The lock to acquire: [`SERIALIZE_PREFIX`] + key.
-    pub name: String,
     /// Acquisitions after this turn's: the release of `hand_on` announces them.
     pub succession: Succession,
     /// The lease the key's turn before left: release it (announcing `succession.followers`)
@@ -55,11 +54,14 @@ pub enum Acquired<L> {
     Nothing,
 }
 
-/// Leases a turn left for the next turn of its key, by key.
+/// Leases a turn left for the next turn of its key, by the key's slot: a number the driver
+/// gives each busy key, unique among busy keys (the JS uses its line's id; [`KeyedTurns`] gives
+/// one per key). A key's lease is taken before its slot goes to another key: at the key's next
+/// turn, or when it goes idle.
 pub struct Turns<L> {
-    index: KeyMap,
     held: Vec<Option<L>>,
-    free: Vec<u32>,
+    /// Slots holding a lease now.
+    leases: usize,
     stale_ms: f64,
 }
 
@@ -67,7 +69,7 @@ impl<L> fmt::Debug for Turns<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Turns")
             .field("stale_ms", &self.stale_ms)
-            .field("held", &(self.held.len() - self.free.len()))
+            .field("held", &self.leases)
             .finish()
     }
 }
@@ -76,9 +78,8 @@ impl<L> Turns<L> {
     /// No leases held, for turns whose leases run `stale_ms` (checked by the caller).
     pub fn new(stale_ms: f64) -> Self {
         Turns {
-            index: KeyMap::default(),
             held: Vec::new(),
-            free: Vec::new(),
+            leases: 0,
             stale_ms,
         }
     }
@@ -88,13 +89,13 @@ impl<L> Turns<L> {
         self.stale_ms
     }
 
-    /// A turn of `key` starts, with `pending` works of the key queued or running here (itself
-    /// included): the lock to acquire, how its streak runs, and the lease to hand on.
-    pub fn begin(&mut self, key: &str, pending: usize) -> Begin<L> {
+    /// A turn of the key in `slot` starts, with `pending` works of the key queued or running
+    /// here (itself included): how its acquisition's streak runs, and the lease to hand on. Its
+    /// lock is named [`SERIALIZE_PREFIX`] + key, waiting up to its deadline.
+    pub fn begin(&mut self, slot: u32, pending: usize) -> Begin<L> {
         Begin {
-            name: [SERIALIZE_PREFIX, key].concat(),
             succession: Succession::serialized(pending.saturating_sub(1), self.stale_ms),
-            hand_on: self.take(key),
+            hand_on: self.take(slot),
         }
     }
 
@@ -116,45 +117,115 @@ impl<L> Turns<L> {
         !abandoned && pending <= 1
     }
 
-    /// A turn of `key` ended (its caller heard) still holding `lease`: kept for the key's next
-    /// turn here. Answers a lease an earlier turn left and nobody took, to release (its record
-    /// is this one's, superseded).
-    pub fn ended(&mut self, key: &str, lease: L) -> Option<L> {
-        let displaced = self.take(key);
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.held[slot as usize] = Some(lease);
-                slot
-            }
-            None => {
-                self.held.push(Some(lease));
-                (self.held.len() - 1) as u32
-            }
-        };
-        self.index.insert(Rc::from(key), slot);
+    /// A turn of the key in `slot` ended (its caller heard) still holding `lease`: kept for the
+    /// key's next turn here. Answers a lease an earlier turn left and nobody took, to release
+    /// (its record is this one's, superseded).
+    pub fn ended(&mut self, slot: u32, lease: L) -> Option<L> {
+        let displaced = self.take(slot);
+        let at = slot as usize;
+        if self.held.len() <= at {
+            self.held.resize_with(at + 1, || None);
+        }
+        // Within `held` now (no index panic: its message's formatting would be linked in).
+        if let Some(held) = self.held.get_mut(at) {
+            *held = Some(lease);
+            self.leases += 1;
+        }
         displaced
     }
 
-    /// `key` went idle here: the lease its turns left, to free for the other isolates.
-    pub fn idle(&mut self, key: &str) -> Option<L> {
-        self.take(key)
+    /// The key in `slot` went idle here: the lease its turns left, to free for the other
+    /// isolates.
+    pub fn idle(&mut self, slot: u32) -> Option<L> {
+        self.take(slot)
     }
 
     /// Keys whose lease waits for their next turn.
     #[cfg(test)]
     pub fn held(&self) -> usize {
-        self.held.len() - self.free.len()
+        self.leases
     }
 
-    fn take(&mut self, key: &str) -> Option<L> {
-        let slot = self.index.remove(key)?;
-        let lease = self.held.get_mut(slot as usize)?.take();
-        self.free.push(slot);
-        if self.index.is_empty() {
+    fn take(&mut self, slot: u32) -> Option<L> {
+        let lease = self.held.get_mut(slot as usize)?.take()?;
+        self.leases -= 1;
+        if self.leases == 0 {
             self.held.clear();
+        }
+        Some(lease)
+    }
+}
+
+/// [`Turns`] by key, for a driver that has no slots of its own (the Rust
+/// [`StoreSerializer`](super::StoreSerializer)): each key with a lease left holds a slot until
+/// it is taken.
+pub struct KeyedTurns<L> {
+    turns: Turns<L>,
+    slots: KeyMap,
+    free: Vec<u32>,
+}
+
+impl<L> fmt::Debug for KeyedTurns<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.turns.fmt(f)
+    }
+}
+
+impl<L> KeyedTurns<L> {
+    /// As [`Turns::new`].
+    pub fn new(stale_ms: f64) -> Self {
+        KeyedTurns {
+            turns: Turns::new(stale_ms),
+            slots: KeyMap::default(),
+            free: Vec::new(),
+        }
+    }
+
+    /// As [`Turns::stale_ms`].
+    pub fn stale_ms(&self) -> f64 {
+        self.turns.stale_ms()
+    }
+
+    /// As [`Turns::begin`], for `key`.
+    pub fn begin(&mut self, key: &str, pending: usize) -> Begin<L> {
+        match self.release_slot(key) {
+            Some(slot) => self.turns.begin(slot, pending),
+            None => Begin {
+                succession: Succession::serialized(pending.saturating_sub(1), self.stale_ms()),
+                hand_on: None,
+            },
+        }
+    }
+
+    /// As [`Turns::ended`], for `key`.
+    pub fn ended(&mut self, key: &str, lease: L) -> Option<L> {
+        let displaced = self.idle(key);
+        let slot = self.free.pop().unwrap_or(self.slots.len() as u32);
+        self.slots.insert(Rc::from(key), slot);
+        self.turns.ended(slot, lease);
+        displaced
+    }
+
+    /// As [`Turns::idle`], for `key`.
+    pub fn idle(&mut self, key: &str) -> Option<L> {
+        let slot = self.release_slot(key)?;
+        self.turns.idle(slot)
+    }
+
+    /// Keys whose lease waits for their next turn.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.turns.held()
+    }
+
+    /// `key`'s slot, given back (its lease is taken next).
+    fn release_slot(&mut self, key: &str) -> Option<u32> {
+        let slot = self.slots.remove(key)?;
+        self.free.push(slot);
+        if self.slots.is_empty() {
             self.free.clear();
         }
-        lease
+        Some(slot)
     }
 }
 
@@ -165,13 +236,12 @@ mod tests {
     #[test]
     fn a_turn_hands_on_what_the_turn_before_left_and_announces_the_works_behind() {
         let mut turns: Turns<&str> = Turns::new(2_000.0);
-        let first = turns.begin("k", 3);
-        assert_eq!(first.name, "keyturn:serialize:k");
+        let first = turns.begin(4, 3);
         assert_eq!(first.succession.followers, 2);
         assert_eq!(first.succession.streak_ms, 500.0);
         assert_eq!(first.hand_on, None);
-        assert_eq!(turns.ended("k", "lease 1"), None);
-        let second = turns.begin("k", 2);
+        assert_eq!(turns.ended(4, "lease 1"), None);
+        let second = turns.begin(4, 2);
         assert_eq!(second.hand_on, Some("lease 1"));
         assert_eq!(second.succession.followers, 1);
         assert_eq!(turns.held(), 0);
@@ -180,18 +250,40 @@ mod tests {
     #[test]
     fn a_lease_left_twice_releases_the_older_and_an_idle_key_frees_what_is_left() {
         let mut turns: Turns<u32> = Turns::new(300.0);
-        assert_eq!(turns.ended("k", 1), None);
-        assert_eq!(turns.ended("k", 2), Some(1));
-        assert_eq!(turns.ended("other", 3), None);
-        assert_eq!(turns.idle("k"), Some(2));
-        assert_eq!(turns.idle("k"), None);
-        assert_eq!(turns.idle("other"), Some(3));
+        assert_eq!(turns.ended(0, 1), None);
+        assert_eq!(turns.ended(0, 2), Some(1));
+        assert_eq!(turns.ended(7, 3), None);
+        assert_eq!(turns.held(), 2);
+        assert_eq!(turns.idle(0), Some(2));
+        assert_eq!(turns.idle(0), None);
+        assert_eq!(turns.idle(7), Some(3));
         assert_eq!(turns.held(), 0);
         assert_eq!(
-            turns.begin("k", 1).succession.streak_ms,
+            turns.begin(0, 1).succession.streak_ms,
             100.0,
             "at least a lock's streak"
         );
+    }
+
+    #[test]
+    fn by_key_each_key_keeps_its_own_lease_and_slots_are_reused() {
+        let mut turns: KeyedTurns<u32> = KeyedTurns::new(2_000.0);
+        assert_eq!(turns.ended("a", 1), None);
+        assert_eq!(turns.ended("b", 2), None);
+        assert_eq!(turns.ended("a", 3), Some(1), "a's older lease is displaced");
+        assert_eq!(turns.begin("b", 1).hand_on, Some(2));
+        assert_eq!(turns.ended("c", 4), None);
+        assert_eq!(turns.held(), 2);
+        assert_eq!(turns.idle("a"), Some(3));
+        assert_eq!(turns.begin("c", 1).hand_on, Some(4));
+        assert_eq!(turns.begin("c", 1).hand_on, None);
+        assert_eq!(turns.held(), 0);
+        for (i, key) in ["x", "y", "z"].into_iter().enumerate() {
+            assert_eq!(turns.ended(key, i as u32), None);
+        }
+        assert_eq!(turns.idle("y"), Some(1));
+        assert_eq!(turns.idle("x"), Some(0));
+        assert_eq!(turns.idle("z"), Some(2));
     }
 
     #[test]

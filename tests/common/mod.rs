@@ -114,6 +114,8 @@ pub struct Record {
     pub token: String,
     pub fence: u64,
     pub at: f64,
+    /// The lease its holder promised itself (records written before the field have none).
+    pub lease: Option<u64>,
 }
 
 impl Record {
@@ -124,19 +126,23 @@ impl Record {
             token: token.to_owned(),
             fence,
             at,
+            lease: None,
         }
     }
 
-    /// The record as stored (`{"keyturn":1,"state":…,"token":…,"fence":…,"at":…}`).
+    /// The record as stored (`{"keyturn":1,"state":…,"token":…,"fence":…,"at":…,"lease":…}`).
     pub fn encode(&self) -> String {
-        serde_json::json!({
+        let mut record = serde_json::json!({
             "keyturn": 1,
             "state": if self.held { "held" } else { "free" },
             "token": self.token,
             "fence": self.fence,
             "at": self.at.floor() as u64,
-        })
-        .to_string()
+        });
+        if let Some(lease) = self.lease {
+            record["lease"] = lease.into();
+        }
+        record.to_string()
     }
 
     /// A stored text read as a record of ours; `None` for anything else.
@@ -154,6 +160,10 @@ impl Record {
             token: value.get("token")?.as_str()?.to_owned(),
             fence: value.get("fence")?.as_u64()?,
             at: value.get("at")?.as_f64()?,
+            lease: match value.get("lease") {
+                None => None,
+                Some(lease) => Some(lease.as_u64()?),
+            },
         })
     }
 }

@@ -14,63 +14,85 @@ const table = JSON.parse(readFileSync(new URL('../decisions.json', import.meta.u
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A store whose answers a case scripts: it fails the calls it names (by number, from 1) and logs each call. */
+/**
+ * A store whose answers a case scripts: the calls it names (by number, from 1) fail (`fail`),
+ * apply and then fail (`lose`: the answer was lost), or never answer (`hang`); versions are
+ * counters, or the value itself (`versions: 'values'`). It logs each call, with the record
+ * written (its `at` and `lease` too with `detail`).
+ */
 class Scripted {
   #records = new Map();
   #versions = 0;
   #calls = 0;
 
-  constructor(log, fail) {
+  constructor(log, script, detail) {
     this.log = log;
-    this.fail = new Set(fail);
+    this.fail = new Set(script.fail ?? []);
+    this.lose = new Set(script.lose ?? []);
+    this.hang = new Set(script.hang ?? []);
+    this.valuesAreVersions = script.versions === 'values';
+    this.detail = detail;
   }
 
   put(key, value) {
-    const version = String(++this.#versions);
+    const version = this.valuesAreVersions ? value : String(++this.#versions);
     this.#records.set(key, { value, version });
     return version;
   }
 
-  #failing() {
+  /** The next call's fate: 'answer', 'fail', 'lose' or 'hang'. */
+  #fate() {
     this.#calls += 1;
-    return this.fail.has(this.#calls);
+    for (const fate of ['fail', 'lose', 'hang']) if (this[fate].has(this.#calls)) return fate;
+    return 'answer';
   }
 
   #written(method, value, answer) {
     const record = JSON.parse(value);
-    this.log(`${method} ${record.state} f${record.fence} → ${answer}`);
+    let line = `${method} ${record.state} f${record.fence}`;
+    if (this.detail) line += ` @${record.at}${record.lease === undefined ? '' : ` lease ${record.lease}`}`;
+    this.log(`${line} → ${answer}`);
   }
 
-  async create(key, value) {
-    if (this.#failing()) {
-      this.#written('create', value, 'fail');
+  /** A write's end as its fate says: `write()` applies it (a new version, or null refused). */
+  async #writing(method, value, write) {
+    const fate = this.#fate();
+    if (fate === 'fail') {
+      this.#written(method, value, 'fail');
       throw new Error('injected failure');
     }
-    const version = this.#records.has(key) ? null : this.put(key, value);
-    this.#written('create', value, version === null ? 'none' : 'ok');
+    if (fate === 'hang') {
+      this.#written(method, value, 'hang');
+      return new Promise(() => {});
+    }
+    const version = write();
+    if (fate === 'lose') {
+      this.#written(method, value, version === null ? 'none, lost' : 'lost');
+      throw new Error('injected failure');
+    }
+    this.#written(method, value, version === null ? 'none' : 'ok');
     return version;
   }
 
+  create(key, value) {
+    return this.#writing('create', value, () => (this.#records.has(key) ? null : this.put(key, value)));
+  }
+
   async read(key) {
-    const failing = this.#failing();
+    const fate = this.#fate();
     const found = this.#records.get(key);
-    this.log(`read → ${failing ? 'fail' : found ? 'ok' : 'none'}`);
-    if (failing) throw new Error('injected failure');
+    this.log(`read → ${fate === 'hang' ? 'hang' : fate !== 'answer' ? 'fail' : found ? 'ok' : 'none'}`);
+    if (fate === 'hang') return new Promise(() => {});
+    if (fate !== 'answer') throw new Error('injected failure');
     return found === undefined ? null : { ...found };
   }
 
-  async replace(key, version, value) {
-    if (this.#failing()) {
-      this.#written('replace', value, 'fail');
-      throw new Error('injected failure');
-    }
-    const next = this.#records.get(key)?.version === version ? this.put(key, value) : null;
-    this.#written('replace', value, next === null ? 'none' : 'ok');
-    return next;
+  replace(key, version, value) {
+    return this.#writing('replace', value, () => (this.#records.get(key)?.version === version ? this.put(key, value) : null));
   }
 }
 
-const record = (state, token, fence, at) => JSON.stringify({ keyturn: 1, state, token, fence, at });
+const record = (state, token, fence, at, lease) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease });
 
 /** Events grouped by their millisecond, each group sorted: order within one millisecond is each front end's own. */
 function group(events) {
@@ -86,12 +108,15 @@ async function runCase(mode, scenario) {
   const events = [];
   const at = () => Date.now();
   const say = (line) => events.push(`${at()} ${line}`);
-  const { staleMs = 2000, waitMs = 100, timeoutMs = 30000 } = scenario.options ?? {};
+  const { staleMs = 2000, waitMs = 100, timeoutMs = 30000, maxClockSkewMs, storeTimeoutMs } = scenario.options ?? {};
   const script = scenario.store ?? {};
-  const store = new Scripted(say, script.fail ?? []);
-  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at));
-  const serialize = mode.createKeyedSerializer({ store, staleMs, timeoutMs });
-  const lockOptions = { waitMs, staleMs };
+  const store = new Scripted(say, script, scenario.detail === true);
+  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease));
+  const serialize = mode.createKeyedSerializer({ store, staleMs, timeoutMs, maxClockSkewMs, storeTimeoutMs });
+  // This isolate's wall clock, as the case sets it: `ahead` of the monotonic one, or `frozen` there.
+  const { ahead = 0, frozen = false } = scenario.clock ?? {};
+  const now = scenario.clock === undefined ? undefined : frozen ? () => ahead : () => Date.now() + ahead;
+  const lockOptions = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, now };
   for (let t = 0; t <= scenario.until; t++) {
     for (const steal of script.steals ?? []) if (steal.at === t) store.put(steal.name, record('held', 'thief', 99, t));
     scenario.actions.forEach((action, i) => {
@@ -144,8 +169,10 @@ async function runCase(mode, scenario) {
     await flush();
   }
   const ignore = scenario.ignore ?? [];
-  const { started, timedOut, aborted } = serialize.stats();
-  return { events: group(events.filter((event) => !ignore.some((kind) => event.split(' ')[1] === kind))), stats: { started, timedOut, aborted } };
+  return {
+    events: group(events.filter((event) => !ignore.some((kind) => event.split(' ')[1] === kind))),
+    counters: { stats: serialize.stats(), lockStats: mode.lockStats(store) },
+  };
 }
 
 forEachMode((mode) => {
@@ -155,9 +182,15 @@ forEachMode((mode) => {
       const realNow = performance.now;
       performance.now = () => Date.now();
       try {
-        const { events, stats } = await runCase(mode, scenario);
+        const { events, counters } = await runCase(mode, scenario);
         assert.deepEqual(events, group(scenario.expect));
-        if (scenario.stats !== undefined) assert.deepEqual(stats, scenario.stats);
+        for (const kind of ['stats', 'lockStats']) {
+          const expected = scenario[kind];
+          if (expected === undefined) continue;
+          // The counters the case names, as this front end has them.
+          const got = Object.fromEntries(Object.keys(expected).map((name) => [name, counters[kind][name]]));
+          assert.deepEqual(got, expected, kind);
+        }
       } finally {
         mock.timers.reset();
         performance.now = realNow;

@@ -167,14 +167,18 @@ test("acquireLock's signal: already aborted calls no store; aborted while waitin
   await assert.rejects(acquireLock(store, 'k', { signal: 'no' }), TypeError);
 });
 
-test("acquireLock's signal aborted while its create is in flight: the create that won is released", async () => {
+test("acquireLock's signal aborted while its create is in flight: it rejects at once, and the create that won is released", async () => {
   const store = new MapStore({ lagMs: 30, random: () => 0.99 });
   const controller = new AbortController();
   const pending = acquireLock(store, 'k', { signal: controller.signal });
   await sleep(5);
+  const aborted = performance.now();
   controller.abort();
   await assert.rejects(pending, (e) => e.name === 'AbortError');
-  assert.equal(record(store, 'k').state, 'free', 'nothing left held');
+  assert.ok(performance.now() - aborted < 10, 'not after the create answered');
+  assert.equal(store.records.has('k'), false, 'the create is still in flight');
+  await sleep(100);
+  assert.equal(record(store, 'k').state, 'free', 'nothing left held once it answered');
   // The head polling (between reads) leaves at once too.
   const holder = await acquireLock(new MapStore({ records: store.records }), 'k');
   const poller = new AbortController();

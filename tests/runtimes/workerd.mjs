@@ -1,25 +1,47 @@
 // A Miniflare (workerd) instance running one of the project's worker scripts against the built
 // package, with the bindings the stores need: R2 bucket BUCKET and Durable Object namespace
-// LOCKS (LockDurableObject, SQLite). Used by tests/js/workerd.test.mjs and bench/stores.mjs.
+// LOCKS (LockDurableObject, SQLite) — or two of them, two isolates sharing both. Used by
+// tests/js/workerd*.test.mjs and bench/stores.mjs.
 import { fileURLToPath } from 'node:url';
 
 import { Miniflare } from 'miniflare';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
+/** One worker running `script` (a path from the repository root), as Miniflare takes it. */
+const worker = (script) => ({
+  modules: true,
+  modulesRoot: root,
+  scriptPath: fileURLToPath(new URL(`../../${script}`, import.meta.url)),
+  modulesRules: [
+    { type: 'ESModule', include: ['**/*.js', '**/*.mjs'] },
+    { type: 'CompiledWasm', include: ['**/*.wasm'] },
+  ],
+  compatibilityDate: '2025-09-01',
+});
+
 /** Miniflare running `script` (a path from the repository root). */
 export function workerdWith(script) {
   return new Miniflare({
-    modules: true,
-    modulesRoot: root,
-    scriptPath: fileURLToPath(new URL(`../../${script}`, import.meta.url)),
-    modulesRules: [
-      { type: 'ESModule', include: ['**/*.js', '**/*.mjs'] },
-      { type: 'CompiledWasm', include: ['**/*.wasm'] },
-    ],
-    compatibilityDate: '2025-09-01',
+    ...worker(script),
     cf: false,
     r2Buckets: ['BUCKET'],
     durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
+  });
+}
+
+/**
+ * Miniflare running `script` as two workers, `a` and `b` — two isolates — sharing the Durable
+ * Object namespace LOCKS (its class exported by `a`) and the R2 bucket BUCKET.
+ * `mf.getWorker(name)` gives each one's fetch.
+ */
+export function workerdPair(script) {
+  const shared = (name, locks) => ({ ...worker(script), name, r2Buckets: { BUCKET: 'keyturn-pair' }, durableObjects: { LOCKS: locks } });
+  return new Miniflare({
+    cf: false,
+    workers: [
+      shared('a', { className: 'LockDurableObject', useSQLite: true }),
+      shared('b', { className: 'LockDurableObject', scriptName: 'a', useSQLite: true }),
+    ],
   });
 }

@@ -71,7 +71,7 @@ createKeyedSerializer({ timeoutMs: '5' });
 // @ts-expect-error onLateSettle is a function
 serialize('key', () => 1, { onLateSettle: true });
 
-import { acquireLock, withLock, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, MemoryStore, type Lock, type LockStore } from 'keyturn';
+import { acquireLock, withLock, lockStats, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, MemoryStore, type Lock, type LockStats, type LockStore } from 'keyturn';
 
 async function locks(): Promise<void> {
   const store: LockStore = new MemoryStore();
@@ -108,6 +108,14 @@ async function locks(): Promise<void> {
   await withLock(store, 'x', 5);
   // @ts-expect-error signal is an AbortSignal
   await acquireLock(store, 'x', { signal: true });
+  const skewed = await acquireLock(store, 'x', { maxClockSkewMs: 5000, storeTimeoutMs: undefined });
+  // @ts-expect-error storeTimeoutMs is a number
+  await acquireLock(store, 'x', { storeTimeoutMs: '5' });
+  const counters: LockStats = lockStats(store);
+  const calls: number = counters.storeCalls + counters.storeTimeouts + counters.readBacksApplied + counters.takeovers;
+  // @ts-expect-error lockStats takes a store
+  lockStats('store');
+  void [skewed, calls];
 }
 void locks;
 

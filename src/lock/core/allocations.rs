@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use super::{Answer, LockCore, Step};
+use super::{Answer, LockCore, Now, Step};
 use crate::lock::LockOptions;
 use crate::random::SeededRandom;
 
@@ -52,7 +52,7 @@ fn an_uncontended_acquire_and_release_of_a_name_used_before_allocates_only_its_t
     let mut now = 0.0;
     let mut cycle = || {
         let (ticket, step) = core
-            .acquire("board:1", (), LockOptions::default(), now, &random)
+            .acquire("board:1", (), LockOptions::default(), at(now), &random)
             .unwrap();
         let answer = match step {
             Step::Create { .. } if version == 0 => Answer::Created(Some(version + 1)),
@@ -60,14 +60,14 @@ fn an_uncontended_acquire_and_release_of_a_name_used_before_allocates_only_its_t
             other => panic!("uncontended: {other:?}"),
         };
         version += 1;
-        assert_eq!(core.step(ticket, answer, now, &random), Step::Held);
-        let Step::Replace { version: v, .. } = core.release(ticket, now, &random) else {
+        assert_eq!(core.step(ticket, answer, at(now), &random), Step::Held);
+        let Step::Replace { version: v, .. } = core.release(ticket, at(now), &random) else {
             panic!("a CAS to free the record");
         };
         assert_eq!(v, version);
         version += 1;
         assert_eq!(
-            core.step(ticket, Answer::Replaced(Some(version)), now, &random),
+            core.step(ticket, Answer::Replaced(Some(version)), at(now), &random),
             Step::Done
         );
         now += 1.0;
@@ -85,4 +85,8 @@ fn an_uncontended_acquire_and_release_of_a_name_used_before_allocates_only_its_t
     let per_cycle = (allocations() - before) as f64 / 100.0;
     assert!(per_cycle <= 3.0, "{per_cycle} allocations per cycle");
     assert_eq!(core.local_line("board:1"), 0);
+}
+
+fn at(t: f64) -> Now {
+    Now { wall: t, mono: t }
 }

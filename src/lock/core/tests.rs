@@ -5,7 +5,7 @@
 #[cfg(target_family = "wasm")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use super::{Answer, LockCore, Step, Succession, Woken};
+use super::{Answer, LockCore, Now, Step, Succession, Woken};
 use crate::lock::LockOptions;
 use crate::queue::Ticket;
 use crate::random::SeededRandom;
@@ -15,7 +15,17 @@ use crate::store::MemoryStore;
 type Core = LockCore<String, u32>;
 
 fn options(wait_ms: f64, stale_ms: f64) -> LockOptions {
-    LockOptions { wait_ms, stale_ms }
+    LockOptions {
+        wait_ms,
+        stale_ms,
+        ..LockOptions::default()
+    }
+}
+
+/// `t` on both clocks: the wall clock and the monotonic one agree (a test of clocks that do not
+/// says so with a `Now` of its own).
+fn at(t: f64) -> Now {
+    Now { wall: t, mono: t }
 }
 
 fn stored(store: &MemoryStore, name: &str) -> Record {
@@ -49,7 +59,7 @@ fn drive(
     random: &SeededRandom,
 ) -> Step<String> {
     while let Some(answer) = call(store, name, &step) {
-        step = core.step(ticket, answer, now, random);
+        step = core.step(ticket, answer, at(now), random);
     }
     step
 }
@@ -63,7 +73,7 @@ fn acquire(
     now: f64,
     random: &SeededRandom,
 ) -> (Ticket, Step<String>) {
-    let (ticket, step) = core.acquire(name, id, options, now, random).unwrap();
+    let (ticket, step) = core.acquire(name, id, options, at(now), random).unwrap();
     (ticket, drive(core, store, name, ticket, step, now, random))
 }
 
@@ -82,7 +92,7 @@ fn until_held(
         match step {
             Step::Sleep { until } => {
                 *now = until;
-                step = core.step(ticket, Answer::Woke, *now, random);
+                step = core.step(ticket, Answer::Woke, at(*now), random);
             }
             other => return other,
         }
@@ -142,7 +152,7 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     assert_eq!(core.next_timer(), Some(101.0));
 
     // The release hands off with one CAS that reserves a fence for each waiter.
-    let step = core.release(a, 5.0, &random);
+    let step = core.release(a, at(5.0), &random);
     let Step::Replace { .. } = step else {
         panic!("{step:?}")
     };
@@ -155,7 +165,7 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
         Step::Done
     );
     assert_eq!(woken(&mut core), vec![(true, 2)]);
-    assert_eq!(core.step(b, Answer::Woke, 6.0, &random), Step::Held);
+    assert_eq!(core.step(b, Answer::Woke, at(6.0), &random), Step::Held);
     let record = stored(&store, "k");
     assert_eq!((core.lease(b).unwrap().fence, record.fence), (2, 3));
     assert_eq!(
@@ -166,14 +176,14 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
 
     // Within the batch: no store call.
     let calls = core.store_calls();
-    assert_eq!(core.release(b, 7.0, &random), Step::Done);
+    assert_eq!(core.release(b, at(7.0), &random), Step::Done);
     assert_eq!(woken(&mut core), vec![(true, 3)]);
-    assert_eq!(core.step(c, Answer::Woke, 7.0, &random), Step::Held);
+    assert_eq!(core.step(c, Answer::Woke, at(7.0), &random), Step::Held);
     assert_eq!(core.lease(c).unwrap().fence, 3);
     assert_eq!(core.store_calls(), calls);
 
     // Nobody waits: the record is freed, and remembered.
-    let step = core.release(c, 8.0, &random);
+    let step = core.release(c, at(8.0), &random);
     assert_eq!(
         drive(&mut core, &store, "k", c, step, 8.0, &random),
         Step::Done
@@ -181,7 +191,7 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     assert!(!stored(&store, "k").held);
     assert_eq!(core.local_line("k"), 0);
     let (d, step) = core
-        .acquire("k", 4, options(100.0, 2000.0), 9.0, &random)
+        .acquire("k", 4, options(100.0, 2000.0), at(9.0), &random)
         .unwrap();
     let Step::Replace { ref version, .. } = step else {
         panic!("a CAS on the freed record: {step:?}")
@@ -208,7 +218,7 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
     );
     let token = core.lease(a).unwrap().token.to_owned();
     let calls = core.store_calls();
-    let step = core.renew(a, 600.0);
+    let step = core.renew(a, at(600.0));
     let Step::Replace { .. } = step else {
         panic!("{step:?}")
     };
@@ -226,16 +236,16 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
 
     // Past heldUntil: lost, with no store call, and for good.
     let calls = core.store_calls();
-    assert_eq!(core.renew(a, 1600.0), Step::Lost);
+    assert_eq!(core.renew(a, at(1600.0)), Step::Lost);
     assert_eq!(core.store_calls(), calls);
     assert!(core.lease(a).is_none());
     assert_eq!(
-        core.renew(a, 1500.0),
+        core.renew(a, at(1500.0)),
         Step::Lost,
         "for good, even with the clock back"
     );
     // Nobody took it over: a late release still frees the record.
-    let step = core.release(a, 1601.0, &random);
+    let step = core.release(a, at(1601.0), &random);
     assert_eq!(
         drive(&mut core, &store, "k", a, step, 1601.0, &random),
         Step::Done
@@ -254,7 +264,7 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
     );
     let version = store.get("j").unwrap().version;
     store.replace_now("j", &version, &Record::held("f00d", 9, 2100.0).encode());
-    let step = core.renew(b, 2200.0);
+    let step = core.renew(b, at(2200.0));
     assert_eq!(
         drive(&mut core, &store, "j", b, step, 2200.0, &random),
         Step::Lost
@@ -262,7 +272,8 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
     assert!(core.lease(b).is_none());
     assert_eq!(core.local_line("j"), 0);
 
-    // A renewal the store failed leaves the lease as it was.
+    // A renewal the store failed is read back; one that did not take leaves the lease as it
+    // was.
     let (c, _) = acquire(
         &mut core,
         &store,
@@ -272,10 +283,15 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
         3000.0,
         &random,
     );
-    let Step::Replace { .. } = core.renew(c, 3100.0) else {
+    let Step::Replace { .. } = core.renew(c, at(3100.0)) else {
         panic!()
     };
-    assert_eq!(core.step(c, Answer::Failed, 3100.0, &random), Step::Held);
+    assert_eq!(
+        core.step(c, Answer::Failed, at(3100.0), &random),
+        Step::Read
+    );
+    let answer = call(&store, "i", &Step::Read).unwrap();
+    assert_eq!(core.step(c, answer, at(3100.0), &random), Step::Failed);
     assert_eq!(core.lease(c).unwrap().held_until, 4000.0);
 }
 
@@ -318,18 +334,22 @@ fn a_lock_handed_on_within_a_batch_has_a_true_held_until_and_renews() {
         0.0,
         &random,
     );
-    let step = core.release(a, 10.0, &random);
+    let step = core.release(a, at(10.0), &random);
     drive(&mut core, &store, "k", a, step, 10.0, &random);
     woken(&mut core);
-    assert_eq!(core.step(b, Answer::Woke, 10.0, &random), Step::Held);
-    assert_eq!(core.release(b, 20.0, &random), Step::Done, "from the batch");
+    assert_eq!(core.step(b, Answer::Woke, at(10.0), &random), Step::Held);
+    assert_eq!(
+        core.release(b, at(20.0), &random),
+        Step::Done,
+        "from the batch"
+    );
     woken(&mut core);
-    assert_eq!(core.step(c, Answer::Woke, 20.0, &random), Step::Held);
+    assert_eq!(core.step(c, Answer::Woke, at(20.0), &random), Step::Held);
     // c's record was written at 10 by the hand-off: that is when its lease runs from.
     assert_eq!(core.lease(c).unwrap().held_until, 2010.0);
     // Renewing it is a CAS on the batch's record, keeping the batch's token and highest fence.
     let batch = stored(&store, "k");
-    let step = core.renew(c, 30.0);
+    let step = core.renew(c, at(30.0));
     assert_eq!(
         drive(&mut core, &store, "k", c, step, 30.0, &random),
         Step::Held
@@ -342,9 +362,9 @@ fn a_lock_handed_on_within_a_batch_has_a_true_held_until_and_renews() {
     assert_eq!(core.lease(c).unwrap().held_until, 2030.0);
     // The batch follows the renewed record: the next hand-off still needs no store call.
     let calls = core.store_calls();
-    assert_eq!(core.release(c, 40.0, &random), Step::Done);
+    assert_eq!(core.release(c, at(40.0), &random), Step::Done);
     woken(&mut core);
-    assert_eq!(core.step(d, Answer::Woke, 40.0, &random), Step::Held);
+    assert_eq!(core.step(d, Answer::Woke, at(40.0), &random), Step::Held);
     assert_eq!(core.store_calls(), calls);
     assert_eq!(core.lease(d).unwrap().fence, 4);
     assert_eq!(core.lease(d).unwrap().held_until, 2030.0);
@@ -382,9 +402,9 @@ fn waiters_share_one_timer_and_a_holder_past_its_lease_is_put_out_for_the_next()
         &random,
     );
     assert_eq!(core.next_timer(), Some(60.0));
-    core.expire(59.0);
+    core.expire(at(59.0));
     assert!(woken(&mut core).is_empty());
-    core.expire(60.0);
+    core.expire(at(60.0));
     assert_eq!(woken(&mut core), vec![(false, 2)], "the short wait ended");
     assert_eq!(core.local_line("k"), 2);
     assert_eq!(
@@ -392,21 +412,21 @@ fn waiters_share_one_timer_and_a_holder_past_its_lease_is_put_out_for_the_next()
         Some(500.0),
         "the holder's lease end, then the long wait"
     );
-    core.expire(500.0);
+    core.expire(at(500.0));
     assert_eq!(
         woken(&mut core),
         vec![(true, 3)],
         "the holder is put out; the next contends"
     );
     assert!(core.lease(a).is_none());
-    assert_eq!(core.renew(a, 500.0), Step::Lost);
+    assert_eq!(core.renew(a, at(500.0)), Step::Lost);
     // The next takes the record over once stale, as another isolate would.
-    let step = core.step(long, Answer::Woke, 500.0, &random);
+    let step = core.step(long, Answer::Woke, at(500.0), &random);
     let step = drive(&mut core, &store, "k", long, step, 500.0, &random);
     let Step::Sleep { until } = step else {
         panic!("{step:?}")
     };
-    let step = core.step(long, Answer::Woke, until, &random);
+    let step = core.step(long, Answer::Woke, at(until), &random);
     assert_eq!(
         drive(&mut core, &store, "k", long, step, until, &random),
         Step::Held
@@ -444,14 +464,14 @@ fn twenty_thousand_waiters_share_one_timer_whose_heap_stays_bounded() {
     let mut now = 1.0;
     for (i, &ticket) in tickets.iter().enumerate() {
         now += 0.1;
-        let step = core.release(holder, now, &random);
+        let step = core.release(holder, at(now), &random);
         drive(&mut core, &store, "k", holder, step, now, &random);
         for (turn, id) in woken(&mut core) {
             assert!(turn);
             order.push(id);
         }
         // Every 100 ms of local hand-offs the record is freed and the next pauses one poll first.
-        let step = core.step(ticket, Answer::Woke, now, &random);
+        let step = core.step(ticket, Answer::Woke, at(now), &random);
         assert_eq!(
             until_held(&mut core, &store, ticket, step, &mut now, &random),
             Step::Held
@@ -476,15 +496,20 @@ fn twenty_thousand_waiters_share_one_timer_whose_heap_stays_bounded() {
 fn a_failed_store_call_gives_up_and_leaves_the_line() {
     let (store, random, mut core) = (MemoryStore::new(), SeededRandom::new(6), Core::new());
     let (a, step) = core
-        .acquire("k", 1, options(100.0, 1000.0), 0.0, &random)
+        .acquire("k", 1, options(100.0, 1000.0), at(0.0), &random)
         .unwrap();
     assert!(matches!(step, Step::Create { .. }));
     let (b, _) = core
-        .acquire("k", 2, options(100.0, 1000.0), 0.0, &random)
+        .acquire("k", 2, options(100.0, 1000.0), at(0.0), &random)
         .unwrap();
-    assert_eq!(core.step(a, Answer::Failed, 1.0, &random), Step::GiveUp);
+    // The create is read back: nothing there, so it did not take.
+    assert_eq!(core.step(a, Answer::Failed, at(1.0), &random), Step::Read);
+    assert_eq!(
+        core.step(a, Answer::Read(None), at(1.0), &random),
+        Step::Failed
+    );
     assert_eq!(woken(&mut core), vec![(true, 2)]);
-    let step = core.step(b, Answer::Woke, 1.0, &random);
+    let step = core.step(b, Answer::Woke, at(1.0), &random);
     assert_eq!(
         drive(&mut core, &store, "k", b, step, 1.0, &random),
         Step::Held
@@ -514,13 +539,13 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
         0.0,
         &random,
     );
-    let Step::Replace { .. } = core.release(a, 10.0, &random) else {
+    let Step::Replace { .. } = core.release(a, at(10.0), &random) else {
         panic!()
     };
     core.leave(a, false);
     assert_eq!(woken(&mut core), vec![(true, 2)]);
     let mut now = 10.0;
-    let step = core.step(b, Answer::Woke, now, &random);
+    let step = core.step(b, Answer::Woke, at(now), &random);
     assert_eq!(
         until_held(&mut core, &store, b, step, &mut now, &random),
         Step::Held
@@ -539,11 +564,11 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
         now,
         &random,
     );
-    let step = core.release(b, now, &random);
-    core.expire(now + 30.0);
+    let step = core.release(b, at(now), &random);
+    core.expire(at(now + 30.0));
     assert_eq!(woken(&mut core), vec![(false, 3)]);
     assert_eq!(
-        core.step(c, Answer::Woke, now + 30.0, &random),
+        core.step(c, Answer::Woke, at(now + 30.0), &random),
         Step::GiveUp
     );
     assert_eq!(
@@ -584,13 +609,13 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
         now + 32.0,
         &random,
     );
-    let step = core.release(d, now + 33.0, &random);
+    let step = core.release(d, at(now + 33.0), &random);
     drive(&mut core, &store, "k", d, step, now + 33.0, &random);
     assert_eq!(woken(&mut core), vec![(true, 5)]);
     core.leave(e, true);
     assert_eq!(woken(&mut core), vec![(true, 6)]);
     let calls = core.store_calls();
-    let step = core.step(f, Answer::Woke, now + 34.0, &random);
+    let step = core.step(f, Answer::Woke, at(now + 34.0), &random);
     assert_eq!(
         drive(&mut core, &store, "k", f, step, now + 34.0, &random),
         Step::Held
@@ -606,16 +631,16 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
 fn bad_names_and_options_queue_nothing() {
     let (random, mut core) = (SeededRandom::new(8), Core::new());
     assert!(core
-        .acquire("", 1, options(1.0, 1.0), 0.0, &random)
+        .acquire("", 1, options(1.0, 1.0), at(0.0), &random)
         .is_err());
     assert!(core
-        .acquire("k", 1, options(-1.0, 1.0), 0.0, &random)
+        .acquire("k", 1, options(-1.0, 1.0), at(0.0), &random)
         .is_err());
     assert!(core
-        .acquire("k", 1, options(1.0, 0.0), 0.0, &random)
+        .acquire("k", 1, options(1.0, 0.0), at(0.0), &random)
         .is_err());
     assert!(core
-        .acquire("k", 1, options(f64::NAN, 1.0), 0.0, &random)
+        .acquire("k", 1, options(f64::NAN, 1.0), at(0.0), &random)
         .is_err());
     assert!(core.is_idle());
     assert_eq!(core.store_calls(), 0);
@@ -631,7 +656,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     assert_eq!(streak, 100.0, "a quarter of staleMs, at least 100 ms");
     assert_eq!(Succession::serialized(0, 2000.0).streak_ms, 500.0);
     let (first, step) = core
-        .acquire_with("k", 0, options(100.0, 2000.0), streak, 0.0, &random)
+        .acquire_with("k", 0, options(100.0, 2000.0), streak, at(0.0), &random)
         .unwrap();
     assert_eq!(
         drive(&mut core, &store, "k", first, step, 0.0, &random),
@@ -644,16 +669,16 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
         let now = f64::from(id);
         let followers = 4 - id as usize;
         let (next, step) = core
-            .acquire_with("k", id, options(100.0, 2000.0), streak, now, &random)
+            .acquire_with("k", id, options(100.0, 2000.0), streak, at(now), &random)
             .unwrap();
         assert!(matches!(step, Step::Wait { .. }), "{step:?}");
-        let step = core.release_with(holder, followers, now, &random);
+        let step = core.release_with(holder, followers, at(now), &random);
         if let Step::Replace { .. } = step {
             writes.push(id);
             drive(&mut core, &store, "k", holder, step, now, &random);
         }
         assert_eq!(woken(&mut core), vec![(true, id)]);
-        assert_eq!(core.step(next, Answer::Woke, now, &random), Step::Held);
+        assert_eq!(core.step(next, Answer::Woke, at(now), &random), Step::Held);
         assert_eq!(core.lease(next).unwrap().fence, 1 + u64::from(id));
         holder = next;
     }
@@ -665,29 +690,29 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     );
     // A sixth: past the reserved fences, the hand-off writes once and reserves again.
     let (sixth, _) = core
-        .acquire_with("k", 5, options(100.0, 2000.0), streak, 6.0, &random)
+        .acquire_with("k", 5, options(100.0, 2000.0), streak, at(6.0), &random)
         .unwrap();
-    let step = core.release_with(holder, 2, 6.0, &random);
+    let step = core.release_with(holder, 2, at(6.0), &random);
     assert!(matches!(step, Step::Replace { .. }), "{step:?}");
     assert_eq!(
         drive(&mut core, &store, "k", holder, step, 6.0, &random),
         Step::Done
     );
-    assert_eq!(core.step(sixth, Answer::Woke, 6.0, &random), Step::Held);
+    assert_eq!(core.step(sixth, Answer::Woke, at(6.0), &random), Step::Held);
     assert_eq!(core.lease(sixth).unwrap().fence, 6);
     assert_eq!(stored(&store, "k").fence, 8);
     // Past the streak's bound the record is freed for other isolates, followers or not.
     let (seventh, _) = core
-        .acquire_with("k", 6, options(1000.0, 2000.0), streak, 200.0, &random)
+        .acquire_with("k", 6, options(1000.0, 2000.0), streak, at(200.0), &random)
         .unwrap();
-    let step = core.release_with(sixth, 1, 200.0, &random);
+    let step = core.release_with(sixth, 1, at(200.0), &random);
     let Step::Replace { ref value, .. } = step else {
         panic!("{step:?}")
     };
     assert!(value.contains("\"free\""), "{value}");
     drive(&mut core, &store, "k", sixth, step, 200.0, &random);
     let mut now = 200.0;
-    let step = core.step(seventh, Answer::Woke, now, &random);
+    let step = core.step(seventh, Answer::Woke, at(now), &random);
     assert!(matches!(step, Step::Sleep { .. }), "yields first: {step:?}");
     assert_eq!(
         until_held(&mut core, &store, seventh, step, &mut now, &random),
@@ -708,7 +733,7 @@ fn drive_counting(
 ) -> Step<String> {
     while let Some(answer) = call(store, "k", &step) {
         *calls += 1;
-        step = core.step(ticket, answer, now, random);
+        step = core.step(ticket, answer, at(now), random);
     }
     step
 }
@@ -726,11 +751,11 @@ fn two_isolates_alternating_read_first_once_they_see_each_other() {
         let core = &mut isolates[turn as usize % 2];
         let mut calls = 0;
         let (ticket, step) = core
-            .acquire("k", 0, options(100.0, 2000.0), now, &random)
+            .acquire("k", 0, options(100.0, 2000.0), at(now), &random)
             .unwrap();
         let step = drive_counting(core, &store, ticket, step, now, &random, &mut calls);
         assert_eq!(step, Step::Held, "turn {turn}");
-        let step = core.release(ticket, now + 1.0, &random);
+        let step = core.release(ticket, at(now + 1.0), &random);
         drive_counting(core, &store, ticket, step, now + 1.0, &random, &mut calls);
         per_turn.push(calls);
     }
@@ -743,10 +768,10 @@ fn two_isolates_alternating_read_first_once_they_see_each_other() {
         let now = 100.0 + f64::from(turn) * 10.0;
         let mut calls = 0;
         let (ticket, step) = core
-            .acquire("k", 0, options(100.0, 2000.0), now, &random)
+            .acquire("k", 0, options(100.0, 2000.0), at(now), &random)
             .unwrap();
         drive_counting(core, &store, ticket, step, now, &random, &mut calls);
-        let step = core.release(ticket, now + 1.0, &random);
+        let step = core.release(ticket, at(now + 1.0), &random);
         drive_counting(core, &store, ticket, step, now + 1.0, &random, &mut calls);
         counts.push(calls);
     }

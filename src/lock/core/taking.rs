@@ -1,0 +1,391 @@
+//! Taking a name: a contender at the head of its line, talking to the store.
+//!
+//! The conditional create is the decision; a free record is taken by CAS on the version read.
+//! A held record is taken over by CAS once it is stale by either rule:
+//! - **aged**: older, by this isolate's wall clock, than its lease plus the clock skew allowed
+//!   (`maxClockSkewMs`, default 0), where its lease is the longer of the one its holder promised
+//!   (the record's `lease`) and the taker's own `staleMs`: so a taker never cuts short a lease a
+//!   holder promised itself, and a taker whose clock runs fast by less than the skew allowed
+//!   never takes a live lease;
+//! - **watched**: this isolate has seen that same version stay unchanged for that lease on its
+//!   monotonic clock, counted from the answer that first showed it (a read's, or its own
+//!   write's) — which needs no clock agreement, so a dead holder whose clock ran ahead, even by
+//!   hours, is taken over after one lease of watching (the DynamoDB Lock Client's rule).
+//!
+//! A record that is not ours is taken over only by watching. A write whose call failed is read
+//! back once: the record holding exactly what it wrote means the write took.
+
+use super::Lease;
+use super::{is_written, promised, Answer, Entry, LockCore, Now, Stamp, State, Step};
+use crate::lock::{LockOptions, MAX_POLL_MS, TAKEOVERS};
+use crate::queue::Ticket;
+use crate::random::Random;
+use crate::record::{encode_ours, NotARecord, Record};
+
+/// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
+const FIRST_POLL_MS: f64 = 2.0;
+
+/// One acquisition at the head of its line.
+pub(super) struct Attempt {
+    pub(super) deadline: f64,
+    pub(super) options: LockOptions,
+    /// Drawn when the attempt starts.
+    token: String,
+    takeovers: u32,
+    poll: f64,
+    /// A record is known to be there: polls read instead of create.
+    exists: bool,
+    /// The fence of the record this isolate freed last (0 for none): a read that finds it
+    /// still there, free, shows nobody took the name since.
+    known_fence: u64,
+    /// Another isolate wrote the record since this isolate freed it.
+    contested: bool,
+    call: Call,
+}
+
+/// The step an attempt is in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Call {
+    /// Not started yet: its turn just came.
+    Idle,
+    /// Paused (first a yield to other isolates, later between polls).
+    Sleep,
+    Read,
+    /// A create or CAS of a record with `fence`, stamped `stamp`; `takeover`: of a stale one.
+    Write {
+        fence: u64,
+        stamp: Stamp,
+        takeover: bool,
+        /// Its call failed: the record is being read back.
+        read_back: bool,
+    },
+}
+
+impl Attempt {
+    pub(super) fn new(deadline: f64, options: LockOptions) -> Self {
+        Attempt {
+            deadline,
+            options,
+            token: String::new(),
+            takeovers: 0,
+            poll: FIRST_POLL_MS,
+            exists: false,
+            known_fence: 0,
+            contested: false,
+            call: Call::Idle,
+        }
+    }
+
+    /// The record this attempt writes: held, with its token and `fence`, stamped `stamp`.
+    fn record(&self, fence: u64, stamp: Stamp) -> String {
+        encode_ours(
+            true,
+            &self.token,
+            fence,
+            stamp.at,
+            Some(promised(self.options.stale_ms)),
+        )
+    }
+}
+
+impl<V: Clone + PartialEq, W> LockCore<V, W> {
+    fn attempt_mut(&mut self, ticket: Ticket) -> Option<&mut Attempt> {
+        match self.lines.get_mut(ticket) {
+            Some(Entry {
+                state: State::Contending(attempt),
+                ..
+            }) => Some(attempt),
+            _ => None,
+        }
+    }
+
+    /// A contender's first step when its turn comes.
+    pub(super) fn start(&mut self, ticket: Ticket, now: Now, random: &impl Random) -> Step<V> {
+        let yield_first = self
+            .lines
+            .line_of(ticket)
+            .and_then(|line| self.lines.line_data_mut(line))
+            .is_some_and(|state| std::mem::take(&mut state.yield_first));
+        let Some(name) = self.name_of(ticket) else {
+            return Step::GiveUp;
+        };
+        let freed = self.known.take_freed(&name).filter(|_| !yield_first);
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
+        attempt.token = random.token();
+        if yield_first {
+            let pause =
+                (MAX_POLL_MS * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now.mono);
+            if pause > 0.0 {
+                attempt.call = Call::Sleep;
+                return Step::Sleep {
+                    until: now.mono + pause,
+                };
+            }
+        }
+        match freed {
+            // Other isolates wrote it between this isolate's last two turns: they likely did
+            // again, so read first (a CAS on the version known would fail, one call wasted).
+            Some((_, freed)) if freed.contested => {
+                attempt.exists = true;
+                attempt.known_fence = freed.fence;
+                attempt.contested = true;
+                self.attempt(ticket, now)
+            }
+            // A record this isolate freed and nobody holds: take it with one CAS.
+            Some((version, freed)) => {
+                attempt.known_fence = freed.fence;
+                attempt.exists = true;
+                self.write(ticket, version, freed.fence + 1, false, now)
+            }
+            None => self.attempt(ticket, now),
+        }
+    }
+
+    /// The next store call of a contender that holds nothing yet: create until a record is
+    /// known to exist, then read (records are never deleted).
+    fn attempt(&mut self, ticket: Ticket, now: Now) -> Step<V> {
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
+        if attempt.exists {
+            attempt.call = Call::Read;
+            return self.call(Step::Read);
+        }
+        let stamp = Stamp::of(now);
+        attempt.call = Call::Write {
+            fence: 1,
+            stamp,
+            takeover: false,
+            read_back: false,
+        };
+        let value = attempt.record(1, stamp);
+        self.call(Step::Create { value })
+    }
+
+    /// A CAS on `version` writing this attempt's record with `fence`.
+    fn write(
+        &mut self,
+        ticket: Ticket,
+        version: V,
+        fence: u64,
+        takeover: bool,
+        now: Now,
+    ) -> Step<V> {
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
+        let stamp = Stamp::of(now);
+        attempt.call = Call::Write {
+            fence,
+            stamp,
+            takeover,
+            read_back: false,
+        };
+        let value = attempt.record(fence, stamp);
+        self.call(Step::Replace { version, value })
+    }
+
+    /// A contender's answer: hold, write, read (again, or back), pause, or give up.
+    pub(super) fn contend(
+        &mut self,
+        ticket: Ticket,
+        answer: Answer<V>,
+        now: Now,
+        random: &impl Random,
+    ) -> Step<V> {
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
+        let call = std::mem::replace(&mut attempt.call, Call::Idle);
+        match (call, answer) {
+            (Call::Idle, _) => self.start(ticket, now, random),
+            (
+                Call::Write {
+                    fence,
+                    stamp,
+                    takeover,
+                    read_back: false,
+                },
+                Answer::Created(Some(version)) | Answer::Replaced(Some(version)),
+            ) => {
+                self.took(ticket, version, fence, stamp, takeover, now);
+                Step::Held
+            }
+            // The write failed: read the record back, once.
+            (
+                Call::Write {
+                    fence,
+                    stamp,
+                    takeover,
+                    read_back: false,
+                },
+                Answer::Failed | Answer::TimedOut,
+            ) => {
+                attempt.call = Call::Write {
+                    fence,
+                    stamp,
+                    takeover,
+                    read_back: true,
+                };
+                self.call(Step::Read)
+            }
+            (
+                Call::Write {
+                    fence,
+                    stamp,
+                    takeover,
+                    read_back: true,
+                },
+                Answer::Read(Some((version, record))),
+            ) if is_written(
+                &record,
+                true,
+                &attempt.token,
+                fence,
+                stamp.at,
+                Some(promised(attempt.options.stale_ms)),
+            ) =>
+            {
+                self.stats.read_backs_applied += 1;
+                self.took(ticket, version, fence, stamp, takeover, now);
+                Step::Held
+            }
+            (_, Answer::Failed | Answer::TimedOut)
+            | (
+                Call::Write {
+                    read_back: true, ..
+                },
+                _,
+            ) => {
+                self.remove(ticket);
+                Step::Failed
+            }
+            // A record is there, or somebody wrote in between: read (again) at once, it is
+            // progress.
+            (Call::Write { .. }, _) => {
+                attempt.exists = true;
+                // Another isolate wrote the record since this one freed it (or since it read).
+                attempt.contested |= attempt.known_fence > 0;
+                self.attempt(ticket, now)
+            }
+            (Call::Read, Answer::Read(found)) => self.decide(ticket, found, now, random),
+            // A pause ended (or an answer that fits no call): try again.
+            _ => self.attempt(ticket, now),
+        }
+    }
+
+    /// The attempt's write took: it holds the lease on `version`.
+    fn took(
+        &mut self,
+        ticket: Ticket,
+        version: V,
+        fence: u64,
+        stamp: Stamp,
+        takeover: bool,
+        now: Now,
+    ) {
+        let (Some(name), Some(attempt)) = (self.name_of(ticket), self.attempt_mut(ticket)) else {
+            return;
+        };
+        let lease = Lease {
+            token: std::mem::take(&mut attempt.token),
+            fence,
+            record_fence: fence,
+            version: version.clone(),
+            stamp,
+            stale_ms: attempt.options.stale_ms,
+            renewing: None,
+            lapsed: false,
+            uncertain: false,
+            contested: attempt.contested,
+        };
+        if takeover {
+            self.stats.takeovers += 1;
+        }
+        self.known.saw(&name, &version, now.mono);
+        self.hold(ticket, lease);
+    }
+
+    /// What to do about the record a read found: take it, take it over, or wait.
+    fn decide(
+        &mut self,
+        ticket: Ticket,
+        found: Option<(V, Result<Record, NotARecord>)>,
+        now: Now,
+        random: &impl Random,
+    ) -> Step<V> {
+        let Some(name) = self.name_of(ticket) else {
+            return Step::GiveUp;
+        };
+        let since = match &found {
+            Some((version, _)) => self.known.saw(&name, version, now.mono),
+            None => now.mono,
+        };
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
+        if let Some((_, Ok(record))) = &found {
+            // Nobody took the name since this isolate freed it: next time, a CAS straight away.
+            if !record.held && record.fence == attempt.known_fence {
+                attempt.contested = false;
+            }
+        }
+        let write = match found {
+            // Gone (a store that expires records): the next attempt creates.
+            None => {
+                attempt.exists = false;
+                None
+            }
+            Some((version, record)) => {
+                let stale = stale(&record, since, attempt.options, now);
+                match record {
+                    Ok(record) if !record.held => {
+                        Some((version, record.fence.saturating_add(1), false))
+                    }
+                    Ok(record) if stale && attempt.takeovers < TAKEOVERS => {
+                        attempt.takeovers += 1;
+                        Some((version, record.fence.saturating_add(1), true))
+                    }
+                    // Not ours: its fence is lost; epoch milliseconds outgrow any count.
+                    Err(_) if stale && attempt.takeovers < TAKEOVERS => {
+                        attempt.takeovers += 1;
+                        Some((version, (now.wall.floor() as u64).max(1), true))
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if let Some((version, fence, takeover)) = write {
+            return self.write(ticket, version, fence, takeover, now);
+        }
+        if now.mono >= attempt.deadline {
+            self.remove(ticket);
+            return Step::GiveUp;
+        }
+        let pause = (attempt.poll * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now.mono);
+        attempt.poll = (attempt.poll * 2.0).min(MAX_POLL_MS);
+        attempt.call = Call::Sleep;
+        Step::Sleep {
+            until: now.mono + pause,
+        }
+    }
+}
+
+/// Whether a held record (or one that is not ours) may be taken over: aged past its lease and
+/// the skew allowed on this isolate's wall clock, or watched unchanged for its lease since
+/// `since` on its monotonic clock (the only rule for a record that is not ours).
+fn stale(record: &Result<Record, NotARecord>, since: f64, options: LockOptions, now: Now) -> bool {
+    let own = options.stale_ms;
+    match record {
+        Ok(record) if !record.held => false,
+        Ok(record) => {
+            let lease = record
+                .lease
+                .map_or(own, |promised| (promised as f64).max(own));
+            now.wall - record.at > lease + options.max_clock_skew_ms || now.mono - since > lease
+        }
+        Err(_) => now.mono - since > own,
+    }
+}

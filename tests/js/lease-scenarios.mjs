@@ -1,0 +1,144 @@
+// The lease rules under faults, as two isolates sharing one store see them: each scenario runs
+// ops (lease-ops.mjs) in isolate `a` or `b` through `run(isolate, step)` and checks what they
+// saw. Node runs them on two instances of the package (lease-rules.test.mjs), workerd in two
+// isolates sharing a Durable Object namespace and an R2 bucket (workerd-leases.test.mjs). Each
+// scenario uses names of its own (`tag` keeps runs apart).
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const HOUR = 3_600_000;
+
+export const SCENARIOS = [
+  {
+    name: 'a dead holder whose clock ran an hour ahead is taken over after about one lease of watching',
+    async run(run, tag) {
+      const name = `ahead-${tag}`;
+      const dead = await run('a', { op: 'acquire', name, staleMs: 300, ahead: HOUR, die: true });
+      assert.equal(dead.held, true);
+      const taker = await run('b', { op: 'acquire', name, staleMs: 300, waitMs: 3000 });
+      assert.equal(taker.held, true, JSON.stringify(taker));
+      assert.ok(taker.fence > dead.fence);
+      // One lease of watching (300 ms), and at most a poll or two more — not an hour.
+      assert.ok(taker.ms >= 290 && taker.ms < 1000, `taken over after ${taker.ms} ms`);
+    },
+  },
+  {
+    name: 'a taker 5 s fast leaves a live lease alone with maxClockSkewMs 6000, and takes it without',
+    async run(run, tag) {
+      const name = `fast-${tag}`;
+      const holding = run('a', { op: 'acquire', name, staleMs: 2000, renewing: true, holdMs: 1500 });
+      await sleep(100);
+      const careful = await run('b', { op: 'acquire', name, staleMs: 2000, waitMs: 800, ahead: 5000, maxClockSkewMs: 6000 });
+      assert.equal(careful.held, false, `the live lease was taken: ${JSON.stringify(careful)}`);
+      const held = await holding;
+      assert.equal(held.held, true);
+      assert.equal(held.lost, false, 'the holder kept its lease');
+      // The same taker without the skew allowed: the record looks 5 s old to it.
+      const other = `${name}-unsafe`;
+      // It holds past its first renewal (at staleMs / 3), which finds the record taken over.
+      const live = run('a', { op: 'acquire', name: other, staleMs: 2000, renewing: true, holdMs: 900 });
+      await sleep(50);
+      const hasty = await run('b', { op: 'acquire', name: other, staleMs: 2000, waitMs: 0, ahead: 5000 });
+      assert.equal(hasty.held, true, 'without maxClockSkewMs a 5 s fast clock takes a live lease over');
+      assert.equal((await live).lost, true, 'and the holder lost it');
+    },
+  },
+  {
+    name: 'a staleMs 300 taker leaves a renewing staleMs 3000 holder alone',
+    async run(run, tag) {
+      const name = `longer-${tag}`;
+      const holding = run('a', { op: 'acquire', name, staleMs: 3000, renewing: true, holdMs: 1500 });
+      await sleep(100);
+      const taker = await run('b', { op: 'acquire', name, staleMs: 300, waitMs: 1000 });
+      assert.equal(taker.held, false, `taken: ${JSON.stringify(taker)}`);
+      const held = await holding;
+      assert.equal(held.lost, false);
+      const { record } = await run('b', { op: 'read', name });
+      assert.equal(record.state, 'free', 'released at the end');
+    },
+  },
+  {
+    name: 'two renewals at one clock reading write different records over a store whose version is the value',
+    async run(run, tag) {
+      const name = `frozen-${tag}`;
+      const { records, renewed } = await run('a', { op: 'renewals', name, staleMs: 2000, frozen: 1_000_000, store: 'values' });
+      assert.deepEqual(renewed, [true, true]);
+      const texts = records.map((record) => JSON.stringify(record));
+      assert.equal(new Set(texts).size, texts.length, `a write repeated a record: ${texts.join(' ')}`);
+      assert.deepEqual(records.map((record) => record.at), [1_000_000, 1_000_001, 1_000_002, 1_000_003]);
+      assert.deepEqual(records.map((record) => record.state), ['held', 'held', 'held', 'free']);
+    },
+  },
+  {
+    name: 'a create whose answer was lost still holds: the other isolate finds it held, then free after the release',
+    async run(run, tag) {
+      const name = `lost-create-${tag}`;
+      const holding = run('a', { op: 'acquire', name, holdMs: 300, script: { lose: { method: 'create', nth: 1 } } });
+      await sleep(100);
+      const other = await run('b', { op: 'acquire', name, waitMs: 0 });
+      assert.equal(other.held, false, 'the create took: the name is held');
+      const held = await holding;
+      assert.equal(held.held, true, JSON.stringify(held));
+      const after = await run('b', { op: 'acquire', name, waitMs: 0 });
+      assert.equal(after.held, true, 'released, not left held until stale');
+      assert.ok(after.fence > held.fence);
+    },
+  },
+  {
+    name: 'a takeover whose answer was lost still holds, with the fence above the dead holder',
+    async run(run, tag) {
+      const name = `lost-takeover-${tag}`;
+      const dead = await run('a', { op: 'acquire', name, staleMs: 100, die: true });
+      await sleep(150);
+      const taker = await run('b', { op: 'acquire', name, staleMs: 100, waitMs: 500, script: { lose: { method: 'replace', nth: 1 } } });
+      assert.equal(taker.held, true, JSON.stringify(taker));
+      assert.equal(taker.fence, dead.fence + 1);
+      const { record } = await run('a', { op: 'read', name });
+      assert.equal(record.state, 'free');
+    },
+  },
+  {
+    name: 'a renewal whose answer was lost counts: renew() answers true and the lease moved',
+    async run(run, tag) {
+      const name = `lost-renewal-${tag}`;
+      const { records, renewed } = await run('a', { op: 'renewals', name, staleMs: 2000, frozen: 5000, script: { lose: { method: 'replace', nth: 1 } } });
+      assert.deepEqual(renewed, [true, true]);
+      assert.deepEqual(records.map((record) => record.at), [5000, 5001, 5002, 5003]);
+    },
+  },
+  {
+    name: 'a release whose answer was lost counts: the other isolate takes the name at once',
+    async run(run, tag) {
+      const name = `lost-release-${tag}`;
+      const held = await run('a', { op: 'acquire', name, holdMs: 10, script: { lose: { method: 'replace', nth: 1 } } });
+      assert.equal(held.held, true);
+      const { record } = await run('b', { op: 'read', name });
+      assert.equal(record.state, 'free');
+      const next = await run('b', { op: 'acquire', name, waitMs: 0 });
+      assert.equal(next.held, true);
+    },
+  },
+  {
+    name: 'a store that never answers fails the acquisition within waitMs plus storeTimeoutMs',
+    async run(run, tag) {
+      const name = `hung-${tag}`;
+      const holder = await run('a', { op: 'acquire', name, staleMs: 5000, die: true });
+      assert.equal(holder.held, true);
+      const hung = await run('b', { op: 'acquire', name, waitMs: 100, storeTimeoutMs: 200, script: { hang: ['read'] } });
+      assert.equal(hung.error, 'LockStoreError', JSON.stringify(hung));
+      assert.ok(hung.ms >= 190 && hung.ms < 100 + 200 + 150, `settled after ${hung.ms} ms`);
+      const create = await run('b', { op: 'acquire', name: `${name}-create`, waitMs: 100, storeTimeoutMs: 200, script: { hang: ['create', 'read'] } });
+      assert.equal(create.error, 'LockStoreError');
+      assert.ok(create.ms < 100 + 200 + 150, `settled after ${create.ms} ms (a create, then its read-back, both hung)`);
+    },
+  },
+  {
+    name: 'an abort during a hung store call rejects at once',
+    async run(run, tag) {
+      const name = `abort-${tag}`;
+      const aborted = await run('a', { op: 'acquire', name, waitMs: 5000, storeTimeoutMs: 5000, abortAfterMs: 50, script: { hang: ['create'] } });
+      assert.equal(aborted.error, 'AbortError', JSON.stringify(aborted));
+      assert.ok(aborted.ms >= 45 && aborted.ms < 150, `rejected after ${aborted.ms} ms`);
+    },
+  },
+];
