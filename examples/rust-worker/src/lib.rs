@@ -12,8 +12,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use keyturn::{
-    LockManager, LockStore, PlatformRandom, SerializeError, SerializerOptions, StoreError,
-    StoreSerializer, Versioned, WallClock,
+    LockManager, LockOptions, LockStore, PlatformRandom, SerializeError, SerializerOptions,
+    StoreError, StoreSerializer, Versioned, WallClock,
 };
 use serde::{Deserialize, Serialize};
 use worker::*;
@@ -182,8 +182,15 @@ fn claims(env: &Env) -> Result<Rc<Claims>> {
     let options = SerializerOptions::new(20_000.0, f64::INFINITY)
         .map_err(|error| Error::RustError(error.to_string()))?;
     let claims = Rc::new(
-        StoreSerializer::new(options, 2_000.0, locks)
-            .map_err(|error| Error::RustError(error.to_string()))?,
+        StoreSerializer::new(
+            options,
+            LockOptions {
+                stale_ms: 2_000.0,
+                ..LockOptions::default()
+            },
+            locks,
+        )
+        .map_err(|error| Error::RustError(error.to_string()))?,
     );
     CLAIMS.with(|slot| *slot.borrow_mut() = Some(claims.clone()));
     Ok(claims)
