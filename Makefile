@@ -32,6 +32,7 @@ dev: build
 
 bench: build
 	node bench/serializer.mjs
+	node bench/coalescing.mjs
 	node bench/workerd.mjs
 	node bench/lock.mjs
 	node bench/stores.mjs

@@ -50,6 +50,17 @@ export function optionalFunction(value, what) {
   return value;
 }
 
+/**
+ * A call's `coalesce` option as the core's wire takes it: `undefined` for none (`false` or
+ * absent), `''` for `true` (a group name is never empty), else the group's name.
+ */
+export function coalesceGroup(value, what) {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return '';
+  if (typeof value === 'string' && value.length > 0) return value;
+  throw wrongType(what, 'true, false, a non-empty string or undefined', value);
+}
+
 /** Whether `value` is an AbortSignal, or an object that behaves as one (a polyfill's, another realm's). */
 export const isAbortSignal = (value) =>
   typeof value === 'object' && value !== null && typeof value.aborted === 'boolean' && typeof value.addEventListener === 'function';

@@ -50,6 +50,28 @@ export class KeyturnInstanceFailed extends Error {
 
 export interface SerializeOptions {
   /**
+   * For a work that re-decides from a fresh read: `true`, or a non-empty string naming a group
+   * (`true` is a group of its own). Such a call **joins** the key's last queued work when that
+   * work was entered with the same `coalesce`, has not started (its deadline is not running:
+   * it waits behind another work of the key in this isolate, or was queued on an idle key in
+   * the same synchronous run) and has the same deadline length. A joined call's own `work` is
+   * never called; it adds nothing to `pending(key)`, is never refused by `maxPending`, and
+   * settles as that work does — same value, same error object — with its handlers run before
+   * the key's next work. Its `signal` takes only this caller out (the work goes on for the
+   * others; a work whose every caller left leaves the line, or is abandoned if it runs), and
+   * its `onLateSettle` is heard once if the shared work is abandoned and settles later.
+   * Otherwise the call queues as any call does, and later calls of its group may join it.
+   * `false` or absent: no coalescing; any other value rejects with a `TypeError`.
+   *
+   * On Cloudflare Workers the shared work starts from the reaction of a caller still waiting
+   * when its turn comes, in that caller's request. If that request ends while the work runs
+   * (cancelled by its client), the work's I/O may fail with it: every caller then gets that
+   * failure, and the next call re-decides. The caller that queued the work carries its
+   * promises in its request: when its `signal` aborts while others still wait, it rejects with
+   * the reason once the work ends, not at once.
+   */
+  coalesce?: boolean | string | undefined;
+  /**
    * Called once when a work that was abandoned — it timed out, or its caller's `signal`
    * aborted while it ran — settles after all, with what it resolved (`undefined` when it
    * rejected); what it throws is ignored. Never called for a work that settled in time, nor
@@ -100,6 +122,8 @@ export interface SerializerStats {
   refused: number;
   /** Abandoned works that settled later. */
   lateSettled: number;
+  /** Calls that joined a queued work instead of adding one (`coalesce`). */
+  coalesced: number;
 }
 
 export interface Serialize {

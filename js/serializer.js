@@ -34,8 +34,8 @@ import {
   SERIALIZER_QUEUE_FULL,
   STATS,
 } from './constants.js';
-import { OptionNames, checkKey, keyError, leaseOptions, optionalFunction, optionalNumber, optionalSignal, rangeError, wrongType } from './arguments.js';
-import { CANCELLED, CallOptions, Job, PlainTurns, QUEUED, RUNNING } from './serializer/jobs.js';
+import { OptionNames, checkKey, coalesceGroup, keyError, leaseOptions, optionalFunction, optionalNumber, optionalSignal, rangeError, wrongType } from './arguments.js';
+import { CANCELLED, CallOptions, Caller, Callers, Job, PlainTurns, QUEUED, RUNNING } from './serializer/jobs.js';
 import { LeasedTurns } from './serializer/leased.js';
 
 const { SerializerBinding: Binding } = glue;
@@ -48,7 +48,7 @@ function liveInstance() {
 }
 
 const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
-const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs']);
+const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce']);
 
 const ignore = () => {};
 
@@ -112,59 +112,113 @@ class Serializer {
   /** `serialize(key, work, options)`: its caller's promise. */
   serialize(key, work, options) {
     if (this.instance.failure !== undefined) return refused(this.instance.failure);
-    let job;
+    let entry;
     try {
-      job = this.enter(key, work, options);
+      entry = this.enter(key, work, options);
     } catch (error) {
       return refused(this.failed(error));
     }
-    if (job instanceof Refusal) return refused(job.error);
+    if (entry instanceof Refusal) return refused(entry.error);
+    if (entry instanceof Caller) return this.callerPromise(entry);
+    const job = entry;
+    const callers = job.options?.callers;
     const result = new Promise((resolve, reject) => {
-      job.resolve = resolve;
-      job.reject = reject;
+      if (callers === undefined) {
+        job.resolve = resolve;
+        job.reject = reject;
+      } else {
+        callers.resolveOutcome = resolve;
+        callers.rejectOutcome = reject;
+      }
     });
+    if (callers !== undefined) {
+      job.resolve = callers.resolve;
+      job.reject = callers.reject;
+    }
     this.scheduler.entered(job, result);
-    return result;
+    return callers === undefined ? result : this.callerPromise(callers.first);
   }
 
-  /** Checks a call and queues its job: the job, or a Refusal. Throws for bad arguments. */
+  /**
+   * A coalescing job's caller's own promise: settled with the job, or by its own signal.
+   * Handled here, as every result is (see `refused`).
+   */
+  callerPromise(caller) {
+    const promise = new Promise((resolve, reject) => {
+      caller.resolve = resolve;
+      caller.reject = reject;
+    });
+    promise.then(undefined, ignore);
+    caller.signal?.addEventListener('abort', caller);
+    this.scheduler.waiting(caller);
+    return promise;
+  }
+
+  /**
+   * Checks a call and queues its job: the job, a Caller (a coalescing call that joined the
+   * key's last job, or queued a job others may join), or a Refusal. Throws for bad arguments.
+   */
   enter(key, work, options) {
     if (typeof work !== 'function') throw wrongType('work', 'a function', work);
     let call;
+    let signal;
+    let onLateSettle;
+    let group;
+    let timeoutMs = NaN;
     if (options !== undefined) {
       CALL_OPTIONS.check(options, 'options');
-      const signal = optionalSignal(options.signal, 'options.signal');
-      const onLateSettle = optionalFunction(options.onLateSettle, 'options.onLateSettle');
+      signal = optionalSignal(options.signal, 'options.signal');
+      onLateSettle = optionalFunction(options.onLateSettle, 'options.onLateSettle');
       const ownTimeout = options.timeoutMs;
-      const timeoutMs = optionalNumber(ownTimeout, 'options.timeoutMs', NaN);
+      timeoutMs = optionalNumber(ownTimeout, 'options.timeoutMs', NaN);
       if (ownTimeout !== undefined && Number.isNaN(ownTimeout)) throw timeoutError('options.timeoutMs', ownTimeout);
+      group = coalesceGroup(options.coalesce, 'options.coalesce');
       if (signal !== undefined && signal.aborted) {
         if (!this.lines.has(key)) this.checkKey(key);
         return new Refusal(signal.reason);
       }
-      if (signal !== undefined || onLateSettle !== undefined || !Number.isNaN(timeoutMs)) {
-        call = new CallOptions(signal, onLateSettle, timeoutMs);
+      if (group !== undefined) {
+        // Its signal and onLateSettle are its caller's, not the job's.
+        const callers = new Callers(group);
+        call = new CallOptions(undefined, callers.lateSettled, timeoutMs, callers);
+      } else if (signal !== undefined || onLateSettle !== undefined || !Number.isNaN(timeoutMs)) {
+        call = new CallOptions(signal, onLateSettle, timeoutMs, undefined);
       }
     }
-    const ownTimeout = call === undefined ? NaN : call.timeoutMs;
     let line = this.lines.get(key);
+    let job;
     if (line !== undefined) {
-      const job = this.scheduler.newJob(line, work, call);
-      const ticket = this.core.enqueueOn(line.id, job, ownTimeout);
-      if (ticket < 0) return this.refusal(ticket, key, ownTimeout);
+      if (group !== undefined) {
+        const joined = this.core.join(line.id, group, timeoutMs);
+        if (typeof joined === 'number') return this.refusal(joined, key, timeoutMs);
+        if (joined !== undefined) return this.joined(joined, signal, onLateSettle);
+      }
+      job = this.scheduler.newJob(line, work, call);
+      const ticket = this.core.enqueueOn(line.id, job, timeoutMs, group);
+      if (ticket < 0) return this.refusal(ticket, key, timeoutMs);
       job.ticket = ticket;
-      return job;
+    } else {
+      checkKey(key, 'key');
+      job = this.scheduler.newJob(undefined, work, call);
+      const id = this.core.open(key, job, timeoutMs, group);
+      if (id < 0) return this.refusal(id, key, timeoutMs);
+      line = this.scheduler.newLine(key, id);
+      this.lines.set(key, line);
+      job.line = line;
+      job.ticket = this.core.headTicket(id);
+      this.scheduler.opened(line);
     }
-    checkKey(key, 'key');
-    const job = this.scheduler.newJob(undefined, work, call);
-    const id = this.core.open(key, job, ownTimeout);
-    if (id < 0) return this.refusal(id, key, ownTimeout);
-    line = this.scheduler.newLine(key, id);
-    this.lines.set(key, line);
-    job.line = line;
-    job.ticket = this.core.headTicket(id);
-    this.scheduler.opened(line);
+    if (group === undefined) return job;
+    call.callers.list.push(new Caller(job, signal, onLateSettle));
     return job;
+  }
+
+  /** A call that joined the waiting `job`: its caller, one more the job answers. */
+  joined(job, signal, onLateSettle) {
+    const caller = new Caller(job, signal, onLateSettle);
+    job.options.callers.list.push(caller);
+    this.scheduler.joined(caller);
+    return caller;
   }
 
   /** A key checked as the core would queue it (for a call refused before it queues). */
@@ -234,9 +288,11 @@ class Serializer {
     this.timeOut(job, undefined);
   }
 
-  /** The caller's signal aborted: a waiting job leaves its line, a running one is abandoned. */
-  abort(job) {
-    const reason = job.signal.reason;
+  /**
+   * The job's caller gave up (its signal, with `reason`; for a coalescing job, its last
+   * caller): a waiting job leaves its line, a running one is abandoned.
+   */
+  abort(job, reason) {
     if (job.state === QUEUED) {
       let change;
       try {
@@ -247,7 +303,7 @@ class Serializer {
       }
       if (change & SERIALIZER_NOT_WAITING) return;
       job.state = CANCELLED;
-      job.signal.removeEventListener('abort', job);
+      job.signal?.removeEventListener('abort', job);
       job.reject(reason);
       this.scheduler.cancelled(job, change);
     } else if (job.state === RUNNING) {
@@ -264,6 +320,32 @@ class Serializer {
       }
       job.reject(reason);
     }
+  }
+
+  /**
+   * A coalescing job's caller's signal aborted: that caller alone rejects with its reason.
+   * The job goes on for the callers left, and leaves its line (or is abandoned) with its last.
+   */
+  leave(caller) {
+    const job = caller.job;
+    const reason = caller.signal.reason;
+    caller.signal.removeEventListener('abort', caller);
+    caller.left = true;
+    caller.leftWith = reason;
+    if (job.state === QUEUED || job.state === RUNNING) {
+      let others;
+      try {
+        others = this.core.leave(job.ticket);
+      } catch (error) {
+        this.failed(error);
+        return;
+      }
+      if (!others) this.abort(job, reason);
+      // Out of the work, but its promise waits for the work's end (see the scheduler's rule).
+      else if (!this.scheduler.leavesAtOnce(caller)) return;
+    }
+    Callers.done(caller);
+    caller.reject(reason);
   }
 
   /** An abandoned work settled after all. */

@@ -104,7 +104,7 @@ pub use lock::{
 pub use platform::{acquire_lock, PlatformClock, PlatformRandom, WallClock};
 pub use random::{Random, SeededRandom};
 pub use serializer::{
-    KeyedSerializer, MaxPendingOutOfRange, SerializeError, SerializerOptionError,
+    Coalesce, KeyedSerializer, MaxPendingOutOfRange, SerializeError, SerializerOptionError,
     SerializerOptions, Stats, StoreSerializer, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS,
     MAX_TIMEOUT_MS,
 };

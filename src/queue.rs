@@ -342,6 +342,11 @@ impl<P, L: Default> Lines<P, L> {
         self.line(line.0).map(|line| self.ticket_at(line.head))
     }
 
+    /// The last entry of a busy key's line.
+    pub fn last(&self, line: LineId) -> Option<Ticket> {
+        self.line(line.0).map(|line| self.ticket_at(line.tail))
+    }
+
     /// The data of a busy key's line.
     pub fn line_data_mut(&mut self, line: LineId) -> Option<&mut L> {
         self.lines

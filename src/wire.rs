@@ -48,7 +48,7 @@ pub mod serializer {
 
     /// `stats()`'s fields, in the order `SerializerBinding::stats` answers their values
     /// (`Stats::values`).
-    pub const STATS: [&str; 8] = [
+    pub const STATS: [&str; 9] = [
         "keys",
         "running",
         "waiting",
@@ -57,6 +57,7 @@ pub mod serializer {
         "aborted",
         "refused",
         "lateSettled",
+        "coalesced",
     ];
 }
 

@@ -11,7 +11,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use common::Executor;
-use keyturn::{KeyError, KeyedSerializer, ManualClock, SerializeError, SerializerOptions};
+use keyturn::{
+    Coalesce, KeyError, KeyedSerializer, ManualClock, SerializeError, SerializerOptions,
+};
 
 // ---- the Rust front end --------------------------------------------------------------------
 
@@ -371,4 +373,185 @@ fn cancelled_turns_count_as_aborted() {
     }
     let stats = serializer.stats();
     assert_eq!((stats.aborted, stats.running, stats.keys), (2, 0, 0));
+}
+
+// ---- coalescing calls ------------------------------------------------------------------------
+
+type Slot<T> = Rc<RefCell<Option<Result<T, SerializeError>>>>;
+
+/// Spawns a coalescing call under `key` whose work counts its runs and takes `ms`.
+fn spawn_coalesced(
+    executor: &Executor,
+    clock: &ManualClock,
+    serializer: &Rc<KeyedSerializer<ManualClock>>,
+    runs: &Rc<RefCell<u32>>,
+    coalesce: Coalesce,
+    ms: f64,
+) -> Slot<u32> {
+    let (clock, serializer, runs) = (clock.clone(), serializer.clone(), runs.clone());
+    executor.spawn_with_output(async move {
+        serializer
+            .run_coalesced("k", coalesce, move |_signal| async move {
+                *runs.borrow_mut() += 1;
+                let run = *runs.borrow();
+                clock.after(ms).await;
+                run
+            })
+            .await
+    })
+}
+
+#[test]
+fn a_burst_of_coalescing_calls_behind_a_running_work_is_answered_by_one_run() {
+    let (executor, clock, serializer, log) = setup(1000.0);
+    let runs = Rc::new(RefCell::new(0));
+    let first = spawn_work(&executor, &clock, &serializer, &log, "k", "first", 10.0);
+    executor.run_until_stalled();
+    let burst: Vec<_> = (0..100)
+        .map(|_| spawn_coalesced(&executor, &clock, &serializer, &runs, Coalesce::Yes, 5.0))
+        .collect();
+    let acl = Coalesce::Group("acl".into());
+    let other = spawn_coalesced(&executor, &clock, &serializer, &runs, acl.clone(), 5.0);
+    let after = spawn_coalesced(&executor, &clock, &serializer, &runs, Coalesce::Yes, 5.0);
+    executor.run_until_stalled();
+    assert_eq!(
+        serializer.pending_for("k"),
+        4,
+        "first, the burst's run, acl, after"
+    );
+    assert_eq!(serializer.stats().coalesced, 99);
+    clock.advance(10.0);
+    executor.run_until_stalled();
+    assert_eq!(first.borrow_mut().take().unwrap(), Ok("first"));
+    clock.advance(5.0);
+    executor.run_until_stalled();
+    for slot in &burst {
+        assert_eq!(
+            slot.borrow_mut().take(),
+            Some(Ok(1)),
+            "a clone of the one run's output"
+        );
+    }
+    for _ in 0..2 {
+        clock.advance(5.0);
+        executor.run_until_stalled();
+    }
+    assert_eq!(
+        other.borrow_mut().take(),
+        Some(Ok(2)),
+        "another group never joins"
+    );
+    assert_eq!(
+        after.borrow_mut().take(),
+        Some(Ok(3)),
+        "nor skips ahead of it"
+    );
+    assert_eq!((*runs.borrow(), serializer.pending()), (3, 0));
+}
+
+#[test]
+fn a_coalesced_run_goes_on_while_any_caller_waits_and_stops_with_the_last() {
+    let (executor, clock, serializer, log) = setup(1000.0);
+    let runs = Rc::new(RefCell::new(0));
+    let first = spawn_work(&executor, &clock, &serializer, &log, "k", "first", 10.0);
+    executor.run_until_stalled();
+    // The caller that queued the run leaves before its turn: a joined caller drives it.
+    let mut queued = Box::pin(serializer.run_coalesced("k", Coalesce::Yes, |_| async { 7 }));
+    assert!(common::poll_once(&mut queued).is_pending());
+    let joined = {
+        let serializer = serializer.clone();
+        executor.spawn_with_output(async move {
+            serializer
+                .run_coalesced("k", Coalesce::Yes, |_| async { 0 })
+                .await
+        })
+    };
+    executor.run_until_stalled();
+    drop(queued);
+    clock.advance(10.0);
+    executor.run_until_stalled();
+    assert_eq!(first.borrow_mut().take().unwrap(), Ok("first"));
+    assert_eq!(
+        joined.borrow_mut().take(),
+        Some(Ok(7)),
+        "the queued work ran for it"
+    );
+    assert_eq!(serializer.stats().aborted, 0, "nobody's work was cancelled");
+    // Every caller of a running run leaves: the work is dropped, the key moves on.
+    {
+        let ahead = spawn_work(&executor, &clock, &serializer, &log, "k", "ahead", 10.0);
+        executor.run_until_stalled();
+        let mut a = Box::pin(
+            serializer.run_coalesced("k", Coalesce::Yes, |_| std::future::pending::<u8>()),
+        );
+        let mut b = Box::pin(serializer.run_coalesced("k", Coalesce::Yes, |_| async { 1u8 }));
+        assert!(common::poll_once(&mut a).is_pending());
+        assert!(common::poll_once(&mut b).is_pending());
+        clock.advance(10.0);
+        executor.run_until_stalled();
+        assert_eq!(ahead.borrow_mut().take().unwrap(), Ok("ahead"));
+        assert!(
+            common::poll_once(&mut b).is_pending(),
+            "b drives the run a queued"
+        );
+        assert_eq!(serializer.stats().running, 1);
+        drop(a);
+        assert_eq!(serializer.stats().running, 1, "b still waits for it");
+    }
+    let stats = serializer.stats();
+    assert_eq!(
+        (
+            stats.running,
+            stats.aborted,
+            stats.coalesced,
+            serializer.pending()
+        ),
+        (0, 1, 2, 0)
+    );
+    // A run past its deadline: every caller gets the same timeout.
+    let (executor, clock, serializer, log) = setup(50.0);
+    spawn_work(&executor, &clock, &serializer, &log, "k", "ahead", 10.0);
+    let calls: Vec<_> = (0..3)
+        .map(|_| spawn_coalesced(&executor, &clock, &serializer, &runs, Coalesce::Yes, 100.0))
+        .collect();
+    executor.run_until_stalled();
+    clock.advance(10.0);
+    executor.run_until_stalled();
+    clock.advance(50.0);
+    executor.run_until_stalled();
+    for call in calls {
+        assert_eq!(
+            call.borrow_mut().take(),
+            Some(Err(SerializeError::TimedOut {
+                key: "k".into(),
+                timeout_ms: 50.0
+            }))
+        );
+    }
+    assert_eq!((serializer.stats().timed_out, clock.sleepers()), (1, 0));
+}
+
+#[test]
+fn a_call_joins_only_a_run_of_its_own_output_type() {
+    let (executor, _clock, serializer, _log) = setup(1000.0);
+    let number = {
+        let serializer = serializer.clone();
+        executor.spawn_with_output(async move {
+            serializer
+                .run_coalesced("k", Coalesce::Yes, |_| async { 1u8 })
+                .await
+        })
+    };
+    let text = {
+        let serializer = serializer.clone();
+        executor.spawn_with_output(async move {
+            serializer
+                .run_coalesced("k", Coalesce::Yes, |_| async { "text" })
+                .await
+        })
+    };
+    executor.run_until_stalled();
+    assert_eq!(number.borrow_mut().take(), Some(Ok(1)));
+    assert_eq!(text.borrow_mut().take(), Some(Ok("text")));
+    assert_eq!(serializer.stats().coalesced, 0);
 }

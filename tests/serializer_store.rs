@@ -12,8 +12,9 @@ use std::rc::Rc;
 use common::Record;
 use common::{run, Executor};
 use keyturn::{
-    Clock, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore, SeededRandom,
-    SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned, SERIALIZE_PREFIX,
+    Clock, Coalesce, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore,
+    SeededRandom, SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned,
+    SERIALIZE_PREFIX,
 };
 
 /// A shared MemoryStore that lags 0–2 ms per call, counts its calls and can fail them.
@@ -340,4 +341,55 @@ fn a_work_that_timed_out_waiting_for_its_lease_counts_as_timed_out_not_started()
     let stats = waiter.stats();
     assert_eq!((stats.started, stats.timed_out), (0, 1));
     assert_eq!(holder.stats().started, 1);
+}
+
+#[test]
+fn coalescing_calls_share_runs_in_each_isolate_and_every_run_holds_the_lease() {
+    let (store, executor) = world();
+    let isolates = [
+        isolate(&store, 10_000.0, 500.0, 5),
+        isolate(&store, 10_000.0, 500.0, 6),
+    ];
+    let watch = Rc::new(Watch::default());
+    let answers = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..300 {
+        let (serializer, watch, clock, answers) = (
+            isolates[i % 2].clone(),
+            watch.clone(),
+            store.clock.clone(),
+            answers.clone(),
+        );
+        executor.spawn(async move {
+            let fence = serializer
+                .run_coalesced("acl", Coalesce::Yes, move |_signal, fence| async move {
+                    watch.live.set(watch.live.get() + 1);
+                    watch
+                        .max_live
+                        .set(watch.max_live.get().max(watch.live.get()));
+                    watch.fences.borrow_mut().push(fence);
+                    clock.after(3.0).await;
+                    watch.total.set(watch.total.get() + 1);
+                    watch.live.set(watch.live.get() - 1);
+                    fence
+                })
+                .await
+                .unwrap();
+            answers.borrow_mut().push(fence);
+        });
+    }
+    run(&executor, &store.clock);
+    assert_eq!(answers.borrow().len(), 300, "every call answered");
+    // Each isolate's first call starts at once; the other 149 join one run behind it.
+    assert_eq!(watch.total.get(), 4, "two runs per isolate");
+    assert_eq!(
+        watch.max_live.get(),
+        1,
+        "never two at once, across isolates"
+    );
+    let fences = watch.fences.borrow();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    assert!(answers.borrow().iter().all(|fence| fences.contains(fence)));
+    let coalesced: u64 = isolates.iter().map(|s| s.stats().coalesced).sum();
+    assert_eq!(coalesced, 296);
+    assert!(!record(&store, "acl").held, "freed at the end");
 }

@@ -46,8 +46,7 @@ export class DirectScheduler {
 
   /** A queued job's caller promise: when it settles, the job's line moves on. */
   entered(job, result) {
-    const signal = job.signal;
-    if (signal === undefined) {
+    if (!job.cancellable) {
       // This reaction also makes a rejection nobody awaits not an unhandled rejection, as in
       // the reference, whose tail handles every result; callers that await it still see it.
       result.then(job.line.advance, job.line.advance);
@@ -55,12 +54,23 @@ export class DirectScheduler {
     }
     const done = () => this.jobDone(job);
     result.then(done, done);
-    signal.addEventListener('abort', job);
+    job.signal?.addEventListener('abort', job);
   }
 
-  /** A job with a signal settled: its listener goes, and its line moves on unless it left. */
+  /** A coalescing call joined a waiting job: nothing to do, the job starts as any. */
+  joined() {}
+
+  /** A coalescing job's caller waits: nothing to do. */
+  waiting() {}
+
+  /** A coalescing job's caller whose signal aborted rejects at once, whoever else waits. */
+  leavesAtOnce() {
+    return true;
+  }
+
+  /** A job that may leave its line early settled: its listener goes, and its line moves on unless it left. */
   jobDone(job) {
-    job.signal.removeEventListener('abort', job);
+    job.signal?.removeEventListener('abort', job);
     if (job.state === CANCELLED) return;
     job.state = DONE;
     this.advance(job.line);

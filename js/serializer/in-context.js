@@ -14,11 +14,17 @@ class InContextJob extends Job {
     this.timer = undefined; // its own deadline timer
     this.prev = undefined; // the job queued right before it
     this.tail = undefined; // settles a reaction after its caller's promise
-    this.due = false; // its turn came; it starts a microtask later
+    this.starter = undefined; // once its turn came: the reaction that starts it a microtask later
     // Its one reaction: to its turn coming, while it waits (on the job before it, then one
     // microtask later); to its own end, once its caller heard (on its own promise). A job's
-    // caller hears only once it ran or left the line, so its state tells the two apart.
-    this.react = () => (this.state === QUEUED ? scheduler.step(this) : scheduler.jobDone(this));
+    // caller hears only once it ran or left the line, so its state tells the two apart. A
+    // coalescing job's is its first caller's; those that joined have their own (`joined`).
+    // workerd runs reactions of different requests in no set order: a coalescing job's first
+    // caller may hear of its turn only after a joined caller started it, and that is not its end.
+    this.react = () => {
+      if (this.state === QUEUED) scheduler.step(this, this.react, this.options?.callers?.first);
+      else if (this.state !== DONE && this.options?.callers?.settled !== false) scheduler.jobDone(this);
+    };
   }
 }
 
@@ -65,23 +71,75 @@ export class InContextScheduler {
   }
 
   /**
-   * A job's reaction, in its caller's context: when its turn has come, it starts a microtask
-   * later — deadline timer, controller, work — as the reference's `bounded` then
-   * `Promise.resolve().then(work)` do. Until then it still waits (and a caller's abort takes it
-   * out of the line).
+   * A coalescing call joined a waiting job: it reacts to the job's turn too, so that a job
+   * whose first caller left still starts from a reaction of a caller that waits.
    */
-  step(job) {
+  joined(caller) {
+    const job = caller.job;
+    caller.react = () => {
+      if (job.state === QUEUED) this.step(job, caller.react, caller);
+    };
+    if (job.prev === undefined) microtask(caller.react);
+    else job.prev.tail.then(caller.react);
+  }
+
+  /**
+   * A coalescing job's caller waits. Its job may run in another caller's request, and a
+   * request whose only wait is a promise another request settles has no event pending in its
+   * own context: workerd cancels it as hung, and with it every reaction it registered (the
+   * job's end, if it was the first caller). A timer of its own, re-armed while it waits and
+   * cleared when it settles or leaves, is an event workerd sees.
+   */
+  waiting(caller) {
+    this.keepAlive(caller);
+  }
+
+  /**
+   * Whether a coalescing job's caller whose signal aborted, with other callers still waiting,
+   * rejects at once. Not the caller that queued the job: the job's own promise and the
+   * reactions that move its key on belong to that caller's request, and workerd cancels a
+   * request's reactions once it has answered. So that caller's promise rejects with its reason
+   * when the work ends; its request stays until then, and so does the key's line.
+   */
+  leavesAtOnce(caller) {
+    return caller !== caller.job.options.callers.first;
+  }
+
+  /** Arms (or re-arms) a caller's keep-alive timer, for the length of its job's deadline. */
+  keepAlive(caller) {
+    const { job } = caller;
+    try {
+      caller.timer = setTimeout(() => {
+        if (!caller.settled) this.keepAlive(caller);
+      }, Math.max(1, Math.ceil(job.timeoutMs)));
+      caller.timer?.unref?.();
+    } catch {
+      // past a platform's timer quota: the caller waits all the same, unguarded against the check
+      caller.timer = undefined;
+    }
+  }
+
+  /**
+   * A job's reaction (`reaction`, of its `caller` when it coalesces), in that caller's context:
+   * when its turn has come, it starts a microtask later — deadline timer, controller, work —
+   * as the reference's `bounded` then `Promise.resolve().then(work)` do. Until then it still
+   * waits (and a caller's abort takes it out of the line). Of a shared job's callers, the first
+   * still waiting whose reaction finds its turn come starts it.
+   */
+  step(job, reaction, caller) {
     const serializer = this.serializer;
-    if (!job.due) {
+    if (job.starter === undefined) {
+      if (caller !== undefined && caller.left) return;
       // The job it waited for settled: it was the head, so this one is now — unless that one
-      // left the line early (its caller's signal), when the core says who is ahead now.
-      if (job.prev !== undefined && job.prev.state === CANCELLED) {
+      // left the line early (its caller's signal), or this reaction is a joined caller's, which
+      // waited on whatever was ahead when it joined: then the core says who is ahead now.
+      if (reaction !== job.react || (job.prev !== undefined && job.prev.state === CANCELLED)) {
         try {
           if (!this.core.isHead(job.ticket)) {
             const ahead = this.core.jobAhead(job.ticket);
             if (ahead !== undefined) {
               job.prev = ahead;
-              ahead.tail.then(job.react);
+              ahead.tail.then(reaction);
             }
             return;
           }
@@ -90,10 +148,12 @@ export class InContextScheduler {
           return;
         }
       }
-      job.due = true;
-      microtask(job.react);
+      job.starter = reaction;
+      microtask(reaction);
       return;
     }
+    // Its starter left in the one microtask since: it starts from that context all the same.
+    if (job.starter !== reaction) return;
     let started;
     try {
       // No time: with a timer per work the core orders no deadlines (and workerd's

@@ -27,12 +27,96 @@ export const RUNNING = 1; // its turn came: deadline armed, controller made
 export const DONE = 2; // its caller's promise settled
 export const CANCELLED = 3; // its caller's signal aborted while it waited: out of the line
 
-/** What a call passed in its options, when it passed any. */
+/**
+ * What a call passed in its options, when it passed any. A coalescing job's are its group's:
+ * its callers' signals and `onLateSettle` are theirs (see `Callers`), not the job's.
+ */
 export class CallOptions {
-  constructor(signal, onLateSettle, timeoutMs) {
+  constructor(signal, onLateSettle, timeoutMs, callers) {
     this.signal = signal; // the caller's
     this.onLateSettle = onLateSettle;
     this.timeoutMs = timeoutMs; // its own deadline in ms, or NaN for the serializer's
+    this.callers = callers; // a coalescing job's Callers, else undefined
+  }
+}
+
+/** One caller of a coalescing job: the one that queued it, or one that joined it. */
+export class Caller {
+  constructor(job, signal, onLateSettle) {
+    this.job = job;
+    this.signal = signal;
+    this.onLateSettle = onLateSettle;
+    this.resolve = undefined;
+    this.reject = undefined;
+    this.left = false; // its signal took it out
+    this.leftWith = undefined; // ... with this reason
+    this.settled = false; // its promise settled (with the job, or as it left)
+    this.react = undefined; // with the in-context scheduler: its reaction to the job's turn
+    this.timer = undefined; // with the in-context scheduler, a joined caller's keep-alive timer
+  }
+
+  /** Its signal aborted: it alone leaves (the job, too, once nobody else waits for it). */
+  handleEvent() {
+    this.job.line.serializer.leave(this);
+  }
+}
+
+/**
+ * A coalescing job's callers, and its outcome: the job's own promise, which its scheduler
+ * watches as any job's. They settle together, in one synchronous step — the outcome first,
+ * then each caller in the order they came — so every caller's handlers run before the key's
+ * next work, with the same value or the same error object.
+ */
+export class Callers {
+  constructor(group) {
+    this.group = group; // as the core's wire takes it (see `coalesceGroup`)
+    this.list = [];
+    this.resolveOutcome = undefined;
+    this.rejectOutcome = undefined;
+    this.settled = false; // the job's outcome is known
+    this.resolve = (value) => {
+      this.settled = true;
+      this.resolveOutcome(value);
+      for (const caller of this.list) Callers.answer(caller, caller.resolve, value);
+    };
+    this.reject = (error) => {
+      this.settled = true;
+      this.rejectOutcome(error);
+      for (const caller of this.list) Callers.answer(caller, caller.reject, error);
+    };
+    // Every caller's `onLateSettle`, each heard once (what one throws is dropped).
+    this.lateSettled = (value) => {
+      for (const { onLateSettle } of this.list) {
+        if (onLateSettle === undefined) continue;
+        try {
+          onLateSettle(value);
+        } catch {
+          // as for a job's own onLateSettle
+        }
+      }
+    };
+  }
+
+  static answer(caller, settle, outcome) {
+    Callers.done(caller);
+    // A caller that left hears its own reason (already, unless its scheduler made it wait).
+    if (caller.left) caller.reject(caller.leftWith);
+    else settle(outcome);
+  }
+
+  /** A caller's promise settles (with its job, or as it leaves): its listener and timer go. */
+  static done(caller) {
+    caller.settled = true;
+    caller.signal?.removeEventListener('abort', caller);
+    if (caller.timer !== undefined) {
+      clear(caller.timer);
+      caller.timer = undefined;
+    }
+  }
+
+  /** The first caller, the one that queued the job. */
+  get first() {
+    return this.list[0];
   }
 }
 
@@ -59,14 +143,20 @@ export class Job {
     return own === undefined || Number.isNaN(own) ? this.line.serializer.timeoutMs : own;
   }
 
-  /** The caller's signal, if it gave one. */
+  /** The caller's signal, if it gave one (a coalescing job's callers each have their own). */
   get signal() {
     return this.options?.signal;
   }
 
+  /** Whether it may leave its line before it settles: a caller's signal, or callers that may all leave. */
+  get cancellable() {
+    const options = this.options;
+    return options !== undefined && (options.signal !== undefined || options.callers !== undefined);
+  }
+
   /** The caller's signal aborted (the job is its EventListener object: no closure per job). */
   handleEvent() {
-    this.line.serializer.abort(this);
+    this.line.serializer.abort(this, this.signal.reason);
   }
 }
 

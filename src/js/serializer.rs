@@ -13,7 +13,7 @@ use wasm_bindgen::prelude::*;
 use crate::key::{validate_key, KeyError};
 use crate::queue::LineId;
 use crate::serializer::{
-    Abandon, EnqueueError, SerializerCore, SerializerOptionError, SerializerOptions,
+    Abandon, Coalesce, EnqueueError, SerializerCore, SerializerOptionError, SerializerOptions,
 };
 use crate::wire::serializer::{
     BAD_MAX_PENDING, BAD_TIMEOUT, IDLE, IDLE_LINE, KEY_EMPTY, KEY_TOO_LONG, NEXT, NOT_WAITING,
@@ -35,6 +35,16 @@ impl core::fmt::Debug for SerializerBinding {
 /// The timeout a JS call passed: `NaN` stands for none (the serializer's).
 fn own_timeout(timeout_ms: f64) -> Option<f64> {
     (!timeout_ms.is_nan()).then_some(timeout_ms)
+}
+
+/// The group a JS call coalesces in: none (`undefined`: `coalesce` false or absent), `true`
+/// (`""`: a group name is never empty), or the named group.
+fn coalesce_of(group: Option<String>) -> Coalesce {
+    match group {
+        None => Coalesce::Never,
+        Some(name) if name.is_empty() => Coalesce::Yes,
+        Some(name) => Coalesce::Group(name.into()),
+    }
 }
 
 fn line_change(next: bool, idle: bool) -> u32 {
@@ -113,26 +123,61 @@ impl SerializerBinding {
     }
 
     /// Queues `job` under `key`, which the JS knows is idle, with its own deadline
-    /// (`timeout_ms`, `NaN` for the serializer's): the id of the key's new line (≥ 0), whose
-    /// head — this job — waits to be started; or a refusal code (negative), nothing queued.
-    pub fn open(&mut self, key: &str, job: JsValue, timeout_ms: f64) -> f64 {
-        match self.core.open(key, job, own_timeout(timeout_ms)) {
+    /// (`timeout_ms`, `NaN` for the serializer's), joinable by calls of its coalescing `group`
+    /// (see `coalesce_of`): the id of the key's new line (≥ 0), whose head — this job — waits
+    /// to be started; or a refusal code (negative), nothing queued.
+    pub fn open(&mut self, key: &str, job: JsValue, timeout_ms: f64, group: Option<String>) -> f64 {
+        match self
+            .core
+            .open(key, job, own_timeout(timeout_ms), coalesce_of(group))
+        {
             Ok(pushed) => f64::from(pushed.line.0),
             Err(error) => refusal(error),
         }
     }
 
-    /// Queues `job` behind the works of the busy line `line`: its ticket (≥ 0), or a refusal
-    /// code (negative), nothing queued.
+    /// Queues `job` behind the works of the busy line `line`, as [`open`](Self::open): its
+    /// ticket (≥ 0), or a refusal code (negative), nothing queued.
     #[wasm_bindgen(js_name = enqueueOn)]
-    pub fn enqueue_on(&mut self, line: u32, job: JsValue, timeout_ms: f64) -> f64 {
-        match self
-            .core
-            .enqueue_on(LineId(line), job, own_timeout(timeout_ms))
-        {
+    pub fn enqueue_on(
+        &mut self,
+        line: u32,
+        job: JsValue,
+        timeout_ms: f64,
+        group: Option<String>,
+    ) -> f64 {
+        match self.core.enqueue_on(
+            LineId(line),
+            job,
+            own_timeout(timeout_ms),
+            coalesce_of(group),
+        ) {
             Ok(ticket) => ticket.pack(),
             Err(error) => refusal(error),
         }
+    }
+
+    /// A call coalescing in `group` (`""` for `true`) under the busy line `line`, with its own
+    /// deadline or `NaN`: the job it joined (now one more caller's), `undefined` when it joins
+    /// none (it queues with [`enqueue_on`](Self::enqueue_on)), or a refusal code (a number).
+    pub fn join(&mut self, line: u32, group: String, timeout_ms: f64) -> JsValue {
+        let coalesce = coalesce_of(Some(group));
+        match self
+            .core
+            .join(LineId(line), &coalesce, own_timeout(timeout_ms))
+        {
+            Ok(Some(ticket)) => self.core.payload(ticket).cloned().unwrap_or_default(),
+            Ok(None) => JsValue::UNDEFINED,
+            Err(error) => JsValue::from_f64(refusal(error)),
+        }
+    }
+
+    /// One caller of a job (by ticket) left it: `true` while others remain (the job stays),
+    /// `false` when it was the last — the JS then cancels or abandons the job.
+    pub fn leave(&mut self, ticket: f64) -> bool {
+        self.core
+            .unpack(ticket)
+            .is_some_and(|ticket| self.core.leave(ticket))
     }
 
     /// The ticket of a line's head (for a job that may be cancelled).

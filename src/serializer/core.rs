@@ -7,7 +7,7 @@
 
 use core::fmt;
 
-use super::{validate_timeout_ms, SerializerOptions, TimeoutOutOfRange};
+use super::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
 use crate::deadlines::Deadlines;
 use crate::key::{validate_key, KeyError};
 use crate::queue::{LineId, Lines, Pushed, Ticket};
@@ -31,6 +31,11 @@ struct Job<P> {
     /// This work's deadline in milliseconds (the serializer's, or its own).
     timeout_ms: f64,
     state: State,
+    /// How calls may join it (only while it is the last of its line and `Queued`).
+    coalesce: Coalesce,
+    /// The calls it answers: the one that queued it and those that joined it, less those that
+    /// left. It leaves its line (or is abandoned) only when its last caller leaves.
+    callers: u32,
 }
 
 /// Per line: the works that count against `maxPending` (queued or running, not abandoned).
@@ -121,12 +126,14 @@ pub struct Stats {
     pub refused: u64,
     /// Abandoned works that settled later.
     pub late_settled: u64,
+    /// Calls that joined a queued work instead of adding one (see [`Coalesce`]).
+    pub coalesced: u64,
 }
 
 impl Stats {
     /// The values, in the order of the field names the JS binding reads them by
     /// (`wire::serializer::STATS`).
-    pub(crate) fn values(&self) -> [f64; 8] {
+    pub(crate) fn values(&self) -> [f64; 9] {
         [
             self.keys as f64,
             self.running as f64,
@@ -136,6 +143,7 @@ impl Stats {
             self.aborted as f64,
             self.refused as f64,
             self.late_settled as f64,
+            self.coalesced as f64,
         ]
     }
 }
@@ -208,17 +216,19 @@ impl<P> SerializerCore<P> {
         }
     }
 
-    fn job(payload: P, timeout_ms: f64) -> Job<P> {
+    fn job(payload: P, timeout_ms: f64, coalesce: Coalesce) -> Job<P> {
         Job {
             payload,
             timeout_ms,
             state: State::Queued,
+            coalesce,
+            callers: 1,
         }
     }
 
     /// Queues a work under `key`, which the front end knows is idle, with its own deadline
-    /// (`timeout_ms`) or the serializer's (`None`). It is the head of its new line: its turn
-    /// has come, and the front end starts it.
+    /// (`timeout_ms`) or the serializer's (`None`), joinable as `coalesce` says. It is the head
+    /// of its new line: its turn has come, and the front end starts it.
     ///
     /// # Errors
     /// A bad key or deadline, or too many works; nothing was queued.
@@ -227,18 +237,22 @@ impl<P> SerializerCore<P> {
         key: &str,
         payload: P,
         timeout_ms: Option<f64>,
+        coalesce: Coalesce,
     ) -> Result<Pushed, EnqueueError> {
         validate_key(key).map_err(EnqueueError::InvalidKey)?;
         let timeout_ms = self.timeout_of(timeout_ms)?;
         if !self.lines.has_room() {
             return Err(EnqueueError::TooManyWorks);
         }
-        let pushed = self.lines.open(key, Self::job(payload, timeout_ms));
+        let pushed = self
+            .lines
+            .open(key, Self::job(payload, timeout_ms, coalesce));
         self.count(pushed.line, 1);
         Ok(pushed)
     }
 
-    /// Queues a work behind the others of a busy key, known by its line.
+    /// Queues a work behind the others of a busy key, known by its line, joinable as
+    /// `coalesce` says.
     ///
     /// # Errors
     /// A bad deadline, a key at `maxPending` (counted in [`Stats::refused`]), too many works,
@@ -248,6 +262,7 @@ impl<P> SerializerCore<P> {
         line: LineId,
         payload: P,
         timeout_ms: Option<f64>,
+        coalesce: Coalesce,
     ) -> Result<Ticket, EnqueueError> {
         let timeout_ms = self.timeout_of(timeout_ms)?;
         let Some(&Counted(counted)) = self.lines.line_data(line) else {
@@ -264,10 +279,60 @@ impl<P> SerializerCore<P> {
         }
         let ticket = self
             .lines
-            .push_on(line, Self::job(payload, timeout_ms))
+            .push_on(line, Self::job(payload, timeout_ms, coalesce))
             .ok_or(EnqueueError::IdleLine)?;
         self.count(line, 1);
         Ok(ticket)
+    }
+
+    /// A call that coalesces (not [`Coalesce::Never`]) under a busy key: it joins the key's
+    /// last work when that work was queued with the same `coalesce`, still waits (its deadline
+    /// is not running) and has the same deadline length (`timeout_ms`, or the serializer's).
+    /// Then the work answers one more caller, the call adds nothing to what `maxPending`
+    /// bounds, and [`Stats::coalesced`] counts it: the joined work's ticket. `None` when it
+    /// cannot join: the call queues as any call does ([`enqueue_on`](Self::enqueue_on)).
+    ///
+    /// Only the last work, and only a waiting one: a call never skips ahead of other work,
+    /// and every call is answered by a run that starts after it was made.
+    ///
+    /// # Errors
+    /// A bad deadline; nothing was joined.
+    pub fn join(
+        &mut self,
+        line: LineId,
+        coalesce: &Coalesce,
+        timeout_ms: Option<f64>,
+    ) -> Result<Option<Ticket>, EnqueueError> {
+        let timeout_ms = self.timeout_of(timeout_ms)?;
+        if *coalesce == Coalesce::Never {
+            return Ok(None);
+        }
+        let Some(last) = self.lines.last(line) else {
+            return Ok(None);
+        };
+        let Some(job) = self.lines.get_mut(last) else {
+            return Ok(None);
+        };
+        if job.state != State::Queued || job.timeout_ms != timeout_ms || job.coalesce != *coalesce {
+            return Ok(None);
+        }
+        job.callers = job.callers.saturating_add(1);
+        self.stats.coalesced += 1;
+        Ok(Some(last))
+    }
+
+    /// One caller of a work left it (its signal aborted, its future was dropped). `true` while
+    /// others remain: the work stays, unchanged, for them. `false` when it was the work's last
+    /// caller, changing nothing: its front end then takes the work out as for any call —
+    /// [`finish`](Self::finish) while it waits, [`abandon`](Self::abandon) while it runs.
+    pub fn leave(&mut self, ticket: Ticket) -> bool {
+        match self.lines.get_mut(ticket) {
+            Some(job) if job.callers > 1 => {
+                job.callers -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     fn count(&mut self, line: LineId, delta: i32) {
@@ -416,6 +481,11 @@ impl<P> SerializerCore<P> {
     /// The head of a busy line.
     pub fn head(&self, line: LineId) -> Option<Ticket> {
         self.lines.head(line)
+    }
+
+    /// The last work of a busy line.
+    pub fn last(&self, line: LineId) -> Option<Ticket> {
+        self.lines.last(line)
     }
 
     /// The line a queued or running work is in.

@@ -5,17 +5,20 @@
 //! store, [`Turns`] is the machine of how turns hold the key's lease, driven by
 //! [`StoreSerializer`] and the package's JS.
 
+mod coalesced;
 pub(crate) mod core;
 mod store;
 pub(crate) mod turns;
 
 use ::core::fmt;
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use self::coalesced::{BoxedWork, Coalesced, SharedRun};
 pub use self::core::Stats;
 pub(crate) use self::core::{Abandon, EnqueueError, SerializerCore};
 pub use self::store::StoreSerializer;
@@ -153,6 +156,26 @@ impl Default for SerializerOptions {
     }
 }
 
+/// Whether a call may share a queued work instead of adding one of its own (JS: the call's
+/// `coalesce` option; see the crate docs' "Coalescing calls").
+///
+/// Meant for works that re-decide from a fresh read: one run that starts after the last of
+/// several waiting calls decides for all of them. A call joins only the last work of its key,
+/// only while that work waits (its deadline not running), only when it coalesces the same way
+/// and has the same deadline length — so FIFO holds, and every call is answered by a run that
+/// started after it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Coalesce {
+    /// Never joins a work, and its own work is never joined (JS: `false` or absent).
+    #[default]
+    Never,
+    /// Joins, and is joined by, calls that coalesce with `Yes` (JS: `true`).
+    Yes,
+    /// Joins, and is joined by, calls of the group of this name only (JS: a non-empty string):
+    /// one key often carries several decisions, and a call stands in only for its own kind.
+    Group(Rc<str>),
+}
+
 /// Tells a work that its deadline passed, or that its caller gave up on it. Cheap to clone;
 /// every clone sees the same flag.
 #[derive(Debug, Clone, Default)]
@@ -233,9 +256,14 @@ impl SerializeError {
     }
 }
 
+/// A coalescing call's place: its work's ticket, and the run it shares.
+type Joined<T> = (Ticket, Rc<SharedRun<T>>);
+
 #[derive(Default)]
 struct Turn {
     waker: Option<Waker>,
+    /// A coalescing work's run, which joining calls share (a `SharedRun` of its output type).
+    shared: Option<Rc<dyn Any>>,
 }
 
 struct Front {
@@ -414,7 +442,7 @@ impl<C: Clock> KeyedSerializer<C> {
         F: FnOnce(WorkSignal) -> Fut,
         Fut: Future,
     {
-        let ticket = self.enqueue(key, timeout_ms)?;
+        let ticket = self.enqueue(key, timeout_ms, Turn::default(), Coalesce::Never)?;
         let mut turn = TurnGuard {
             front: &self.front,
             key,
@@ -461,12 +489,99 @@ impl<C: Clock> KeyedSerializer<C> {
         })
     }
 
-    fn enqueue(&self, key: &str, timeout_ms: Option<f64>) -> Result<Ticket, SerializeError> {
+    /// Like [`run`](Self::run), for a work that re-decides from a fresh read: when the key's
+    /// last queued work was entered with the same `coalesce` (not [`Coalesce::Never`]), has
+    /// not started (its deadline is not running) and has this output type, this call joins it
+    /// instead of queueing `work` — `work` is never called, the call adds nothing to
+    /// [`pending_for`](Self::pending_for) and is never refused by `max_pending`
+    /// ([`Stats::coalesced`] counts it) — and returns a clone of that work's output, or the
+    /// same error. Otherwise it queues `work` as [`run`](Self::run) does, for later calls to
+    /// join. Works run with the serializer's deadline.
+    ///
+    /// The run is shared: whichever of its callers is polled drives it, so the work runs while
+    /// any of them waits.
+    ///
+    /// # Cancel safety
+    /// Dropping the future takes only this caller out. The run goes on for the callers left;
+    /// with its last caller it leaves the line (counted in [`Stats::aborted`]) or, running, is
+    /// dropped and the key moves on.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run); a joined caller gets the error its run ended with.
+    pub async fn run_coalesced<F, Fut>(
+        &self,
+        key: &str,
+        coalesce: Coalesce,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Clone + 'static,
+    {
+        let (ticket, run) = self.enter_coalesced(key, coalesce, work)?;
+        Coalesced::new(self, key, ticket, run).await
+    }
+
+    /// Joins the key's last work, or queues `work` as a run others may join.
+    fn enter_coalesced<F, Fut>(
+        &self,
+        key: &str,
+        coalesce: Coalesce,
+        work: F,
+    ) -> Result<Joined<Fut::Output>, SerializeError>
+    where
+        F: FnOnce(WorkSignal) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: 'static,
+    {
+        {
+            let mut front = self.front.borrow_mut();
+            let Front { core, index } = &mut *front;
+            if let Some(&line) = index.get(key) {
+                // Only a run of this output type can answer this call.
+                let run = core
+                    .last(LineId(line))
+                    .and_then(|last| core.payload(last))
+                    .and_then(|turn| turn.shared.as_ref())
+                    .and_then(SharedRun::of);
+                if let Some(run) = run {
+                    let joined = core
+                        .join(LineId(line), &coalesce, None)
+                        .map_err(|error| SerializeError::refused(key, error))?;
+                    if let Some(ticket) = joined {
+                        return Ok((ticket, run));
+                    }
+                }
+            }
+        }
+        let boxed: BoxedWork<Fut::Output> = Box::new(move |signal| Box::pin(work(signal)));
+        let run = SharedRun::new(boxed);
+        let turn = Turn {
+            waker: None,
+            shared: Some(Rc::clone(&run) as Rc<dyn Any>),
+        };
+        let ticket = self.enqueue(key, None, turn, coalesce)?;
+        Ok((ticket, run))
+    }
+
+    /// [`leave_line`] for this serializer.
+    fn leave_line(&self, key: &str, ticket: Ticket) {
+        leave_line(&self.front, key, ticket);
+    }
+
+    fn enqueue(
+        &self,
+        key: &str,
+        timeout_ms: Option<f64>,
+        turn: Turn,
+        coalesce: Coalesce,
+    ) -> Result<Ticket, SerializeError> {
         let mut front = self.front.borrow_mut();
         let Front { core, index } = &mut *front;
         let queued = match index.get(key) {
-            Some(&line) => core.enqueue_on(LineId(line), Turn::default(), timeout_ms),
-            None => core.open(key, Turn::default(), timeout_ms).map(|pushed| {
+            Some(&line) => core.enqueue_on(LineId(line), turn, timeout_ms, coalesce),
+            None => core.open(key, turn, timeout_ms, coalesce).map(|pushed| {
                 index.insert(Rc::from(key), pushed.line.0);
                 pushed.ticket
             }),
@@ -512,25 +627,33 @@ struct TurnGuard<'a> {
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
-        let waker = {
-            let mut front = self.front.borrow_mut();
-            let Front { core, index } = &mut *front;
-            if self.running {
-                core.abandon(self.ticket, Abandon::Aborted);
-            }
-            let released = core.finish(self.ticket);
-            if released.as_ref().is_some_and(|released| released.idle) {
-                index.remove(self.key);
-            }
-            released
-                .and_then(|released| released.next)
-                .and_then(|next| core.payload_mut(next))
-                .and_then(|turn| turn.waker.take())
-        };
-        // Woken outside the borrow: a waker may poll, and a poll borrows the queue.
-        if let Some(waker) = waker {
-            waker.wake();
+        if self.running {
+            self.front
+                .borrow_mut()
+                .core
+                .abandon(self.ticket, Abandon::Aborted);
         }
+        leave_line(self.front, self.key, self.ticket);
+    }
+}
+
+/// A work left its line (settled, cancelled or dropped): a key gone idle leaves the index, and
+/// the next work's caller is woken — outside the borrow: a waker may poll, and a poll borrows.
+fn leave_line(front: &RefCell<Front>, key: &str, ticket: Ticket) {
+    let waker = {
+        let mut front = front.borrow_mut();
+        let Front { core, index } = &mut *front;
+        let released = core.finish(ticket);
+        if released.as_ref().is_some_and(|released| released.idle) {
+            index.remove(key);
+        }
+        released
+            .and_then(|released| released.next)
+            .and_then(|next| core.payload_mut(next))
+            .and_then(|turn| turn.waker.take())
+    };
+    if let Some(waker) = waker {
+        waker.wake();
     }
 }
 

@@ -6,10 +6,12 @@ use core::fmt;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
+use std::rc::Rc;
 
 use super::turns::KeyedTurns;
 use super::{
-    Acquired, KeyedSerializer, SerializeError, SerializerOptions, Stats, Turns, WorkSignal,
+    Acquired, Coalesce, KeyedSerializer, SerializeError, SerializerOptions, Stats, Turns,
+    WorkSignal,
 };
 use crate::clock::Clock;
 use crate::key::SERIALIZE_PREFIX;
@@ -38,6 +40,11 @@ use crate::store::LockStore;
 /// lease leaves the lease to the key's next work here, and — if none comes — held until it
 /// goes stale (`stale_ms`), as a crashed holder's would (a drop cannot make a store call).
 pub struct StoreSerializer<S: LockStore, C: Clock, R: Random> {
+    /// Shared with the turns of coalesced runs, which any of their callers may drive.
+    parts: Rc<Parts<S, C, R>>,
+}
+
+struct Parts<S: LockStore, C: Clock, R: Random> {
     serializer: KeyedSerializer<C>,
     locks: LockManager<S, C, R>,
     turns: RefCell<KeyedTurns<Lock<S, C, R>>>,
@@ -48,8 +55,8 @@ pub struct StoreSerializer<S: LockStore, C: Clock, R: Random> {
 impl<S: LockStore, C: Clock, R: Random> fmt::Debug for StoreSerializer<S, C, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StoreSerializer")
-            .field("serializer", &self.serializer)
-            .field("turns", &self.turns)
+            .field("serializer", &self.parts.serializer)
+            .field("turns", &self.parts.turns)
             .finish()
     }
 }
@@ -90,10 +97,12 @@ impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
         }
         .validate()?;
         Ok(StoreSerializer {
-            serializer: KeyedSerializer::calling_later(options, locks.clock().clone()),
-            locks,
-            turns: RefCell::new(KeyedTurns::new(lease.stale_ms)),
-            lease,
+            parts: Rc::new(Parts {
+                serializer: KeyedSerializer::calling_later(options, locks.clock().clone()),
+                locks,
+                turns: RefCell::new(KeyedTurns::new(lease.stale_ms)),
+                lease,
+            }),
         })
     }
 }
@@ -115,20 +124,85 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         F: FnOnce(WorkSignal, u64) -> Fut,
         Fut: Future,
     {
-        let timeout_ms = self.serializer.timeout_ms();
-        let outcome = self
+        let parts = &*self.parts;
+        let timeout_ms = parts.serializer.timeout_ms();
+        let outcome = parts
             .serializer
-            .run(key, |signal| self.turn(key, timeout_ms, signal, work))
+            .run(key, |signal| parts.turn(key, timeout_ms, signal, work))
             .await;
+        parts.free_if_idle(key).await;
+        outcome.and_then(|turn| turn)
+    }
+
+    /// [`run`](Self::run) for a work that re-decides from a fresh read: joins the key's last
+    /// waiting work in this isolate as [`KeyedSerializer::run_coalesced`] says, and returns a
+    /// clone of its output. Coalescing happens in each isolate's own line; every run holds the
+    /// key's lease and gets its fence as any work does.
+    ///
+    /// # Cancel safety
+    /// As [`KeyedSerializer::run_coalesced`]: dropping the future takes only this caller out.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run); a joined caller gets the error its run ended with.
+    pub async fn run_coalesced<F, Fut>(
+        &self,
+        key: &str,
+        coalesce: Coalesce,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal, u64) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Clone + 'static,
+        S: 'static,
+        C: 'static,
+        R: 'static,
+    {
+        let parts = Rc::clone(&self.parts);
+        let timeout_ms = parts.serializer.timeout_ms();
+        let turn_key: Rc<str> = Rc::from(key);
+        let outcome = self
+            .parts
+            .serializer
+            .run_coalesced(key, coalesce, move |signal| async move {
+                parts.turn(&turn_key, timeout_ms, signal, work).await
+            })
+            .await;
+        self.parts.free_if_idle(key).await;
+        outcome.and_then(|turn| turn)
+    }
+
+    /// The number of keys with queued or running work in this isolate.
+    pub fn pending(&self) -> usize {
+        self.parts.serializer.pending()
+    }
+
+    /// The works queued or running under `key` in this isolate.
+    pub fn pending_for(&self, key: &str) -> usize {
+        self.parts.serializer.pending_for(key)
+    }
+
+    /// Counters since creation, and what is live now, in this isolate.
+    pub fn stats(&self) -> Stats {
+        self.parts.serializer.stats()
+    }
+
+    /// The lock manager the leases are held through.
+    pub fn locks(&self) -> &LockManager<S, C, R> {
+        &self.parts.locks
+    }
+}
+
+impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
+    /// Idle here (its last work abandoned at its deadline, say): the lease left is freed for
+    /// the other isolates at once.
+    async fn free_if_idle(&self, key: &str) {
         if self.serializer.pending_for(key) == 0 {
-            // Idle here (its last work abandoned at its deadline, say): the lease left is freed
-            // for the other isolates at once.
             let left = self.turns.borrow_mut().idle(key);
             if let Some(lock) = left {
                 let _ = lock.release().await;
             }
         }
-        outcome.and_then(|turn| turn)
     }
 
     /// One turn, once the key's local turn came: the lease, then the work beside its renewals,
@@ -201,26 +275,6 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
             key: key.to_owned(),
             timeout_ms,
         }
-    }
-
-    /// The number of keys with queued or running work in this isolate.
-    pub fn pending(&self) -> usize {
-        self.serializer.pending()
-    }
-
-    /// The works queued or running under `key` in this isolate.
-    pub fn pending_for(&self, key: &str) -> usize {
-        self.serializer.pending_for(key)
-    }
-
-    /// Counters since creation, and what is live now, in this isolate.
-    pub fn stats(&self) -> Stats {
-        self.serializer.stats()
-    }
-
-    /// The lock manager the leases are held through.
-    pub fn locks(&self) -> &LockManager<S, C, R> {
-        &self.locks
     }
 }
 

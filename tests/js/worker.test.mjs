@@ -174,6 +174,17 @@ test('bad input gets a 4xx with a JSON error, and nothing is written', async () 
     ['/boards/%E0%A4%A/claims', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ card: 'c' }) }, 400],
     ['/objects/o-1/notifications', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ delta: 1.5 }) }, 400],
     ['/objects/o-1/notifications', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({}) }, 400],
+    ['/objects/o-1/source', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ public: true }) }, 405],
+    ['/objects/o-1/source', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ public: 'yes' }) }, 400],
+    ['/objects/o-1/source', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"public": tru' }, 400],
+    ['/objects/o-1/source', { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: '{"public": true}' }, 415],
+    ['/objects/o-1/source', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ public: true, pad: 'x'.repeat(5000) }) }, 413],
+    ['/objects/bad%20id/source', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ public: true }) }, 400],
+    ['/objects/o-1/reconcile', { method: 'GET' }, 405],
+    ['/objects/bad%20id/reconcile', { method: 'POST' }, 400],
+    ['/objects/o-1/reconcile', { method: 'POST' }, 404],
+    ['/objects/o-1/acl', { method: 'GET' }, 404],
+    ['/objects/o-1/acl', { method: 'PUT' }, 405],
   ];
   for (const [path, init, status] of cases) {
     const response = await fetchFrom('a', path, init);
@@ -183,4 +194,32 @@ test('bad input gets a 4xx with a JSON error, and nothing is written', async () 
   const bucket = await mf.getR2Bucket('BUCKET', 'a');
   assert.equal(await bucket.head('boards/four.json'), null, 'no board written');
   assert.equal(await bucket.head('objects/o-1.json'), null, 'no object written');
+  assert.equal(await bucket.head('sources/o-1.json'), null, 'no source written');
+  assert.equal(await bucket.head('acls/o-1.json'), null, 'no ACL written');
+});
+
+const setSource = (name, id, isPublic) =>
+  fetchFrom(name, `/objects/${id}/source`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ public: isPublic }) });
+
+test('300 reconcile notifications per burst, split across two isolates: every answer and the ACL equal the source, in few runs', async () => {
+  let runsBefore = 0;
+  for (const isPublic of [true, false, true]) {
+    const set = await setSource('a', 'doc-1', isPublic);
+    assert.deepEqual(await set.json(), { id: 'doc-1', public: isPublic });
+    const responses = await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        // Half with no body and no content-type; the other half with one: answered alike.
+        fetchFrom(i % 2 ? 'b' : 'a', '/objects/doc-1/reconcile', i % 4 < 2 ? { method: 'POST' } : { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'changed' }),
+      ),
+    );
+    assert.deepEqual(await countStatuses(responses.map((r) => r.clone())), { 200: 300 });
+    const answers = await Promise.all(responses.map((r) => r.json()));
+    assert.ok(answers.every((acl) => acl.id === 'doc-1' && acl.public === isPublic), 'every answer equals the source');
+    const acl = await (await fetchFrom('b', '/objects/doc-1/acl')).json();
+    assert.equal(acl.public, isPublic);
+    const runs = acl.runs - runsBefore;
+    assert.ok(runs >= 1 && runs <= 100, `${runs} runs for 300 notifications`);
+    assert.ok(answers.every((answer) => answer.fence <= acl.fence && answer.runs <= acl.runs));
+    runsBefore = acl.runs;
+  }
 });

@@ -42,7 +42,7 @@ async function controls(request: { signal: AbortSignal }): Promise<void> {
   }
   const depth: number = bounded.pending('order-1');
   const stats: SerializerStats = bounded.stats();
-  const counters: number[] = [stats.keys, stats.running, stats.waiting, stats.started, stats.timedOut, stats.aborted, stats.refused, stats.lateSettled];
+  const counters: number[] = [stats.keys, stats.running, stats.waiting, stats.started, stats.timedOut, stats.aborted, stats.refused, stats.lateSettled, stats.coalesced];
   void [depth, counters];
 }
 void controls;
@@ -70,6 +70,11 @@ serialize('key', 5);
 createKeyedSerializer({ timeoutMs: '5' });
 // @ts-expect-error onLateSettle is a function
 serialize('key', () => 1, { onLateSettle: true });
+const shared: Promise<number> = serialize('key', async () => 1, { coalesce: true });
+void serialize('key', async () => 1, { coalesce: 'acl', timeoutMs: 500 });
+// @ts-expect-error coalesce is true, false or a group's name
+serialize('key', () => 1, { coalesce: 1 });
+void shared;
 
 import { acquireLock, withLock, lockStats, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, MemoryStore, type Lock, type LockStats, type LockStore } from 'keyturn';
 

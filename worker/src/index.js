@@ -3,6 +3,9 @@
 //   POST /boards/:board/claims        {"card": "<id>"} → 201 {card, fence} | 409 | 503 + Retry-After
 //   GET  /boards/:board               → the board
 //   POST /objects/:id/notifications   {"delta": <integer>} → the object's state after it
+//   PUT  /objects/:id/source          {"public": true|false} → 200 {id, public}
+//   POST /objects/:id/reconcile       (any body) → 200 the ACL derived by the run that answered it
+//   GET  /objects/:id/acl             → the derived ACL {id, public, fence, runs}, or 404
 //
 // Bad input gets a 4xx with a JSON error, and nothing is written.
 import { LockDurableObject, LockStoreError, LockUnavailable, SerializedWorkTimeout } from 'keyturn';
@@ -10,6 +13,7 @@ import { LockDurableObject, LockStoreError, LockUnavailable, SerializedWorkTimeo
 import { claim, readBoard, writeBoard } from './board.js';
 import { checkId, HttpError, json, readJson } from './http.js';
 import { notify } from './objects.js';
+import { readAcl, reconcile, writeSource } from './acl.js';
 
 export { LockDurableObject };
 
@@ -17,6 +21,9 @@ const routes = [
   [/^\/boards\/([^/]+)\/claims$/, { POST: claimRoute }],
   [/^\/boards\/([^/]+)$/, { GET: boardRoute }],
   [/^\/objects\/([^/]+)\/notifications$/, { POST: notificationRoute }],
+  [/^\/objects\/([^/]+)\/source$/, { PUT: sourceRoute }],
+  [/^\/objects\/([^/]+)\/reconcile$/, { POST: reconcileRoute }],
+  [/^\/objects\/([^/]+)\/acl$/, { GET: aclRoute }],
 ];
 
 async function claimRoute(request, env, [board]) {
@@ -39,6 +46,26 @@ async function notificationRoute(request, env, [id]) {
   const body = await readJson(request);
   if (!Number.isSafeInteger(body.delta)) throw new HttpError(400, 'delta must be an integer');
   return json(200, await notify(env, id, body.delta));
+}
+
+async function sourceRoute(request, env, [id]) {
+  checkId(id, 'object id');
+  const body = await readJson(request);
+  if (typeof body.public !== 'boolean') throw new HttpError(400, 'public must be true or false');
+  return json(200, await writeSource(env, id, body.public));
+}
+
+// The body of a notification that the object changed says nothing the run does not read.
+async function reconcileRoute(request, env, [id]) {
+  checkId(id, 'object id');
+  return json(200, await reconcile(env, id));
+}
+
+async function aclRoute(request, env, [id]) {
+  checkId(id, 'object id');
+  const acl = await readAcl(env, id);
+  if (acl === undefined) throw new HttpError(404, 'the object has no ACL yet');
+  return json(200, acl);
 }
 
 // Off unless the TEST_HOOKS var is "1" (the tests set it): a holder's late write, as a holder

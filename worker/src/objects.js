@@ -16,7 +16,7 @@ const serializers = new WeakMap();
 const objectKey = (id) => `objects/${id}.json`;
 
 /** The isolate's serializer over its lock store (made once, from the first request's `env`). */
-function serializerFor(env) {
+export function serializerFor(env) {
   const store = lockStore(env);
   let serialize = serializers.get(store);
   if (serialize === undefined) {

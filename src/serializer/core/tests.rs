@@ -8,8 +8,8 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use super::{Abandon, EnqueueError, SerializerCore, Stats};
 use crate::key::{KeyError, MAX_KEY_BYTES};
 use crate::serializer::{
-    validate_max_pending, validate_timeout_ms, MaxPendingOutOfRange, SerializerOptionError,
-    SerializerOptions, TimeoutOutOfRange, MAX_TIMEOUT_MS,
+    validate_max_pending, validate_timeout_ms, Coalesce, MaxPendingOutOfRange,
+    SerializerOptionError, SerializerOptions, TimeoutOutOfRange, MAX_TIMEOUT_MS,
 };
 
 fn core<P>(timeout_ms: f64, max_pending: f64) -> SerializerCore<P> {
@@ -23,9 +23,11 @@ fn core<P>(timeout_ms: f64, max_pending: f64) -> SerializerCore<P> {
 #[test]
 fn core_times_works_from_their_start_and_expires_them_earliest_first() {
     let mut core: SerializerCore<&str> = core(100.0, f64::INFINITY);
-    let a = core.open("a", "a1", None).unwrap();
-    let b = core.open("b", "b1", None).unwrap();
-    let a2 = core.enqueue_on(a.line, "a2", None).unwrap();
+    let a = core.open("a", "a1", None, Coalesce::Never).unwrap();
+    let b = core.open("b", "b1", None, Coalesce::Never).unwrap();
+    let a2 = core
+        .enqueue_on(a.line, "a2", None, Coalesce::Never)
+        .unwrap();
     assert!(a.is_head && b.is_head);
     assert_eq!(
         core.next_deadline(),
@@ -74,7 +76,10 @@ fn core_orders_own_deadlines_with_the_serializers() {
         .into_iter()
         .enumerate()
         .map(|(i, own)| {
-            let line = core.open(&format!("k{i}"), i as u32, own).unwrap().line;
+            let line = core
+                .open(&format!("k{i}"), i as u32, own, Coalesce::Never)
+                .unwrap()
+                .line;
             let started = core.start_head(line, i as f64).unwrap();
             assert_eq!(started.timeout_ms, own.unwrap_or(100.0));
             line
@@ -95,7 +100,10 @@ fn core_orders_own_deadlines_with_the_serializers() {
 fn core_settling_out_of_order_keeps_the_deadlines_whole() {
     let mut core: SerializerCore<u32> = core(10.0, f64::INFINITY);
     let pushed: Vec<_> = (0..5)
-        .map(|i| core.open(&format!("k{i}"), i, None).unwrap())
+        .map(|i| {
+            core.open(&format!("k{i}"), i, None, Coalesce::Never)
+                .unwrap()
+        })
         .collect();
     for (i, p) in pushed.iter().enumerate() {
         core.start_head(p.line, i as f64).unwrap();
@@ -113,10 +121,10 @@ fn core_settling_out_of_order_keeps_the_deadlines_whole() {
 #[test]
 fn core_keeps_few_deadline_entries_however_many_works_pass() {
     let mut core: SerializerCore<u32> = core(1_000.0, f64::INFINITY);
-    let line = core.open("k", 0, None).unwrap().line;
+    let line = core.open("k", 0, None, Coalesce::Never).unwrap().line;
     for i in 0..100_000 {
         core.start_head(line, f64::from(i)).unwrap();
-        core.enqueue_on(line, i + 1, None).unwrap();
+        core.enqueue_on(line, i + 1, None, Coalesce::Never).unwrap();
         core.finish_head(line).unwrap();
     }
     assert!(core.deadline_entries() <= 66, "{}", core.deadline_entries());
@@ -125,21 +133,21 @@ fn core_keeps_few_deadline_entries_however_many_works_pass() {
 #[test]
 fn core_bounds_a_key_and_abandoned_works_stop_counting() {
     let mut core: SerializerCore<u32> = core(100.0, 2.0);
-    let a = core.open("a", 1, None).unwrap();
-    core.enqueue_on(a.line, 2, None).unwrap();
+    let a = core.open("a", 1, None, Coalesce::Never).unwrap();
+    core.enqueue_on(a.line, 2, None, Coalesce::Never).unwrap();
     assert_eq!(
-        core.enqueue_on(a.line, 3, None),
+        core.enqueue_on(a.line, 3, None, Coalesce::Never),
         Err(EnqueueError::QueueFull { max_pending: 2 })
     );
     assert_eq!((core.pending_in(a.line), core.stats().refused), (2, 1));
     // Another key has its own bound.
-    let b = core.open("b", 4, None).unwrap();
-    core.enqueue_on(b.line, 5, None).unwrap();
+    let b = core.open("b", 4, None, Coalesce::Never).unwrap();
+    core.enqueue_on(b.line, 5, None, Coalesce::Never).unwrap();
     // The running head times out: it no longer counts, so one more fits.
     core.start_head(a.line, 0.0).unwrap();
     assert_eq!(core.expire(100.0), Some(a.ticket));
     assert_eq!(core.pending_in(a.line), 1);
-    let third = core.enqueue_on(a.line, 3, None).unwrap();
+    let third = core.enqueue_on(a.line, 3, None, Coalesce::Never).unwrap();
     // A waiting work cancelled leaves the line at once and counts as aborted.
     let cancelled = core.finish(third).unwrap();
     assert_eq!((cancelled.next, cancelled.idle), (None, false));
@@ -162,27 +170,27 @@ fn core_bounds_a_key_and_abandoned_works_stop_counting() {
 fn core_refuses_bad_keys_and_deadlines_and_queues_nothing() {
     let mut core: SerializerCore<()> = core(10.0, f64::INFINITY);
     assert_eq!(
-        core.open("", (), None).unwrap_err(),
+        core.open("", (), None, Coalesce::Never).unwrap_err(),
         EnqueueError::InvalidKey(KeyError::Empty)
     );
     let long = "x".repeat(MAX_KEY_BYTES + 1);
     assert_eq!(
-        core.open(&long, (), None).unwrap_err(),
+        core.open(&long, (), None, Coalesce::Never).unwrap_err(),
         EnqueueError::InvalidKey(KeyError::TooLong(MAX_KEY_BYTES + 1))
     );
     assert_eq!(
-        core.open("k", (), Some(0.0)).unwrap_err(),
+        core.open("k", (), Some(0.0), Coalesce::Never).unwrap_err(),
         EnqueueError::InvalidTimeout(TimeoutOutOfRange(0.0))
     );
-    let line = core.open("k", (), Some(5.0)).unwrap().line;
+    let line = core.open("k", (), Some(5.0), Coalesce::Never).unwrap().line;
     assert!(matches!(
-        core.enqueue_on(line, (), Some(f64::NAN)),
+        core.enqueue_on(line, (), Some(f64::NAN), Coalesce::Never),
         Err(EnqueueError::InvalidTimeout(TimeoutOutOfRange(ms))) if ms.is_nan()
     ));
     assert_eq!(core.pending_in(line), 1);
     core.finish_head(line).unwrap();
     assert_eq!(
-        core.enqueue_on(line, (), None),
+        core.enqueue_on(line, (), None, Coalesce::Never),
         Err(EnqueueError::IdleLine),
         "an idle line queues nothing"
     );
@@ -245,8 +253,8 @@ fn timeout_bounds() {
 fn started_counts_works_called_which_a_driver_may_say_later() {
     let options = SerializerOptions::new(100.0, f64::INFINITY).unwrap();
     let mut core: SerializerCore<()> = SerializerCore::new(options, true, false);
-    let a = core.open("k", (), None).unwrap();
-    let _b = core.enqueue_on(a.line, (), None).unwrap();
+    let a = core.open("k", (), None, Coalesce::Never).unwrap();
+    let _b = core.enqueue_on(a.line, (), None, Coalesce::Never).unwrap();
     core.start_head(a.line, 0.0).unwrap();
     assert_eq!(
         core.stats().started,
@@ -262,4 +270,78 @@ fn started_counts_works_called_which_a_driver_may_say_later() {
     core.called(a.line);
     let stats = core.stats();
     assert_eq!((stats.started, stats.timed_out), (1, 1));
+}
+
+#[test]
+fn a_coalescing_call_joins_only_the_last_waiting_work_of_its_group_and_deadline() {
+    let mut core: SerializerCore<&str> = core(100.0, 2.0);
+    let yes = Coalesce::Yes;
+    let acl = Coalesce::Group("acl".into());
+    let a = core.open("k", "running", None, yes.clone()).unwrap();
+    // Queued on an idle key and not started yet: its deadline is not running, so it is joinable.
+    assert_eq!(core.join(a.line, &yes, None), Ok(Some(a.ticket)));
+    core.start_head(a.line, 0.0).unwrap();
+    assert_eq!(core.join(a.line, &yes, None), Ok(None), "its deadline runs");
+    let b = core.enqueue_on(a.line, "b", None, yes.clone()).unwrap();
+    assert_eq!(core.join(a.line, &Coalesce::Never, None), Ok(None));
+    assert_eq!(core.join(a.line, &acl, None), Ok(None), "another group");
+    assert_eq!(
+        core.join(a.line, &yes, Some(50.0)),
+        Ok(None),
+        "another deadline length"
+    );
+    assert_eq!(
+        core.join(a.line, &yes, Some(100.0)),
+        Ok(Some(b)),
+        "the same length"
+    );
+    assert_eq!(core.join(a.line, &yes, None), Ok(Some(b)));
+    // The bound counts works, not callers: two works, a full key, yet joining is never refused.
+    assert_eq!(core.pending_in(a.line), 2);
+    assert!(matches!(
+        core.enqueue_on(a.line, "c", None, acl.clone()),
+        Err(EnqueueError::QueueFull { .. })
+    ));
+    assert_eq!(core.join(a.line, &yes, None), Ok(Some(b)));
+    assert!(matches!(
+        core.join(a.line, &yes, Some(0.0)),
+        Err(EnqueueError::InvalidTimeout(_))
+    ));
+    let stats = core.stats();
+    assert_eq!((stats.coalesced, stats.refused, stats.waiting), (4, 1, 1));
+    // A work behind the joinable one: calls never skip ahead of it.
+    assert!(core.finish_head(a.line).is_some());
+    let c = core.enqueue_on(a.line, "c", None, Coalesce::Never).unwrap();
+    assert_eq!(core.join(a.line, &yes, None), Ok(None));
+    assert_eq!(core.line_of(c), Some(a.line));
+}
+
+#[test]
+fn a_joined_work_leaves_only_with_its_last_caller() {
+    let mut core: SerializerCore<&str> = core(100.0, f64::INFINITY);
+    let group = Coalesce::Group("acl".into());
+    let a = core.open("k", "a", None, Coalesce::Never).unwrap();
+    let b = core.enqueue_on(a.line, "b", None, group.clone()).unwrap();
+    assert_eq!(core.join(a.line, &group, None), Ok(Some(b)));
+    assert_eq!(core.join(a.line, &group, None), Ok(Some(b)));
+    assert!(core.leave(b), "two callers remain");
+    assert!(core.leave(b), "one caller remains");
+    assert!(
+        !core.leave(b),
+        "its last caller: its front end takes it out"
+    );
+    assert!(!core.leave(b), "leave alone changes nothing");
+    assert_eq!(core.stats().aborted, 0);
+    assert!(core.finish(b).is_some());
+    assert_eq!(core.stats().aborted, 1, "the work left its line, cancelled");
+    assert_eq!(core.pending_in(a.line), 1);
+    // A running shared work is abandoned only when its last caller leaves too.
+    let c = core.enqueue_on(a.line, "c", None, group.clone()).unwrap();
+    assert_eq!(core.join(a.line, &group, None), Ok(Some(c)));
+    core.finish_head(a.line).unwrap();
+    core.start_head(a.line, 0.0).unwrap();
+    assert!(core.leave(c));
+    assert!(!core.leave(c));
+    assert!(core.abandon(c, Abandon::Aborted));
+    assert_eq!(core.stats().coalesced, 3);
 }
