@@ -26,7 +26,7 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 };
 
-/** One round: `calls` calls in bursts, each burst behind a work that runs until it is queued. */
+/** One round: `calls` calls in bursts, each burst queued behind a work that has not run yet. */
 async function round(serialize, coalesce) {
   const options = coalesce ? { coalesce: true } : undefined;
   let runs = 0;
@@ -39,11 +39,11 @@ async function round(serialize, coalesce) {
   const started = performance.now();
   for (let sent = 0; sent < calls; sent += burst) {
     let open;
-    const running = serialize('k', () => new Promise((resolve) => (open = resolve)));
+    const gate = new Promise((resolve) => (open = resolve));
+    const running = serialize('k', () => gate);
     const waiting = [];
     for (let i = 0; i < burst; i++) waiting.push(own());
-    await Promise.resolve();
-    open?.();
+    open();
     await running;
     await Promise.all(waiting);
   }
