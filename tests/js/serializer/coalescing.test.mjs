@@ -286,9 +286,9 @@ forEachMode((mode) => {
     await noUnhandled();
   });
 
-  test('randomized: coalescing and plain calls with aborts and deadlines; every call is answered by a run that started after it', async () => {
-    const random = seededRandom(23);
-    const serialize = createKeyedSerializer({ timeoutMs: 30, maxPending: 6 });
+  for (const withStore of [false, true]) test(`randomized${withStore ? ', with a store' : ''}: coalescing and plain calls with aborts and deadlines; every call is answered by a run that started after it`, async () => {
+    const random = seededRandom(withStore ? 29 : 23);
+    const serialize = createKeyedSerializer({ timeoutMs: 30, maxPending: 6, ...(withStore ? { store: new MemoryStore() } : {}) });
     const keys = 8;
     const running = new Array(keys).fill(undefined);
     const overlaps = [];
