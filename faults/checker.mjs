@@ -1,0 +1,151 @@
+// The fault harness's history checker: reads what clients, the resource and the nemesis
+// recorded, and says which of the lock's promises a run broke. Pure: no I/O, no clock.
+//
+// Times are real milliseconds on one machine's shared clock (`performance.timeOrigin +
+// performance.now()` in every process), whatever skew a client's own `now` was given.
+//
+// Events (plain objects, `kind` first):
+// - `client`   { client, skewMs }                  — a client, and how far its `now` was moved
+// - `acquired` { client, name, token, fence, at, heldUntil }
+//                                                  — its acquisition answered at `at`; its lease
+//                                                    ends at `heldUntil` (real time) unless released
+// - `released` { client, name, token, at }         — it began releasing at `at`
+// - `paused`   { client, from, to }                — SIGSTOP..SIGCONT
+// - `killed`   { client, at }                      — SIGKILL
+// - `write`    { client, resource, token, fence, outcome: 'ok' | 'refused' | 'info' }
+//                                                  — a fenced increment; `info`: its answer was
+//                                                    lost, it may or may not have applied
+// - `final`    { resource, value, accepted: [{ fence, token }, …] }
+//                                                  — the resource's end state and its own log of
+//                                                    the writes it accepted, in order
+// - `healed`   { at }                              — every fault undone
+// - `crash`    { client, detail }                  — an unhandled rejection, a crash
+//
+// Definitions and properties as the fault-harness issue states them: a lease is held from its
+// acquisition's answer until the earlier of its release and its `heldUntil`.
+
+/** The violations of one history, and what it held. */
+export function check(history, { maxClockSkewMs, liveWithinMs }) {
+  const violations = [];
+  const clients = new Map();
+  const leases = [];
+  const open = new Map(); // token → lease
+  const writes = new Map(); // resource → { ok, info }
+  const finals = [];
+  const heals = [];
+  const acquisitions = [];
+  for (const event of history) {
+    switch (event.kind) {
+      case 'client':
+        clients.set(event.client, { skewMs: event.skewMs, pauses: [], killedAt: Infinity });
+        break;
+      case 'acquired': {
+        const lease = { ...event, until: event.heldUntil };
+        leases.push(lease);
+        open.set(event.token, lease);
+        acquisitions.push(event);
+        break;
+      }
+      case 'released': {
+        const lease = open.get(event.token);
+        if (lease !== undefined) lease.until = Math.min(lease.until, event.at);
+        break;
+      }
+      case 'paused':
+        clientOf(clients, event.client).pauses.push([event.from, event.to]);
+        break;
+      case 'killed':
+        clientOf(clients, event.client).killedAt = event.at;
+        break;
+      case 'write': {
+        const counts = writes.get(event.resource) ?? { ok: 0, info: 0 };
+        if (event.outcome === 'ok') counts.ok += 1;
+        else if (event.outcome === 'info') counts.info += 1;
+        writes.set(event.resource, counts);
+        break;
+      }
+      case 'final':
+        finals.push(event);
+        break;
+      case 'healed':
+        heals.push(event.at);
+        break;
+      case 'crash':
+        violations.push({ property: 'no crash', detail: `${event.client}: ${event.detail}` });
+        break;
+      default:
+        violations.push({ property: 'history', detail: `unknown event kind ${JSON.stringify(event.kind)}` });
+    }
+  }
+  for (const final of finals) checkResource(final, writes.get(final.resource) ?? { ok: 0, info: 0 }, violations);
+  checkExclusion(leases, clients, maxClockSkewMs, violations);
+  checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
+  return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.ok + c.info, 0) };
+}
+
+function clientOf(clients, client) {
+  let known = clients.get(client);
+  if (known === undefined) {
+    known = { skewMs: 0, pauses: [], killedAt: Infinity };
+    clients.set(client, known);
+  }
+  return known;
+}
+
+/** Fences the resource accepted never decrease, each for one holder; the count is exact. */
+function checkResource({ resource, value, accepted }, { ok, info }, violations) {
+  const holderOf = new Map();
+  let highest = -Infinity;
+  for (const { fence, token } of accepted) {
+    if (fence < highest) violations.push({ property: 'fences rise', detail: `${resource} accepted fence ${fence} after ${highest}` });
+    highest = Math.max(highest, fence);
+    const holder = holderOf.get(fence);
+    if (holder !== undefined && holder !== token) {
+      violations.push({ property: 'one holder per fence', detail: `${resource} accepted fence ${fence} from ${holder} and ${token}` });
+    }
+    holderOf.set(fence, token);
+  }
+  if (value < ok || value > ok + info) {
+    violations.push({ property: 'nothing lost, nothing twice', detail: `${resource} holds ${value}; ${ok} increments known accepted, ${info} indeterminate` });
+  }
+}
+
+/** Judged leases of one name never overlap in real time. */
+function checkExclusion(leases, clients, maxClockSkewMs, violations) {
+  const judged = (lease) => {
+    const client = clientOf(clients, lease.client);
+    if (Math.abs(client.skewMs) > maxClockSkewMs) return false;
+    return !client.pauses.some(([from, to]) => from < lease.until && to > lease.at);
+  };
+  const byName = new Map();
+  for (const lease of leases) {
+    if (lease.until <= lease.at || !judged(lease)) continue;
+    const list = byName.get(lease.name) ?? [];
+    list.push(lease);
+    byName.set(lease.name, list);
+  }
+  for (const [name, list] of byName) {
+    list.sort((a, b) => a.at - b.at);
+    let holding;
+    for (const lease of list) {
+      if (holding !== undefined && lease.at < holding.until) {
+        violations.push({
+          property: 'one holder at a time',
+          detail: `${name}: ${lease.client} (fence ${lease.fence}) from ${lease.at.toFixed(1)} while ${holding.client} (fence ${holding.fence}) held it until ${holding.until.toFixed(1)}`,
+        });
+      }
+      if (holding === undefined || lease.until > holding.until) holding = lease;
+    }
+  }
+}
+
+/** After each heal, every client still alive acquires within the bound. */
+function checkLiveness(heals, acquisitions, clients, liveWithinMs, violations) {
+  for (const healedAt of heals) {
+    for (const [client, { killedAt }] of clients) {
+      if (killedAt <= healedAt + liveWithinMs) continue;
+      const served = acquisitions.some((a) => a.client === client && a.at >= healedAt && a.at <= healedAt + liveWithinMs);
+      if (!served) violations.push({ property: 'live after healing', detail: `${client} acquired nothing within ${liveWithinMs} ms of the heal at ${healedAt.toFixed(1)}` });
+    }
+  }
+}

@@ -1,0 +1,82 @@
+// The fault harness's history checker (faults/checker.mjs): a clean history passes, and each
+// broken promise is found — the harness is trusted only once its checker sees what it must.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { check } from '../../faults/checker.mjs';
+
+const options = { maxClockSkewMs: 6000, liveWithinMs: 1000 };
+const properties = (history) => check(history, options).violations.map((v) => v.property);
+
+/** Two clients taking turns on one name and one counter, every write accepted. */
+function cleanHistory() {
+  return [
+    { kind: 'client', client: 'a', skewMs: 0 },
+    { kind: 'client', client: 'b', skewMs: 5000 },
+    { kind: 'acquired', client: 'a', name: 'n', token: 't1', fence: 1, at: 0, heldUntil: 2000 },
+    { kind: 'write', client: 'a', resource: 'counter', token: 't1', fence: 1, outcome: 'ok' },
+    { kind: 'released', client: 'a', name: 'n', token: 't1', at: 10 },
+    { kind: 'acquired', client: 'b', name: 'n', token: 't2', fence: 2, at: 12, heldUntil: 2012 },
+    { kind: 'write', client: 'b', resource: 'counter', token: 't2', fence: 2, outcome: 'info' },
+    { kind: 'released', client: 'b', name: 'n', token: 't2', at: 20 },
+    { kind: 'healed', at: 15 },
+    { kind: 'acquired', client: 'a', name: 'n', token: 't3', fence: 3, at: 25, heldUntil: 2025 },
+    { kind: 'write', client: 'a', resource: 'counter', token: 't3', fence: 3, outcome: 'ok' },
+    { kind: 'released', client: 'a', name: 'n', token: 't3', at: 30 },
+    { kind: 'acquired', client: 'b', name: 'n', token: 't4', fence: 4, at: 40, heldUntil: 2040 },
+    { kind: 'released', client: 'b', name: 'n', token: 't4', at: 41 },
+    { kind: 'final', resource: 'counter', value: 3, accepted: [{ fence: 1, token: 't1' }, { fence: 2, token: 't2' }, { fence: 3, token: 't3' }] },
+  ];
+}
+
+const replace = (history, index, event) => history.map((e, i) => (i === index ? event : e));
+
+test('a clean history, an indeterminate write either way, breaks nothing', () => {
+  assert.deepEqual(check(cleanHistory(), options), { violations: [], leases: 4, writes: 3 });
+  const notApplied = cleanHistory();
+  notApplied[notApplied.length - 1] = { ...notApplied.at(-1), value: 2, accepted: [{ fence: 1, token: 't1' }, { fence: 3, token: 't3' }] };
+  assert.deepEqual(properties(notApplied), []);
+});
+
+test('overlapping leases of judged clients break exclusion; an hour-ahead or paused client is judged by fences alone', () => {
+  const history = cleanHistory();
+  // b acquires before a released: a takeover that ignored skew, say.
+  const overlap = replace(history, 5, { ...history[5], at: 5 });
+  assert.deepEqual(properties(overlap), ['one holder at a time']);
+  const hourAhead = overlap.map((e) => (e.kind === 'client' && e.client === 'b' ? { ...e, skewMs: 3_600_000 } : e));
+  assert.deepEqual(properties(hourAhead), []);
+  const paused = [...overlap, { kind: 'paused', client: 'a', from: 2, to: 8 }];
+  assert.deepEqual(properties(paused), []);
+  // A lease past its heldUntil is no longer held: a takeover after it is fine.
+  const lapsed = replace(replace(history, 2, { ...history[2], heldUntil: 4 }), 5, { ...history[5], at: 5 });
+  assert.deepEqual(properties(lapsed), []);
+});
+
+test('a resource that accepts a lower fence, or one fence from two holders, is caught', () => {
+  const history = cleanHistory();
+  const final = history.at(-1);
+  const lower = replace(history, history.length - 1, { ...final, accepted: [{ fence: 2, token: 't2' }, { fence: 1, token: 't1' }, { fence: 3, token: 't3' }] });
+  assert.deepEqual(properties(lower), ['fences rise']);
+  const shared = replace(history, history.length - 1, { ...final, accepted: [{ fence: 1, token: 't1' }, { fence: 1, token: 'tX' }, { fence: 3, token: 't3' }] });
+  assert.deepEqual(properties(shared), ['one holder per fence']);
+  const retried = replace(history, history.length - 1, { ...final, accepted: [{ fence: 1, token: 't1' }, { fence: 1, token: 't1' }, { fence: 3, token: 't3' }] });
+  assert.deepEqual(properties(retried), [], 'a retry by the same holder is fine');
+});
+
+test('a counter that lost an accepted increment, or counted one twice, is caught', () => {
+  const history = cleanHistory();
+  const final = history.at(-1);
+  assert.deepEqual(properties(replace(history, history.length - 1, { ...final, value: 1 })), ['nothing lost, nothing twice']);
+  assert.deepEqual(properties(replace(history, history.length - 1, { ...final, value: 4 })), ['nothing lost, nothing twice']);
+});
+
+test('a client that acquires nothing within the bound after the heal is caught, unless it was killed', () => {
+  const history = cleanHistory().filter((e) => !(e.kind === 'acquired' && e.token === 't4'));
+  assert.deepEqual(properties(history), ['live after healing']);
+  assert.deepEqual(properties([...history, { kind: 'killed', client: 'b', at: 16 }]), []);
+});
+
+test('crashes and unknown events are violations', () => {
+  assert.deepEqual(properties([...cleanHistory(), { kind: 'crash', client: 'a', detail: 'unhandled rejection' }]), ['no crash']);
+  assert.deepEqual(properties([...cleanHistory(), { kind: 'oops' }]), ['history']);
+});
