@@ -1,0 +1,97 @@
+// The fault harness's TCP proxy, one per client, in front of a server on loopback (redis-server):
+// the nemesis's hand on that client's connection. Everything it forwards it can delay, and it
+// can lose an answer the server already sent (the write applied, its answer lost), or stall the
+// client's connections and then reset them (a partition longer than a lease).
+import { createServer, connect } from 'node:net';
+
+/** A proxy from a loopback port of its own to `target` (`{ host, port }`). */
+export class FaultProxy {
+  constructor(target) {
+    this.target = target;
+    this.server = createServer((client) => this.accept(client));
+    this.pairs = new Set(); // [client, upstream] sockets of each live connection
+    this.latency = [0, 0]; // ms added to each chunk, drawn in [min, max]
+    this.dropReplies = 0; // answers still to lose: the connection closes instead
+    this.stalledUntil = 0; // while Date.now() is before it, nothing passes
+    this.random = Math.random;
+    this.counts = { connections: 0, dropped: 0, stalls: 0 };
+  }
+
+  /** Listens on 127.0.0.1; resolves with the port. */
+  listen() {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(0, '127.0.0.1', () => resolve(this.server.address().port));
+    });
+  }
+
+  /** Each chunk either way waits `min`..`max` ms (0, 0: none). */
+  setLatency(min, max = min) {
+    this.latency = [min, max];
+  }
+
+  /** The next `count` answers from the server are lost: each closes its connection instead. */
+  loseAnswers(count = 1) {
+    this.dropReplies += count;
+  }
+
+  /** For `ms`, nothing passes either way; then every connection open now is reset. */
+  blackhole(ms) {
+    this.counts.stalls += 1;
+    this.stalledUntil = Date.now() + ms;
+    const stalled = [...this.pairs];
+    return new Promise((resolve) => {
+      setTimeout(() => {
+        for (const pair of stalled) for (const socket of pair) socket.resetAndDestroy?.() ?? socket.destroy();
+        resolve();
+      }, ms);
+    });
+  }
+
+  /** Stops listening and closes every connection. */
+  close() {
+    for (const pair of this.pairs) for (const socket of pair) socket.destroy();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  accept(client) {
+    this.counts.connections += 1;
+    const upstream = connect(this.target);
+    const pair = [client, upstream];
+    this.pairs.add(pair);
+    const end = () => {
+      this.pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+    this.pipe(client, upstream, false, pair);
+    this.pipe(upstream, client, true, pair);
+  }
+
+  /** Forwards `from` to `to` in order, each chunk after its latency; `answers`: server → client. */
+  pipe(from, to, answers, pair) {
+    let chain = Promise.resolve();
+    from.on('data', (chunk) => {
+      const delay = this.delay();
+      chain = chain.then(async () => {
+        if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+        while (Date.now() < this.stalledUntil) await new Promise((resolve) => setTimeout(resolve, this.stalledUntil - Date.now()));
+        if (!this.pairs.has(pair)) return;
+        if (answers && this.dropReplies > 0) {
+          this.dropReplies -= 1;
+          this.counts.dropped += 1;
+          for (const socket of pair) socket.destroy();
+          return;
+        }
+        to.write(chunk);
+      });
+    });
+  }
+
+  delay() {
+    const [min, max] = this.latency;
+    return min + (max - min) * this.random();
+  }
+}

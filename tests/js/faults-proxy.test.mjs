@@ -1,0 +1,142 @@
+// The fault harness's TCP proxy (faults/proxy.mjs) in front of a small server on loopback that
+// records what it received and answers each line: forwarding, latency, answers lost after the
+// server applied the request, and a blackhole that stalls then resets. With redis-server, a
+// lost answer to a lock's create is read back and the acquisition still counts.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { createServer, connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { FaultProxy } from '../../faults/proxy.mjs';
+
+/** A line server: records each line it applied, answers `ok <line>`. */
+async function lineServer() {
+  const applied = [];
+  const server = createServer((socket) => {
+    let buffered = '';
+    socket.on('data', (chunk) => {
+      buffered += chunk;
+      let at;
+      while ((at = buffered.indexOf('\n')) !== -1) {
+        const line = buffered.slice(0, at);
+        buffered = buffered.slice(at + 1);
+        applied.push(line);
+        socket.write(`ok ${line}\n`);
+      }
+    });
+    socket.on('error', () => {});
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { applied, port: server.address().port, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/** A client connection: `ask(line)` resolves with the answer, or rejects when the connection ends. */
+async function client(port) {
+  const socket = connect({ host: '127.0.0.1', port });
+  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let waiting;
+  let buffered = '';
+  socket.on('data', (chunk) => {
+    buffered += chunk;
+    const at = buffered.indexOf('\n');
+    if (at !== -1 && waiting) {
+      const line = buffered.slice(0, at);
+      buffered = buffered.slice(at + 1);
+      waiting.resolve(line);
+      waiting = undefined;
+    }
+  });
+  const lost = () => {
+    waiting?.reject(new Error('connection closed'));
+    waiting = undefined;
+  };
+  socket.on('close', lost).on('error', lost);
+  return {
+    socket,
+    ask(line) {
+      return new Promise((resolve, reject) => {
+        waiting = { resolve, reject };
+        socket.write(`${line}\n`);
+      });
+    },
+  };
+}
+
+test('it forwards, adds latency, loses an answer the server applied, and stalls then resets', async () => {
+  const server = await lineServer();
+  const proxy = new FaultProxy({ host: '127.0.0.1', port: server.port });
+  const port = await proxy.listen();
+  try {
+    const c = await client(port);
+    assert.equal(await c.ask('a'), 'ok a');
+
+    proxy.setLatency(40);
+    let started = performance.now();
+    assert.equal(await c.ask('b'), 'ok b');
+    assert.ok(performance.now() - started >= 75, 'both ways delayed');
+    proxy.setLatency(0);
+
+    proxy.loseAnswers(1);
+    await assert.rejects(c.ask('write'), /connection closed/);
+    assert.deepEqual(server.applied, ['a', 'b', 'write'], 'the server applied it; only its answer was lost');
+    assert.equal(proxy.counts.dropped, 1);
+
+    const d = await client(port);
+    started = performance.now();
+    const stall = proxy.blackhole(150);
+    await assert.rejects(d.ask('stalled'), /connection closed/);
+    assert.ok(performance.now() - started >= 140, 'nothing passed until the reset');
+    await stall;
+    assert.ok(!server.applied.includes('stalled'), 'nothing reached the server while stalled');
+    const e = await client(port);
+    assert.equal(await e.ask('after'), 'ok after', 'new connections pass once it healed');
+    e.socket.destroy();
+  } finally {
+    await proxy.close();
+    await server.close();
+  }
+});
+
+const haveRedis = spawnSync('redis-server', ['--version']).status === 0;
+const processes = [];
+after(() => {
+  for (const child of processes) child.kill('SIGTERM'); // by PID: only what this file started
+});
+
+test('over redis-server: a create whose answer was lost is read back, and the acquisition counts', { skip: !haveRedis && 'no redis-server' }, async () => {
+  const { createClient } = await import('redis');
+  const { RedisStore, acquireLock, lockStats } = await import('keyturn');
+  const redisPort = await new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+  const server = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  processes.push(server);
+  for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(redisPort), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
+  const proxy = new FaultProxy({ host: '127.0.0.1', port: redisPort });
+  const port = await proxy.listen();
+  const redis = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: () => 20 } });
+  redis.on('error', () => {}); // the connection the proxy drops: node-redis reconnects
+  await redis.connect();
+  try {
+    const store = new RedisStore((script, keys, args) => redis.eval(script, { keys, arguments: args }));
+    proxy.loseAnswers(1);
+    const lock = await acquireLock(store, 'report', { waitMs: 2000, staleMs: 2000 });
+    assert.ok(lock !== undefined, 'held: the create applied, and its read-back showed this holder');
+    assert.equal(proxy.counts.dropped, 1);
+    const stats = lockStats(store);
+    assert.equal(stats.readBacksApplied, 1);
+    assert.equal(stats.storeFailures, 1);
+    await lock.release();
+    const again = await acquireLock(store, 'report', { waitMs: 0 });
+    assert.ok(again !== undefined && again.fence > lock.fence, 'released, and the fence rose');
+    await again.release();
+  } finally {
+    await redis.quit().catch(() => {});
+    await proxy.close();
+    server.kill('SIGTERM');
+  }
+});
