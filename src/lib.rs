@@ -15,6 +15,10 @@
 //! - [`StoreSerializer`] (JS: `createKeyedSerializer({ store })`) is the serializer across
 //!   isolates: each turn holds the key's lease in the store, renewed while it runs, and gets its
 //!   fence; consecutive turns in one isolate pass the lease on without a store call.
+//! - For a work that re-decides from a fresh read, [`KeyedSerializer::run_coalesced`] and
+//!   [`StoreSerializer::run_coalesced`] (JS: `{ coalesce: true }`) let a call join the key's
+//!   last waiting work of its [`Coalesce`] group: one run answers a burst, each caller getting a
+//!   clone of its output.
 //!
 //! ## What it guarantees, and what it does not
 //! - Per-key FIFO in the order calls were made, not the order the events behind them happened:
@@ -29,7 +33,9 @@
 //! - A lock is a lease: it runs `staleMs` from its record's time and [`Lock::renew`] moves it
 //!   ([`LockManager::with_lock`] renews while its work runs). A holder whose lease ran out can be
 //!   taken over while it still works, so protected writes carry [`Lock::fence`] and the
-//!   resource refuses older ones. Staleness compares record times across isolates' clocks.
+//!   resource refuses older ones. A record is taken over once older than its lease plus
+//!   `max_clock_skew_ms` by the taker's clock, or once watched unchanged for its lease on the
+//!   taker's monotonic clock ([`LockOptions`]).
 //! - Single-threaded: one wasm instance per isolate, nothing here is `Send`.
 //! - Nothing the host throws unwinds through Rust: the JavaScript bindings' cores never call
 //!   into JavaScript, and the platform calls Rust makes on wasm (timers, crypto) are `catch`

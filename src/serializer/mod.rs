@@ -508,6 +508,34 @@ impl<C: Clock> KeyedSerializer<C> {
     ///
     /// # Errors
     /// As [`run`](Self::run); a joined caller gets the error its run ended with.
+    ///
+    /// # Examples
+    ///
+    /// Two calls wait behind a running work; the second joins the first's run, so only the
+    /// first call's work runs, and both get its output:
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::pin::pin;
+    /// use std::task::{Context, Poll, Waker};
+    /// use keyturn::{Coalesce, KeyedSerializer, ManualClock};
+    ///
+    /// let serializer = KeyedSerializer::with_clock(1000.0, ManualClock::new())?;
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut running = Box::pin(serializer.run("doc-1", |_| std::future::pending::<()>()));
+    /// assert!(running.as_mut().poll(&mut cx).is_pending());
+    ///
+    /// let mut first = pin!(serializer.run_coalesced("doc-1", Coalesce::Yes, |_| async { "acl v2" }));
+    /// let mut second = pin!(serializer.run_coalesced("doc-1", Coalesce::Yes, |_| async { "never" }));
+    /// assert!(first.as_mut().poll(&mut cx).is_pending());
+    /// assert!(second.as_mut().poll(&mut cx).is_pending());
+    /// assert_eq!(serializer.stats().coalesced, 1);
+    ///
+    /// drop(running); // its caller gave up: the key moves on
+    /// assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(Ok("acl v2")));
+    /// assert_eq!(first.as_mut().poll(&mut cx), Poll::Ready(Ok("acl v2")));
+    /// # Ok::<(), keyturn::TimeoutOutOfRange>(())
+    /// ```
     pub async fn run_coalesced<F, Fut>(
         &self,
         key: &str,
