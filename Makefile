@@ -1,6 +1,6 @@
 # keyturn — the two commands of the README are `make dev` and `make test`; both install what is
 # missing first (scripts/setup.sh is idempotent and skips what is already there).
-.PHONY: dev test test-rust test-browser test-js build setup bench clean
+.PHONY: dev test test-rust test-browser test-js build setup bench faults faults-long clean
 
 build: setup
 	bash scripts/build.sh
@@ -29,6 +29,14 @@ test-js: build
 dev: build
 	WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
 	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port 8787
+
+# The fault harness over redis-server (faults/): the short profile with its self-test (planted
+# bugs must be found), and a longer run. In progress: Durable Objects are not covered yet.
+faults: build
+	node faults/self-test.mjs
+
+faults-long: build
+	node faults/run.mjs --seconds 240
 
 bench: build
 	node bench/serializer.mjs

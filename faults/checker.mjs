@@ -1,8 +1,8 @@
 // The fault harness's history checker: reads what clients, the resource and the nemesis
 // recorded, and says which of the lock's promises a run broke. Pure: no I/O, no clock.
 //
-// Times are real milliseconds on one machine's shared clock (`performance.timeOrigin +
-// performance.now()` in every process), whatever skew a client's own `now` was given.
+// Times are real milliseconds on one machine's shared monotonic clock (`process.hrtime` in
+// every process), whatever skew a client's own `now` was given.
 //
 // Events (plain objects, `kind` first):
 // - `client`   { client, skewMs }                  — a client, and how far its `now` was moved
@@ -12,6 +12,8 @@
 // - `released` { client, name, token, at }         — it began releasing at `at`
 // - `paused`   { client, from, to }                — SIGSTOP..SIGCONT
 // - `killed`   { client, at }                      — SIGKILL
+// - `failed`   { client, name, error }             — a turn that failed (LockUnavailable, a store
+//                                                    error): counted, not a violation
 // - `write`    { client, resource, token, fence, outcome: 'ok' | 'refused' | 'info' }
 //                                                  — a fenced increment; `info`: its answer was
 //                                                    lost, it may or may not have applied
@@ -34,6 +36,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs }) {
   const finals = [];
   const heals = [];
   const acquisitions = [];
+  let failed = 0;
   for (const event of history) {
     switch (event.kind) {
       case 'client':
@@ -70,6 +73,9 @@ export function check(history, { maxClockSkewMs, liveWithinMs }) {
       case 'healed':
         heals.push(event.at);
         break;
+      case 'failed':
+        failed += 1;
+        break;
       case 'crash':
         violations.push({ property: 'no crash', detail: `${event.client}: ${event.detail}` });
         break;
@@ -80,7 +86,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs }) {
   for (const final of finals) checkResource(final, writes.get(final.resource) ?? { ok: 0, info: 0 }, violations);
   checkExclusion(leases, clients, maxClockSkewMs, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
-  return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.ok + c.info, 0) };
+  return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.ok + c.info, 0), failed };
 }
 
 function clientOf(clients, client) {
@@ -110,24 +116,36 @@ function checkResource({ resource, value, accepted }, { ok, info }, violations) 
   }
 }
 
-/** Judged leases of one name never overlap in real time. */
+/**
+ * Judged leases of one name never overlap in real time. Leases are judged by fences alone when
+ * their clients' clocks differ by more than `maxClockSkewMs`, or when a holder was paused while
+ * holding: such a lease, and any lease it overlapped, may have been taken over rightly.
+ */
 function checkExclusion(leases, clients, maxClockSkewMs, violations) {
-  const judged = (lease) => {
-    const client = clientOf(clients, lease.client);
-    if (Math.abs(client.skewMs) > maxClockSkewMs) return false;
-    return !client.pauses.some(([from, to]) => from < lease.until && to > lease.at);
-  };
+  const paused = (lease) => clientOf(clients, lease.client).pauses.some(([from, to]) => from < lease.until && to > lease.at);
+  const skewApart = (a, b) => Math.abs(clientOf(clients, a.client).skewMs - clientOf(clients, b.client).skewMs) > maxClockSkewMs;
+  const overlap = (a, b) => a.at < b.until && b.at < a.until;
   const byName = new Map();
   for (const lease of leases) {
-    if (lease.until <= lease.at || !judged(lease)) continue;
+    if (lease.until <= lease.at) continue;
     const list = byName.get(lease.name) ?? [];
     list.push(lease);
     byName.set(lease.name, list);
   }
-  for (const [name, list] of byName) {
-    list.sort((a, b) => a.at - b.at);
+  for (const [name, all] of byName) {
+    all.sort((a, b) => a.at - b.at);
+    const outside = new Set(all.filter(paused));
+    for (let i = 0; i < all.length; i++) {
+      for (let j = i + 1; j < all.length && all[j].at < all[i].until; j++) {
+        const [a, b] = [all[i], all[j]];
+        if (outside.has(a) || outside.has(b) || skewApart(a, b)) {
+          outside.add(a);
+          outside.add(b);
+        }
+      }
+    }
     let holding;
-    for (const lease of list) {
+    for (const lease of all.filter((judged) => !outside.has(judged))) {
       if (holding !== undefined && lease.at < holding.until) {
         violations.push({
           property: 'one holder at a time',

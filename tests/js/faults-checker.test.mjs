@@ -32,7 +32,7 @@ function cleanHistory() {
 const replace = (history, index, event) => history.map((e, i) => (i === index ? event : e));
 
 test('a clean history, an indeterminate write either way, breaks nothing', () => {
-  assert.deepEqual(check(cleanHistory(), options), { violations: [], leases: 4, writes: 3 });
+  assert.deepEqual(check(cleanHistory(), options), { violations: [], leases: 4, writes: 3, failed: 0 });
   const notApplied = cleanHistory();
   notApplied[notApplied.length - 1] = { ...notApplied.at(-1), value: 2, accepted: [{ fence: 1, token: 't1' }, { fence: 3, token: 't3' }] };
   assert.deepEqual(properties(notApplied), []);
@@ -47,6 +47,15 @@ test('overlapping leases of judged clients break exclusion; an hour-ahead or pau
   assert.deepEqual(properties(hourAhead), []);
   const paused = [...overlap, { kind: 'paused', client: 'a', from: 2, to: 8 }];
   assert.deepEqual(properties(paused), []);
+  // A lease an hour-ahead client overlapped may have been taken over by it: judged by fences too.
+  const disturbed = [
+    ...overlap,
+    { kind: 'client', client: 'z', skewMs: 3_600_000 },
+    { kind: 'acquired', client: 'z', name: 'n', token: 'tz', fence: 9, at: 3, heldUntil: 4 },
+    { kind: 'killed', client: 'z', at: 5 },
+  ];
+  assert.deepEqual(properties(disturbed), []);
+  assert.deepEqual(properties([...history, ...disturbed.slice(-3)]), [], 'and elsewhere nothing changes');
   // A lease past its heldUntil is no longer held: a takeover after it is fine.
   const lapsed = replace(replace(history, 2, { ...history[2], heldUntil: 4 }), 5, { ...history[5], at: 5 });
   assert.deepEqual(properties(lapsed), []);
