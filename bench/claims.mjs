@@ -9,12 +9,13 @@
 //
 // `--root` runs another checkout's worker (to compare trees on one machine). Not a test.
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join, dirname } from 'node:path';
 import { mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+
+import { freePort } from '../tests/runtimes/ports.mjs';
 
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -26,12 +27,7 @@ const claims = Number(option('claims', 200));
 const notifications = Number(option('notifications', 300));
 const reconciles = Number(option('reconciles', 300));
 
-const port = await new Promise((resolve) => {
-  const probe = createServer().listen(0, '127.0.0.1', () => {
-    const { port: free } = probe.address();
-    probe.close(() => resolve(free));
-  });
-});
+const port = await freePort();
 // State outside the tree: wrangler dev restarts the worker when files under it change.
 const persist = mkdtempSync(join(tmpdir(), 'keyturn-claims-'));
 const wrangler = spawn(join(root, 'node_modules/.bin/wrangler'), ['dev', '--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', persist], {

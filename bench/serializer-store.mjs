@@ -3,34 +3,24 @@
 // concurrent works on one key in one isolate — beside the in-isolate serializer and the
 // hand-built serializer + withLock of the example before — and two isolates strictly
 // alternating on one key. Not a test: it asserts nothing about speed.
-import { spawn, spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import { createClient } from 'redis';
 import * as keyturn from 'keyturn';
 
 import { benchSerializedStore } from './runtimes/serialized-store-bench.mjs';
+import { startRedisServer } from '../tests/runtimes/redis-server.mjs';
 import { workerdWith } from '../tests/runtimes/workerd.mjs';
 
 const rows = [];
 
-const port = await new Promise((resolve) => {
-  const probe = createServer().listen(0, '127.0.0.1', () => {
-    const { port: free } = probe.address();
-    probe.close(() => resolve(free));
-  });
-});
-const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+const { port, stop } = await startRedisServer();
 try {
-  for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
   const client = createClient({ url: `redis://127.0.0.1:${port}` });
   await client.connect();
   const makeRedis = () => new keyturn.RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }));
   rows.push(['Redis (Node)', await benchSerializedStore(makeRedis, keyturn)]);
   await client.quit();
 } finally {
-  server.kill('SIGTERM');
+  stop();
 }
 
 const mf = workerdWith('bench/runtimes/bench-worker.mjs');

@@ -8,8 +8,7 @@
 //   node bench/stores.mjs redis     Redis and the pattern only
 //
 // Not a test: it asserts nothing about speed.
-import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { createServer } from 'node:net';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -20,6 +19,7 @@ import { createClient } from 'redis';
 import { acquireLock, MemoryStore, RedisStore } from 'keyturn';
 
 import { benchStore } from './runtimes/store-bench.mjs';
+import { startRedisServer } from '../tests/runtimes/redis-server.mjs';
 import { workerdWith } from '../tests/runtimes/workerd.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -52,16 +52,9 @@ if (only === undefined) {
 }
 
 // Redis: a server of our own on a loopback port, stopped by PID at the end.
-const port = await new Promise((resolve) => {
-  const probe = createServer().listen(0, '127.0.0.1', () => {
-    const { port: free } = probe.address();
-    probe.close(() => resolve(free));
-  });
-});
-const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+const { port, stop } = await startRedisServer();
 const redisRows = [];
 try {
-  for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
   const client = createClient({ url: `redis://127.0.0.1:${port}` });
   await client.connect();
   // keyturn's store as the README shows it for node-redis, scripts named by SHA-1 (EVALSHA).
@@ -167,7 +160,7 @@ try {
   redisRows.push(keyturn, pattern, plainUs, patternShaUs);
   await client.quit();
 } finally {
-  server.kill('SIGTERM');
+  stop();
 }
 
 console.log(`store benchmark, node ${process.version}: uncontended acquire+release, and 16 contenders on one name in one isolate`);

@@ -13,8 +13,7 @@
 //
 // Prints a table per fault kind and, last, one JSON line. Exits 1 on any violation. Every
 // process it starts is stopped by its PID; loopback only.
-import { spawn, spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { createClient } from 'redis';
 
+import { startRedisServer } from '../tests/runtimes/redis-server.mjs';
 import { FaultProxy } from './proxy.mjs';
 import { check } from './checker.mjs';
 
@@ -51,15 +51,6 @@ const fault = (kind) => {
 };
 const children = new Set();
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 function startClient(client, port) {
   const child = spawn(process.execPath, [`${here}client.mjs`, JSON.stringify({ ...client, ...lease, port, names })], { stdio: ['ignore', 'pipe', 'inherit'] });
   children.add(child);
@@ -75,12 +66,11 @@ function startClient(client, port) {
   return child;
 }
 
-const redisPort = await freePort();
-const redisServer = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-children.add(redisServer);
+const redisServer = await startRedisServer();
+const redisPort = redisServer.port;
+children.add(redisServer.process);
 let exitCode = 0;
 try {
-  for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(redisPort), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
   const proxies = [];
   const processes = [];
   for (const client of clients) {

@@ -2,13 +2,12 @@
 // records what it received and answers each line: forwarding, latency, answers lost after the
 // server applied the request, and a blackhole that stalls then resets. With redis-server, a
 // lost answer to a lock's create is read back and the acquisition still counts.
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import { createServer, connect } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import { FaultProxy } from '../../faults/proxy.mjs';
+import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
 
 /** A line server: records each line it applied, answers `ok <line>`. */
 async function lineServer() {
@@ -98,24 +97,12 @@ test('it forwards, adds latency, loses an answer the server applied, and stalls 
   }
 });
 
-const haveRedis = spawnSync('redis-server', ['--version']).status === 0;
-const processes = [];
-after(() => {
-  for (const child of processes) child.kill('SIGTERM'); // by PID: only what this file started
-});
 
-test('over redis-server: a create whose answer was lost is read back, and the acquisition counts', { skip: !haveRedis && 'no redis-server' }, async () => {
+test('over redis-server: a create whose answer was lost is read back, and the acquisition counts', { skip: !haveRedisServer() && 'no redis-server' }, async () => {
   const { createClient } = await import('redis');
   const { RedisStore, acquireLock, lockStats } = await import('keyturn');
-  const redisPort = await new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-  const server = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  processes.push(server);
-  for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(redisPort), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
+  const server = await startRedisServer();
+  const redisPort = server.port;
   const proxy = new FaultProxy({ host: '127.0.0.1', port: redisPort });
   const port = await proxy.listen();
   const redis = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: () => 20 } });
@@ -137,6 +124,6 @@ test('over redis-server: a create whose answer was lost is read back, and the ac
   } finally {
     await redis.quit().catch(() => {});
     await proxy.close();
-    server.kill('SIGTERM');
+    server.stop(); // by PID: only the server this test started
   }
 });

@@ -6,14 +6,13 @@
 // opened in headless Chromium. Each `console.log(…); // what` must print what its comment says.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import { installTarball, root } from './installed.mjs';
+import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
 import { browsers, pageSays, serveFiles } from '../runtimes/webdriver.mjs';
 
 const bin = (name) => join(root, 'node_modules/.bin', name);
@@ -68,23 +67,16 @@ test('every Node example runs as written and prints what it says', () => {
   }
 });
 
-const haveRedis = spawnSync('redis-server', ['--version']).status === 0;
+const haveRedis = haveRedisServer();
 
 test('the Redis example, against a redis-server of its own', { skip: !haveRedis && 'no redis-server' }, async () => {
   const [{ code }] = blocksOf('js', 'redis');
-  const port = await new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port: free } = probe.address();
-      probe.close(() => resolve(free));
-    });
-  });
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const { port, stop } = await startRedisServer();
   try {
-    for (let i = 0; i < 100 && String(spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout).trim() !== 'PONG'; i++) await sleep(50);
     writeFileSync(join(project, 'redis-example.mjs'), code);
     printsAsPromised(run(process.execPath, ['redis-example.mjs'], { env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${port}` } }), code);
   } finally {
-    server.kill('SIGTERM'); // by PID: only the server this test started
+    stop(); // by PID: only the server this test started
   }
 });
 

@@ -3,16 +3,14 @@
 // a loopback port and stops by PID. (tests/js/workerd.test.mjs runs it inside workerd too.)
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createServer } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Miniflare } from 'miniflare';
 import { createClient } from 'redis';
 import { acquireLock, MemoryStore, R2Store, RedisStore } from 'keyturn';
 
 import { contract } from '../runtimes/contract.mjs';
+import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
 
 /** The contract over `stores` (store objects over one backend), taken in turn. */
 function storeContract(label, makeStores) {
@@ -166,29 +164,19 @@ describe('RedisStore with evalShaFn, over a scripted client', () => {
   });
 });
 
-const haveRedis = spawnSync('redis-server', ['--version']).status === 0;
+const haveRedis = haveRedisServer();
 
 describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }, () => {
   let server;
   let port;
   const clients = [];
   before(async () => {
-    port = await new Promise((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port: free } = probe.address();
-        probe.close(() => resolve(free));
-      });
-    });
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    for (let i = 0; i < 100; i++) {
-      const ping = spawnSync('redis-cli', ['-p', String(port), 'ping']);
-      if (String(ping.stdout).trim() === 'PONG') break;
-      await sleep(50);
-    }
+    server = await startRedisServer();
+    port = server.port;
   });
   after(async () => {
     await Promise.all(clients.map((client) => client.quit().catch(() => {})));
-    server?.kill('SIGTERM'); // by PID: only the server this test started
+    server?.stop(); // by PID: only the server this test started
   });
   /** A client of the test's server, quit at the end. */
   const connected = async () => {

@@ -3,26 +3,12 @@
 // its end in one request, and the answer says how many of the timers armed meanwhile are still
 // live: none may be, or a request would keep them toward workerd's 10 000.
 import { acquireLock, createKeyedSerializer, MemoryStore, withLock } from '../../pkg/workerd.js';
+import { watchTimers } from '../runtimes/timer-watch.mjs';
 
-const live = new Set();
-const realSet = globalThis.setTimeout;
-const realClear = globalThis.clearTimeout;
-let armed = 0;
-globalThis.setTimeout = (callback, ms, ...args) => {
-  armed += 1;
-  const handle = realSet(() => {
-    live.delete(handle);
-    callback(...args);
-  }, ms);
-  live.add(handle);
-  return handle;
-};
-globalThis.clearTimeout = (handle) => {
-  live.delete(handle);
-  realClear(handle);
-};
+const timers = watchTimers();
+const { live, original: realSetTimeout } = timers;
 
-const sleep = (ms) => new Promise((resolve) => realSet(resolve, ms));
+const sleep = (ms) => new Promise((resolve) => realSetTimeout(resolve, ms));
 
 async function burst() {
   // One waiter served after its holder's release: the waits' shared timer goes with the wait.
@@ -51,7 +37,7 @@ async function burst() {
   await sleep(5);
   await holder.release();
   await Promise.all([...works, ...waiters, held, beside]);
-  return { armed, afterOneWaiter, live: live.size };
+  return { armed: timers.armed(), afterOneWaiter, live: live.size };
 }
 
 export default {

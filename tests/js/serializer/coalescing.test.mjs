@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { MapStore } from '../map-store.mjs';
 import { deferred, seededRandom, watchProcess } from '../support.mjs';
 import { forEachMode } from '../modes.mjs';
+import { watchTimers } from '../../runtimes/timer-watch.mjs';
 
 const require = createRequire(import.meta.url);
 const cjs = require('keyturn');
@@ -23,34 +24,6 @@ const rejection = (promise) => promise.then(
 
 forEachMode((mode) => {
   const { createKeyedSerializer, MemoryStore, SerializedWorkTimeout } = mode;
-
-  /**
-   * Counts the timers armed and not yet fired or cleared, unref'd ones included (which
-   * `process.getActiveResourcesInfo()` leaves out), until `restore()`.
-   */
-  function watchTimers() {
-    const live = new Set();
-    const { setTimeout: set, clearTimeout: unset } = globalThis;
-    globalThis.setTimeout = (fn, ms, ...args) => {
-      const timer = set(() => {
-        live.delete(timer);
-        fn(...args);
-      }, ms);
-      live.add(timer);
-      return timer;
-    };
-    globalThis.clearTimeout = (timer) => {
-      live.delete(timer);
-      unset(timer);
-    };
-    return {
-      live,
-      restore() {
-        globalThis.setTimeout = set;
-        globalThis.clearTimeout = unset;
-      },
-    };
-  }
 
   /** A key busy with a work that runs until `gate` is resolved. */
   function busy(serialize, key = 'k') {
