@@ -121,20 +121,12 @@ class Serializer {
     if (entry instanceof Refusal) return refused(entry.error);
     if (entry instanceof Caller) return this.callerPromise(entry);
     const job = entry;
-    const callers = job.options?.callers;
     const result = new Promise((resolve, reject) => {
-      if (callers === undefined) {
-        job.resolve = resolve;
-        job.reject = reject;
-      } else {
-        callers.resolveOutcome = resolve;
-        callers.rejectOutcome = reject;
-      }
+      job.resolve = resolve;
+      job.reject = reject;
     });
-    if (callers !== undefined) {
-      job.resolve = callers.resolve;
-      job.reject = callers.reject;
-    }
+    const callers = job.options?.callers;
+    if (callers !== undefined) callers.settleWith(job);
     this.scheduler.entered(job, result);
     return callers === undefined ? result : this.callerPromise(callers.first);
   }

@@ -114,6 +114,14 @@ export class Callers {
     }
   }
 
+  /** Takes over `job`'s resolvers: from now on they settle its promise and every caller. */
+  settleWith(job) {
+    this.resolveOutcome = job.resolve;
+    this.rejectOutcome = job.reject;
+    job.resolve = this.resolve;
+    job.reject = this.reject;
+  }
+
   /** The first caller, the one that queued the job. */
   get first() {
     return this.list[0];
