@@ -30,13 +30,14 @@ dev: build
 	WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
 	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port 8787
 
-# The fault harness over redis-server (faults/): the short profile with its self-test (planted
-# bugs must be found), and a longer run. In progress: Durable Objects are not covered yet.
+# The fault harness (faults/README.md) over redis-server and workerd's Durable Objects: the short
+# profile (about 2 minutes; CI runs it after `make test`) with its self-test — planted bugs must
+# be found — and the long profile, whose table is the README's.
 faults: build
-	node faults/self-test.mjs
+	node faults/profiles.mjs short
 
 faults-long: build
-	node faults/run.mjs --seconds 240
+	node faults/profiles.mjs long
 
 bench: build
 	node bench/serializer.mjs

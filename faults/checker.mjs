@@ -14,15 +14,23 @@
 // - `killed`   { client, at }                      — SIGKILL
 // - `failed`   { client, name, error }             — a turn that failed (LockUnavailable, a store
 //                                                    error): counted, not a violation
-// - `write`    { client, resource, token, fence, outcome: 'ok' | 'refused' | 'info' }
-//                                                  — a fenced increment; `info`: its answer was
-//                                                    lost, it may or may not have applied
+// - `invoke`   { client, resource, token, fence }   — a fenced increment was sent; one with no
+//                                                    `write` after it (its client was killed or
+//                                                    disposed meanwhile) is indeterminate
+// - `write`    { client, resource, token, fence, outcome: 'ok' | 'refused' | 'info', at }
+//                                                  — a fenced increment, answered at `at`;
+//                                                    `info`: its answer was lost, it may or may
+//                                                    not have applied
 // - `final`    { resource, value, accepted: [{ fence, token }, …] }
 //                                                  — the resource's end state and its own log of
 //                                                    the writes it accepted, in order
 // - `healed`   { at }                              — every fault undone
 // - `crash`    { client, detail }                  — an unhandled rejection, a crash
+// - `fault`    { fault, client, from, to }         — the nemesis's fault, for the table
+// - `disposed` { client, at }                      — the client's isolate was thrown away (its
+//                                                    leases stay held until their `heldUntil`)
 //
+// A violation is `{ property, detail }`, with `at` (real time) and `clients` where it has them.
 // Definitions and properties as the fault-harness issue states them: a lease is held from its
 // acquisition's answer until the earlier of its release and its `heldUntil`.
 
@@ -60,8 +68,16 @@ export function check(history, { maxClockSkewMs, liveWithinMs }) {
       case 'killed':
         clientOf(clients, event.client).killedAt = event.at;
         break;
+      case 'invoke':
       case 'write': {
-        const counts = writes.get(event.resource) ?? { ok: 0, info: 0 };
+        const counts = writes.get(event.resource) ?? { unanswered: new Set(), ok: 0, info: 0, answered: 0 };
+        const call = `${event.client} ${event.token}`;
+        if (event.kind === 'invoke') {
+          counts.unanswered.add(call);
+        } else {
+          counts.unanswered.delete(call);
+          counts.answered += 1;
+        }
         if (event.outcome === 'ok') counts.ok += 1;
         else if (event.outcome === 'info') counts.info += 1;
         writes.set(event.resource, counts);
@@ -77,16 +93,22 @@ export function check(history, { maxClockSkewMs, liveWithinMs }) {
         failed += 1;
         break;
       case 'crash':
-        violations.push({ property: 'no crash', detail: `${event.client}: ${event.detail}` });
+        violations.push({ property: 'no crash', detail: `${event.client}: ${event.detail}`, clients: [event.client] });
+        break;
+      case 'fault':
+      case 'disposed':
         break;
       default:
         violations.push({ property: 'history', detail: `unknown event kind ${JSON.stringify(event.kind)}` });
     }
   }
-  for (const final of finals) checkResource(final, writes.get(final.resource) ?? { ok: 0, info: 0 }, violations);
+  for (const final of finals) {
+    const { ok, info, unanswered } = writes.get(final.resource) ?? { unanswered: new Set(), ok: 0, info: 0 };
+    checkResource(final, { ok, info: info + unanswered.size }, violations);
+  }
   checkExclusion(leases, clients, maxClockSkewMs, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
-  return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.ok + c.info, 0), failed };
+  return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
 }
 
 function clientOf(clients, client) {
@@ -149,6 +171,8 @@ function checkExclusion(leases, clients, maxClockSkewMs, violations) {
       if (holding !== undefined && lease.at < holding.until) {
         violations.push({
           property: 'one holder at a time',
+          at: lease.at,
+          clients: [lease.client, holding.client],
           detail: `${name}: ${lease.client} (fence ${lease.fence}) from ${lease.at.toFixed(1)} while ${holding.client} (fence ${holding.fence}) held it until ${holding.until.toFixed(1)}`,
         });
       }
@@ -163,7 +187,7 @@ function checkLiveness(heals, acquisitions, clients, liveWithinMs, violations) {
     for (const [client, { killedAt }] of clients) {
       if (killedAt <= healedAt + liveWithinMs) continue;
       const served = acquisitions.some((a) => a.client === client && a.at >= healedAt && a.at <= healedAt + liveWithinMs);
-      if (!served) violations.push({ property: 'live after healing', detail: `${client} acquired nothing within ${liveWithinMs} ms of the heal at ${healedAt.toFixed(1)}` });
+      if (!served) violations.push({ property: 'live after healing', at: healedAt, clients: [client], detail: `${client} acquired nothing within ${liveWithinMs} ms of the heal at ${healedAt.toFixed(1)}` });
     }
   }
 }

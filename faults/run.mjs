@@ -1,35 +1,38 @@
-// The fault harness over redis-server: 6 client processes (faults/client.mjs), each behind its
-// own TCP proxy (faults/proxy.mjs), contend on two names: four with withLock, two with the
-// serializer over a store, while a nemesis adds latency, loses answers the server applied, blackholes a
-// client past its lease, pauses one (SIGSTOP) past its lease and kills one (SIGKILL). The lock
-// clients' clocks are skewed ±5 s under maxClockSkewMs 11000 (two clocks differ by up to 10 s),
-// and one runs an hour ahead. Then the faults heal, every client must acquire within the bound,
-// and the checker reads the history.
+// One run of the fault harness on one engine: 6 client processes, each its own keyturn
+// instance, contend on two names — four with withLock, two with the serializer over a store —
+// each turn a fenced increment of the name's counter, while a nemesis injects one fault after
+// another. The lock clients' clocks are skewed ±5 s under maxClockSkewMs 11000 (two clocks
+// differ by up to 10 s), and one runs an hour ahead. Then the faults heal, every client must
+// acquire within the bound, and the checker reads the history.
 //
-//   node faults/run.mjs [--seconds 40] [--history FILE] [--plant skew|cas]
+//   node faults/run.mjs [--engine redis|durable-objects] [--seconds 40] [--history FILE]
+//                       [--plant skew|release|read-back]
 //
-// `--plant` gives one lock client a planted bug (see client.mjs); the checker must then find
-// violations: the harness's self-test.
+// Engines: `redis`, a redis-server behind one TCP proxy per client (faults/redis-engine.mjs:
+// latency, lost answers, blackholes); `durable-objects`, workerd's Durable Objects shared by
+// every client's workerd through a dev registry (faults/durable-objects-engine.mjs: isolates
+// disposed mid-hold). On both: clients paused (SIGSTOP) past their lease, and killed (SIGKILL)
+// and started again. `--plant` gives one lock client a planted bug (faults/turn.mjs): the
+// checker must then find violations — the harness's self-test (faults/profiles.mjs).
 //
 // Prints a table per fault kind and, last, one JSON line. Exits 1 on any violation. Every
 // process it starts is stopped by its PID; loopback only.
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { createClient } from 'redis';
-
-import { startRedisServer } from '../tests/runtimes/redis-server.mjs';
-import { FaultProxy } from './proxy.mjs';
 import { check } from './checker.mjs';
+import { startDurableObjectsEngine } from './durable-objects-engine.mjs';
+import { startRedisEngine } from './redis-engine.mjs';
+import { faultTable } from './table.mjs';
 
 const args = process.argv.slice(2);
-const seconds = Number(args[args.indexOf('--seconds') + 1] || 40);
-const plant = args.includes('--plant') ? args[args.indexOf('--plant') + 1] : undefined;
-const historyFile = args.includes('--history') ? args[args.indexOf('--history') + 1] : undefined;
-const here = fileURLToPath(new URL('.', import.meta.url));
+const option = (name, otherwise) => (args.includes(name) ? args[args.indexOf(name) + 1] : otherwise);
+const engineName = option('--engine', 'redis');
+const seconds = Number(option('--seconds', 40));
+const plant = option('--plant');
+const historyFile = option('--history');
 const lease = { staleMs: 1000, waitMs: 4000, storeTimeoutMs: 500, maxClockSkewMs: 11000 };
 const names = ['alpha', 'beta'];
 const clients = [
@@ -44,120 +47,119 @@ const clients = [
 // CLOCK_MONOTONIC: one clock for every process on the machine (performance.timeOrigin is each
 // process's own estimate, and differs between processes by a fraction of a millisecond).
 const real = () => Number(process.hrtime.bigint()) / 1e6;
-const history = [];
-const faults = {};
-const fault = (kind) => {
-  faults[kind] = (faults[kind] ?? 0) + 1;
-};
-const children = new Set();
+/** The wall clock's distance from `real()`, taken where `Date.now()` ticks (workerd reads only the wall clock). */
+function wallOffset() {
+  const start = Date.now();
+  while (Date.now() === start);
+  return Date.now() - real();
+}
+const offsetMs = wallOffset();
 
-function startClient(client, port) {
-  const child = spawn(process.execPath, [`${here}client.mjs`, JSON.stringify({ ...client, ...lease, port, names })], { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(child);
-  child.on('exit', () => children.delete(child));
+const history = [];
+const slots = []; // per client slot: { client, child, pids }
+const pids = new Map(); // every process started → its command name, to stop by its PID at the end
+/** Signals `pid` if it is still the process started (a PID is reused once its process is gone). */
+function kill(pid, name) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === pids.get(pid)) process.kill(pid, name);
+  } catch {
+    // already gone
+  }
+}
+/** Signals a client's processes: its own, and the workerd it runs (pause, kill). */
+const signal = (slot, name) => {
+  for (const pid of [slots[slot].child.pid, ...slots[slot].pids]) kill(pid, name);
+};
+/** Signals a client's own process only (a request to it). */
+const tell = (slot, name) => kill(slots[slot].child.pid, name);
+
+const engine = await (engineName === 'durable-objects' ? startDurableObjectsEngine : startRedisEngine)({ lease, sleep, tell });
+for (const [pid, command] of engine.pids) pids.set(pid, command);
+
+async function startClient(slot, client) {
+  const { script, config } = await engine.client(slot);
+  const child = spawn(process.execPath, [script, JSON.stringify({ ...client, ...lease, names, offsetMs, ...config })], { stdio: ['ignore', 'pipe', 'inherit'] });
+  pids.set(child.pid, 'node');
+  let ready;
+  slots[slot] = { client, child, pids: [], ready: new Promise((resolve) => (ready = resolve)) };
   createInterface({ input: child.stdout }).on('line', (line) => {
+    let event;
     try {
-      history.push(JSON.parse(line));
+      event = JSON.parse(line);
     } catch {
       history.push({ kind: 'crash', client: client.id, detail: `unreadable output: ${line}` });
+      return;
     }
+    if (event.kind !== 'ready') {
+      history.push(event.kind === 'disposed' ? { ...event, at: real() } : event);
+      return;
+    }
+    slots[slot].pids = event.pids;
+    for (const pid of event.pids) pids.set(pid, 'workerd');
+    ready();
   });
   history.push({ kind: 'client', client: client.id, skewMs: client.skewMs });
-  return child;
 }
 
-const redisServer = await startRedisServer();
-const redisPort = redisServer.port;
-children.add(redisServer.process);
+/** The faults every engine has: a client paused past its lease, and one killed and started again. */
+const processFaults = {
+  async 'paused past the lease'(slot) {
+    const from = real();
+    signal(slot, 'SIGSTOP');
+    await sleep(lease.staleMs * 1.5);
+    signal(slot, 'SIGCONT');
+    history.push({ kind: 'paused', client: slots[slot].client.id, from, to: real() });
+  },
+  async killed(slot) {
+    signal(slot, 'SIGKILL');
+    const { client } = slots[slot];
+    history.push({ kind: 'killed', client: client.id, at: real() });
+    const [base, life = 0] = client.id.split('#');
+    await startClient(slot, { ...client, id: `${base}#${Number(life) + 1}` });
+    await sleep(lease.staleMs); // the others take its lease over meanwhile
+  },
+};
+
 let exitCode = 0;
 try {
-  const proxies = [];
-  const processes = [];
-  for (const client of clients) {
-    const proxy = new FaultProxy({ host: '127.0.0.1', port: redisPort });
-    const port = await proxy.listen();
-    proxies.push({ proxy, port });
-    processes.push(startClient(client, port));
+  for (const [slot, client] of clients.entries()) await startClient(slot, client);
+  await Promise.all(slots.map(({ ready }) => ready));
+
+  // The nemesis: one fault at a time on the next client, each followed by a quiet spell.
+  const faults = { ...engine.faults, ...processFaults };
+  const kinds = Object.keys(faults);
+  const until = real() + seconds * 1000;
+  for (let round = 0; real() < until; round++) {
+    const kind = kinds[round % kinds.length];
+    const slot = round % slots.length;
+    await slots[slot].ready; // a client started again after a kill may still be loading
+    const from = real();
+    await faults[kind](slot);
+    history.push({ kind: 'fault', fault: kind, client: slots[slot].client.id, from, to: real() });
+    await sleep(lease.staleMs / 2);
   }
 
-  // The nemesis: one fault at a time, each followed by a quiet spell.
-  const phase = seconds * 1000 / 8;
-  const pick = (i) => i % clients.length;
-  for (let round = 0; round < 8; round++) {
-    const target = pick(round);
-    const { proxy } = proxies[target];
-    switch (round % 4) {
-      case 0:
-        for (const p of proxies) p.proxy.setLatency(0, 200);
-        fault('latency 0–200 ms');
-        await sleep(phase / 2);
-        for (const p of proxies) p.proxy.setLatency(0);
-        break;
-      case 1:
-        for (let i = 0; i < 3; i++) {
-          proxies[pick(target + i)].proxy.loseAnswers(1);
-          fault('answer lost after it applied');
-          await sleep(phase / 6);
-        }
-        break;
-      case 2:
-        fault('blackhole past the lease');
-        await proxy.blackhole(lease.staleMs * 1.5);
-        break;
-      case 3: {
-        const child = processes[target];
-        const from = real();
-        child.kill('SIGSTOP');
-        fault('paused past the lease');
-        await sleep(lease.staleMs * 1.5);
-        child.kill('SIGCONT');
-        history.push({ kind: 'paused', client: clients[target].id, from, to: real() });
-        break;
-      }
-    }
-    await sleep(phase / 2);
-  }
-  // Killed mid-run, and started again as a new client on the same proxy.
-  const victim = 1;
-  processes[victim].kill('SIGKILL');
-  history.push({ kind: 'killed', client: clients[victim].id, at: real() });
-  fault('killed');
-  const reborn = { ...clients[victim], id: `${clients[victim].id}'` };
-  clients.push(reborn);
-  processes.push(startClient(reborn, proxies[victim].port));
-
-  // Healed: every client alive must acquire within the bound.
-  for (const p of proxies) p.proxy.setLatency(0);
+  // Healed: every client alive must acquire within the bound (once it has loaded).
+  await Promise.all(slots.map(({ ready }) => ready));
+  engine.heal();
   history.push({ kind: 'healed', at: real() });
   await sleep(lease.staleMs + lease.waitMs + lease.storeTimeoutMs + 1000);
-  for (const child of processes) if (child.exitCode === null) child.kill('SIGTERM');
-  await Promise.all(processes.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
-  for (const { proxy } of proxies) await proxy.close();
-
-  const redis = await createClient({ url: `redis://127.0.0.1:${redisPort}` }).connect();
-  for (const resource of names.flatMap((name) => [`counter:${name}`, `counter:turns:${name}`])) {
-    const value = Number((await redis.hGet(resource, 'value')) ?? 0);
-    const accepted = (await redis.lRange(`${resource}:accepted`, 0, -1)).map((entry) => {
-      const [fence, token] = entry.split(' ');
-      return { fence: Number(fence), token };
-    });
-    history.push({ kind: 'final', resource, value, accepted });
-  }
-  await redis.quit();
+  const children = slots.map(({ child }) => child);
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  await Promise.all(children.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
+  for (const final of await engine.finals(names.flatMap((name) => [`counter:${name}`, `counter:turns:${name}`]))) history.push({ kind: 'final', ...final });
 
   if (historyFile !== undefined) writeFileSync(historyFile, history.map((event) => JSON.stringify(event)).join('\n'));
-  const { violations, leases, writes } = check(history, { ...lease, liveWithinMs: lease.staleMs + lease.waitMs + lease.storeTimeoutMs });
-  const waits = history.filter((e) => e.kind === 'acquired').map((e) => e.waitedMs).sort((a, b) => a - b);
-  const quantile = (q) => (waits.length === 0 ? NaN : waits[Math.min(waits.length - 1, Math.floor(q * waits.length))]);
-  const failed = history.filter((e) => e.kind === 'failed').length;
-  console.log(`fault harness over redis-server: ${clients.length} clients, ${seconds} s of faults${plant ? `, bug planted: ${plant}` : ''}`);
-  console.log('fault kind                        injected');
-  for (const [kind, count] of Object.entries(faults)) console.log(`${kind.padEnd(33)} ${String(count).padStart(8)}`);
-  console.log(`operations: ${leases} acquisitions, ${writes} fenced writes, ${failed} failed turns; acquisition latency p50 ${quantile(0.5).toFixed(1)} ms, p99 ${quantile(0.99).toFixed(1)} ms`);
-  for (const violation of violations) console.log(`VIOLATION ${violation.property}: ${violation.detail}`);
-  console.log(JSON.stringify({ engine: 'redis', plant: plant ?? null, operations: leases + writes, faults: Object.values(faults).reduce((a, b) => a + b, 0), violations: violations.length, p50Ms: quantile(0.5), p99Ms: quantile(0.99) }));
-  if (violations.length > 0) exitCode = 1;
+  const result = check(history, { ...lease, liveWithinMs: lease.staleMs + lease.waitMs + lease.storeTimeoutMs });
+  const { lines, summary } = faultTable(history, result, lease);
+  console.log(`fault harness over ${engine.name}: ${clients.length} clients, ${seconds} s of faults${plant ? `, bug planted: ${plant}` : ''}`);
+  for (const line of lines) console.log(line);
+  for (const violation of result.violations) console.log(`VIOLATION ${violation.property}: ${violation.detail}`);
+  console.log(JSON.stringify({ engine: engine.name, plant: plant ?? null, ...summary }));
+  if (result.violations.length > 0) exitCode = 1;
 } finally {
-  for (const child of children) child.kill('SIGKILL');
+  await engine.stop().catch(() => {});
+  for (const pid of pids.keys()) kill(pid, 'SIGKILL');
 }
 process.exit(exitCode);

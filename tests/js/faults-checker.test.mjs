@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { check } from '../../faults/checker.mjs';
+import { faultTable } from '../../faults/table.mjs';
 
 const options = { maxClockSkewMs: 6000, liveWithinMs: 1000 };
 const properties = (history) => check(history, options).violations.map((v) => v.property);
@@ -77,6 +78,10 @@ test('a counter that lost an accepted increment, or counted one twice, is caught
   const final = history.at(-1);
   assert.deepEqual(properties(replace(history, history.length - 1, { ...final, value: 1 })), ['nothing lost, nothing twice']);
   assert.deepEqual(properties(replace(history, history.length - 1, { ...final, value: 4 })), ['nothing lost, nothing twice']);
+  // t4's holder was killed between sending its increment and hearing the answer: indeterminate.
+  const unanswered = [...history.slice(0, -1), { kind: 'invoke', client: 'b', resource: 'counter', token: 't4', fence: 4 }, { ...final, value: 4 }];
+  assert.deepEqual(properties(unanswered), []);
+  assert.deepEqual(properties(replace(unanswered, unanswered.length - 1, { ...final, value: 5 })), ['nothing lost, nothing twice']);
 });
 
 test('a client that acquires nothing within the bound after the heal is caught, unless it was killed', () => {
@@ -88,4 +93,28 @@ test('a client that acquires nothing within the bound after the heal is caught, 
 test('crashes and unknown events are violations', () => {
   assert.deepEqual(properties([...cleanHistory(), { kind: 'crash', client: 'a', detail: 'unhandled rejection' }]), ['no crash']);
   assert.deepEqual(properties([...cleanHistory(), { kind: 'oops' }]), ['history']);
+});
+
+test("a disposed isolate's lease stays held until its heldUntil: a taker before then breaks exclusion", () => {
+  const history = cleanHistory().filter((e) => !(e.kind === 'released' && e.token === 't1'));
+  const disposed = [...history.slice(0, 4), { kind: 'disposed', client: 'a', at: 11 }, ...history.slice(4)];
+  assert.deepEqual(properties(disposed), Array(3).fill('one holder at a time'), 'each later lease overlapped it');
+  const lapsed = disposed.map((e) => (e.token === 't1' && e.kind === 'acquired' ? { ...e, heldUntil: 12 } : e));
+  assert.deepEqual(properties(lapsed), []);
+});
+
+test('the report counts operations, faults and violations per fault kind, and skew per skewed client', () => {
+  const history = [
+    ...cleanHistory(),
+    { kind: 'fault', fault: 'latency', client: 'a', from: -1, to: 11 },
+    { kind: 'fault', fault: 'latency', client: 'b', from: 39, to: 50 },
+    { kind: 'fault', fault: 'killed', client: 'a', from: 100, to: 101 },
+  ].map((e) => (e.kind === 'write' ? { ...e, at: { t1: 5, t2: 15, t3: 27 }[e.token] } : e.kind === 'acquired' ? { ...e, waitedMs: { t1: 1, t2: 2, t3: 3, t4: 4 }[e.token] } : e));
+  const overlap = history.map((e) => (e.token === 't2' && e.kind === 'acquired' ? { ...e, at: 5 } : e));
+  const { lines, summary } = faultTable(overlap, check(overlap, options));
+  assert.deepEqual(summary.kinds.latency, { operations: 4, injected: 2, violations: 1, p50Ms: 2, p99Ms: 4 });
+  assert.deepEqual(summary.kinds.killed, { operations: 0, injected: 1, violations: 0, p50Ms: NaN, p99Ms: NaN });
+  assert.deepEqual(summary.kinds['clock skew (±5 s, +1 h)'], { operations: 3, injected: 1, violations: 1, p50Ms: 4, p99Ms: 4 });
+  assert.deepEqual([summary.operations, summary.faults, summary.violations], [7, 4, 1]);
+  assert.equal(lines.length, 6);
 });

@@ -1,7 +1,7 @@
 // A Miniflare (workerd) instance running one of the project's worker scripts against the built
 // package, with the bindings the stores need: R2 bucket BUCKET and Durable Object namespace
 // LOCKS (LockDurableObject, SQLite) — or two of them, two isolates sharing both. Used by
-// tests/js/workerd*.test.mjs and bench/stores.mjs.
+// tests/js/workerd*.test.mjs and bench/stores.mjs; `worker` also by the fault harness.
 import { fileURLToPath } from 'node:url';
 
 import { Miniflare } from 'miniflare';
@@ -9,7 +9,7 @@ import { Miniflare } from 'miniflare';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** One worker running `script` (a path from the repository root), as Miniflare takes it. */
-const worker = (script) => ({
+export const worker = (script) => ({
   modules: true,
   modulesRoot: root,
   scriptPath: fileURLToPath(new URL(`../../${script}`, import.meta.url)),

@@ -1,0 +1,49 @@
+// The fault harness's two profiles, each a few runs of faults/run.mjs:
+// - `short` (`make faults`, inside `make test`): each engine once as it is — no violation may be
+//   found — then the harness's self-test, one run over Redis with each planted bug, each of
+//   which the checker must find;
+// - `long` (`make faults-long`): each engine for `--seconds` (default 360), as it is.
+// Prints each run's table, and last one JSON line: the totals of the runs as they are, and the
+// planted bugs found. Exits 1 when a run as it is finds a violation or a planted bug goes unseen.
+//
+//   node faults/profiles.mjs short|long [--seconds N]
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const args = process.argv.slice(2);
+const profile = args[0];
+if (profile !== 'short' && profile !== 'long') throw new Error('usage: node faults/profiles.mjs short|long [--seconds N]');
+const seconds = args.includes('--seconds') ? args[args.indexOf('--seconds') + 1] : profile === 'short' ? '16' : '360';
+const run = fileURLToPath(new URL('./run.mjs', import.meta.url));
+const engines = ['redis', 'durable-objects'];
+const runs = [
+  ...engines.map((engine) => ({ engine, seconds })),
+  ...(profile === 'short' ? ['skew', 'release', 'read-back'].map((plant) => ({ engine: 'redis', seconds: '12', plant })) : []),
+];
+
+let failed = false;
+const totals = { operations: 0, faults: 0, violations: 0, engines: {}, planted: {} };
+for (const { engine, seconds: length, plant } of runs) {
+  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...(plant ? ['--plant', plant] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = result.stdout.trim().split('\n');
+  let summary;
+  try {
+    summary = JSON.parse(lines.at(-1));
+  } catch {
+    summary = { operations: 0, faults: 0, violations: NaN };
+  }
+  const ok = plant === undefined ? summary.violations === 0 && result.status === 0 : summary.violations > 0;
+  if (plant === undefined) {
+    console.log(lines.slice(0, -1).join('\n'));
+    totals.operations += summary.operations;
+    totals.faults += summary.faults;
+    totals.violations += summary.violations;
+    totals.engines[engine] = { operations: summary.operations, faults: summary.faults, violations: summary.violations, p50Ms: summary.p50Ms, p99Ms: summary.p99Ms };
+  } else {
+    totals.planted[plant] = summary.violations > 0 ? 'found' : 'NOT FOUND';
+  }
+  console.log(`${engine}${plant === undefined ? ', as it is' : `, bug planted: ${plant}`}: ${summary.operations} operations, ${summary.faults} faults, ${summary.violations} violations — ${ok ? 'as expected' : 'NOT as expected'}\n`);
+  failed ||= !ok;
+}
+console.log(JSON.stringify(totals));
+process.exit(failed ? 1 : 0);

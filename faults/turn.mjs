@@ -1,0 +1,105 @@
+// One turn of a fault-harness client, the same in a Node client (client.mjs, over Redis) and in
+// a workerd client (workerd/client.mjs, over Durable Objects): acquire a name with `withLock` or
+// through the serializer over a store, do a fenced increment of the name's counter, release —
+// each step in the history as a JSON event (see checker.mjs). Also the planted bugs of the
+// harness's self-test.
+
+/**
+ * The store a client uses: `store` itself, or `store` with one bug planted (the harness's
+ * self-test must find each):
+ * - `release`: a release that frees without checking the token — its compare-and-set ignores
+ *   the version when the record it writes is free, so it frees whatever holder is there;
+ * - `read-back`: a read-back that counts any record as its own — after a write that failed
+ *   (one in four is lost before it reaches the store), the next read of that key shows the
+ *   record holding what the failed write carried, whatever the store holds.
+ * (`skew`, a takeover that ignores skew, is planted through the options: see `leaseOptions`.)
+ */
+export function plantedStore(store, plant) {
+  if (plant === 'release') {
+    return {
+      create: (key, value) => store.create(key, value),
+      read: (key) => store.read(key),
+      async replace(key, version, value) {
+        if (JSON.parse(value).state !== 'free') return store.replace(key, version, value);
+        const current = await store.read(key);
+        return current === null ? null : store.replace(key, current.version, value);
+      },
+    };
+  }
+  if (plant === 'read-back') {
+    const failed = new Map(); // key → the value a failed write carried
+    const lossy = (write) => async (key, ...rest) => {
+      const value = rest.at(-1);
+      if (Math.random() < 0.25) {
+        failed.set(key, value);
+        throw new Error('planted: the request was lost');
+      }
+      return write(key, ...rest);
+    };
+    return {
+      create: lossy((key, value) => store.create(key, value)),
+      replace: lossy((key, version, value) => store.replace(key, version, value)),
+      async read(key) {
+        const current = await store.read(key);
+        const value = failed.get(key);
+        failed.delete(key);
+        return value === undefined || current === null ? current : { value, version: current.version };
+      },
+    };
+  }
+  return store;
+}
+
+/** The lease options of a client: `skew` plants a takeover that ignores clock skew. */
+export const leaseOptions = ({ staleMs, maxClockSkewMs, storeTimeoutMs, plant }) => ({
+  staleMs,
+  storeTimeoutMs,
+  maxClockSkewMs: plant === 'skew' ? 0 : maxClockSkewMs,
+});
+
+/**
+ * A client's turn on a name. `api` is keyturn's; `serialize` the client's serializer over the
+ * store (serializer mode) or undefined (withLock mode); `write(resource, fence, token)` the
+ * fenced increment, answering 'ok', 'refused' or 'info' (answer lost); `real()` the machine's
+ * shared clock; `now()` the client's own (skewed) clock; `emit(event)` records an event, and
+ * is awaited: an event is on record before the step after it (a write) is sent.
+ */
+export function makeTurn({ api, store, serialize, write, real, now, emit, config }) {
+  const { id, waitMs } = config;
+  const lease = { ...leaseOptions(config), waitMs, now };
+  const increment = async (resource, fence, token) => {
+    // Invoked, then answered: a client killed or disposed in between leaves it indeterminate.
+    await emit({ kind: 'invoke', client: id, resource: `counter:${resource}`, token, fence });
+    const outcome = await write(`counter:${resource}`, fence, token);
+    await emit({ kind: 'write', client: id, resource: `counter:${resource}`, token, fence, outcome, at: real() });
+  };
+  return async function turn(name) {
+    const asked = real();
+    if (serialize !== undefined) {
+      // Its turns hold the lease named `SERIALIZE_PREFIX + name`: fences of their own, and a
+      // counter of their own. A turn's lease is not visible here, so turns are judged by fences.
+      const resource = `turns:${name}`;
+      await serialize(name, async (signal, { fence }) => {
+        const at = real();
+        const token = `${id}/${fence}`;
+        await emit({ kind: 'acquired', client: id, name: resource, token, fence, at, heldUntil: at, waitedMs: at - asked });
+        await increment(resource, fence, token);
+      });
+      return;
+    }
+    await api.withLock(store, name, async (lock) => {
+      const at = real();
+      await emit({ kind: 'acquired', client: id, name, token: lock.token, fence: lock.fence, at, heldUntil: at + (lock.heldUntil - now()), waitedMs: at - asked });
+      await increment(name, lock.fence, lock.token);
+      // Not awaited: the release begins now (a lost event only makes the lease count longer).
+      emit({ kind: 'released', client: id, name, token: lock.token, at: real() });
+    }, lease);
+  };
+}
+
+/** The serializer of a serializer-mode client (its records carry the machine's clock). */
+export function makeSerializer(api, store, config) {
+  return config.mode === 'serializer'
+    ? api.createKeyedSerializer({ ...leaseOptions(config), store, timeoutMs: config.waitMs + config.staleMs })
+    : undefined;
+}
