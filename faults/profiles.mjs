@@ -3,7 +3,8 @@
 //   found — then the harness's self-test, one run over Redis with each planted bug, each of
 //   which the checker must find;
 // - `long` (`make faults-long`): each engine for `--seconds` (default 360), as it is.
-// Prints each run's table, and last one JSON line: the totals of the runs as they are, and the
+// Prints each run's table (a run as it is that finds a violation keeps its history and says
+// where; a planted bug's run keeps none), and last one JSON line: the totals of the runs as they are, and the
 // planted bugs found. Exits 1 when a run as it is finds a violation or a planted bug goes unseen.
 //
 //   node faults/profiles.mjs short|long [--seconds N]
@@ -24,7 +25,7 @@ const runs = [
 let failed = false;
 const totals = { operations: 0, faults: 0, violations: 0, engines: {}, planted: {} };
 for (const { engine, seconds: length, plant } of runs) {
-  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...(plant ? ['--plant', plant] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...(plant ? ['--plant', plant, '--history', '/dev/null'] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = result.stdout.trim().split('\n');
   let summary;
   try {

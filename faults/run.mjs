@@ -19,6 +19,8 @@
 // process it starts is stopped by its PID; loopback only.
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -150,12 +152,15 @@ try {
   await Promise.all(children.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
   for (const final of await engine.finals(names.flatMap((name) => [`counter:${name}`, `counter:turns:${name}`]))) history.push({ kind: 'final', ...final });
 
-  if (historyFile !== undefined) writeFileSync(historyFile, history.map((event) => JSON.stringify(event)).join('\n'));
   const result = check(history, { ...lease, liveWithinMs: lease.staleMs + lease.waitMs + lease.storeTimeoutMs });
+  // A history that broke a promise is kept for reading, asked for or not.
+  const kept = historyFile ?? (result.violations.length > 0 ? join(tmpdir(), `keyturn-faults-${engine.name}-${process.pid}.jsonl`) : undefined);
+  if (kept !== undefined) writeFileSync(kept, history.map((event) => JSON.stringify(event)).join('\n'));
   const { lines, summary } = faultTable(history, result, lease);
   console.log(`fault harness over ${engine.name}: ${clients.length} clients, ${seconds} s of faults${plant ? `, bug planted: ${plant}` : ''}`);
   for (const line of lines) console.log(line);
   for (const violation of result.violations) console.log(`VIOLATION ${violation.property}: ${violation.detail}`);
+  if (kept !== undefined) console.log(`history: ${kept}`);
   console.log(JSON.stringify({ engine: engine.name, plant: plant ?? null, ...summary }));
   if (result.violations.length > 0) exitCode = 1;
 } finally {
