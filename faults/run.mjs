@@ -123,6 +123,14 @@ const processFaults = {
   },
 };
 
+// Stopped from outside (Ctrl-C, a CI timeout): nothing it started outlives it.
+for (const name of ['SIGINT', 'SIGTERM']) {
+  process.on(name, () => {
+    for (const pid of pids.keys()) kill(pid, 'SIGKILL');
+    process.exit(1);
+  });
+}
+
 let exitCode = 0;
 try {
   for (const [slot, client] of clients.entries()) await startClient(slot, client);

@@ -69,6 +69,7 @@ emit({ kind: 'ready', client: id, pids: workerdPids() });
  */
 function record(request) {
   return request.text().then((line) => {
+    if (line === '') return new Response(null, { status: 204 }); // cut short as its isolate was disposed
     process.stdout.write(`${line}\n`);
     if (disposeMidHold && JSON.parse(line).kind === 'acquired') {
       disposeMidHold = false;
