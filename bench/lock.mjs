@@ -1,7 +1,7 @@
 // The lock benchmark: store calls and time per acquire+release, uncontended and with 16
-// contenders in one isolate, for keyturn over MemoryStore and over a JS Map store, beside the
-// seed's file lock (board-lock.ts, its `hasErrorCode` shimmed) on tmpfs when KEYTURN_BOARD_LOCK
-// names it.
+// contenders in one isolate, for keyturn over MemoryStore and over a JS Map store; two floors
+// (the cycle's two store calls in plain JS, unbounded and bounded); and the seed's file lock
+// (board-lock.ts, its `hasErrorCode` shimmed) on tmpfs when KEYTURN_BOARD_LOCK names it.
 //
 //   node bench/lock.mjs [--rounds N] [--holds N (per contender)]
 //
@@ -108,6 +108,72 @@ for (const [label, make] of [
   rows.push([label, latency, callsUncontended, busy.msPerHold * 1000, store.calls / busy.holds]);
 }
 
+// Two floors over MemoryStore: the two store calls of an uncontended cycle in plain JS, with a
+// record of keyturn's length (a create once, then a CAS to hold and a CAS to free); and the same
+// with each call bounded as a lock over a store that may hang must bound it — a promise that
+// the answer or a shared timer settles, the call kept in a list the timer reads, the clock read.
+// The second minus the first is what the bound alone costs a cycle.
+{
+  const record = (state, at) => `{"keyturn":1,"state":"${state}","token":"${'0'.repeat(32)}","fence":1,"at":${at},"lease":2000}`;
+  const plain = (store) => ({
+    version: undefined,
+    async acquire() {
+      const at = Date.now();
+      this.version = this.version === undefined ? await store.create('board', record('held', at)) : await store.replace('board', this.version, record('held', at));
+      return this;
+    },
+    async release() {
+      this.version = await store.replace('board', this.version, record('free', Date.now()));
+    },
+  });
+  // The least a bound takes: a promise that the answer or a shared timer settles, the call in a
+  // list the timer reads (linked through the call itself, as flights.js does), the clock read.
+  let first;
+  let timer;
+  const unlink = (call) => {
+    if (call.previous !== undefined) call.previous.following = call.following;
+    else if (first === call) first = call.following;
+    else return false;
+    if (call.following !== undefined) call.following.previous = call.previous;
+    call.previous = undefined;
+    call.following = undefined;
+    return true;
+  };
+  const expire = () => {
+    timer = undefined;
+    const now = performance.now();
+    for (let call = first, next; call !== undefined; call = next) {
+      next = call.following;
+      if (call.deadline <= now && unlink(call)) call.reject(new Error('timed out'));
+    }
+    let earliest = Infinity;
+    for (let call = first; call !== undefined; call = call.following) earliest = Math.min(earliest, call.deadline);
+    if (earliest !== Infinity) timer = setTimeout(expire, earliest - now).unref();
+  };
+  const bounded = (answer, ms) =>
+    new Promise((resolve, reject) => {
+      const call = { deadline: performance.now() + ms, reject, previous: undefined, following: first };
+      if (first !== undefined) first.previous = call;
+      first = call;
+      timer ??= setTimeout(expire, ms).unref();
+      answer.then(
+        (value) => unlink(call) && resolve(value),
+        (error) => unlink(call) && reject(error),
+      );
+    });
+  const boundedStore = (store) => ({
+    create: (key, value) => bounded(store.create(key, value), 2000),
+    replace: (key, version, value) => bounded(store.replace(key, version, value), 2000),
+  });
+  for (const [label, lock] of [
+    ['floor: the two calls in plain JS', plain(new MemoryStore())],
+    ['floor: the two calls, each bounded', plain(boundedStore(new MemoryStore()))],
+  ]) {
+    const latency = await uncontended(() => lock.acquire(), () => lock.release());
+    rows.push([label, latency, 2, NaN, NaN]);
+  }
+}
+
 // The seed's row only when KEYTURN_BOARD_LOCK names its board-lock.ts (it is not in this repository).
 if (process.env.KEYTURN_BOARD_LOCK) {
   const shm = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
@@ -131,6 +197,6 @@ console.log('implementation                                 uncontended µs  cal
 for (const [label, latency, calls, perHold, callsPerHold] of rows) {
   const show = (n, digits) => (Number.isNaN(n) ? '—' : n.toFixed(digits));
   console.log(
-    `${label.padEnd(46)} ${show(latency, 1).padStart(14)}  ${show(calls, 2).padStart(5)}   ${show(perHold, 1).padStart(17)}  ${show(callsPerHold, 2).padStart(17)}`,
+    `${label.padEnd(46)} ${show(latency, 2).padStart(14)}  ${show(calls, 2).padStart(5)}   ${show(perHold, 1).padStart(17)}  ${show(callsPerHold, 2).padStart(17)}`,
   );
 }
