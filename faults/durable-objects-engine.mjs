@@ -39,7 +39,6 @@ export async function startDurableObjectsEngine({ lease, sleep, tell }) {
         await sleep(lease.staleMs);
       },
     },
-    heal() {},
     async finals(resources) {
       const finals = [];
       for (const resource of resources) {

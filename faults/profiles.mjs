@@ -1,11 +1,11 @@
 // The fault harness's two profiles, each a few runs of faults/run.mjs:
-// - `short` (`make faults`, inside `make test`): each engine once as it is — no violation may be
+// - `short` (`make faults`, which CI runs after `make test`): each engine once as it is — no violation may be
 //   found — then the harness's self-test, one run over Redis with each planted bug, each of
 //   which the checker must find;
 // - `long` (`make faults-long`): each engine for `--seconds` (default 360), as it is.
 // Prints each run's table (a run as it is that finds a violation keeps its history and says
-// where; a planted bug's run keeps none), and last one JSON line: the totals of the runs as they are, and the
-// planted bugs found. Exits 1 when a run as it is finds a violation or a planted bug goes unseen.
+// where; a planted bug's run keeps none), and last one JSON line: the totals of the runs as they
+// are, and the planted bugs found. Exits 1 when a run as it is finds a violation or a planted bug goes unseen.
 //
 //   node faults/profiles.mjs short|long [--seconds N]
 import { spawnSync } from 'node:child_process';

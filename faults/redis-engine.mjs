@@ -35,9 +35,6 @@ export async function startRedisEngine({ lease, sleep }) {
         await proxies[slot].proxy.blackhole(lease.staleMs * 1.5);
       },
     },
-    heal() {
-      for (const { proxy } of proxies) proxy.setLatency(0);
-    },
     async finals(resources) {
       const redis = await createClient({ url: `redis://127.0.0.1:${server.port}` }).connect();
       const finals = [];

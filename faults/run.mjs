@@ -18,7 +18,7 @@
 // Prints a table per fault kind and, last, one JSON line. Exits 1 on any violation. Every
 // process it starts is stopped by its PID; loopback only.
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -26,6 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { check } from './checker.mjs';
 import { startDurableObjectsEngine } from './durable-objects-engine.mjs';
+import { processStat } from './processes.mjs';
 import { startRedisEngine } from './redis-engine.mjs';
 import { faultTable } from './table.mjs';
 
@@ -62,11 +63,11 @@ const slots = []; // per client slot: { client, child, pids }
 const pids = new Map(); // every process started → its command name, to stop by its PID at the end
 /** Signals `pid` if it is still the process started (a PID is reused once its process is gone). */
 function kill(pid, name) {
+  if (processStat(pid)?.command !== pids.get(pid)) return;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === pids.get(pid)) process.kill(pid, name);
+    process.kill(pid, name);
   } catch {
-    // already gone
+    // gone meanwhile
   }
 }
 /** Signals a client's processes: its own, and the workerd it runs (pause, kill). */
@@ -151,8 +152,8 @@ try {
   }
 
   // Healed: every client alive must acquire within the bound (once it has loaded).
+  // Each fault was undone before the next began: what is left to heal is a client still loading.
   await Promise.all(slots.map(({ ready }) => ready));
-  engine.heal();
   history.push({ kind: 'healed', at: real() });
   await sleep(lease.staleMs + lease.waitMs + lease.storeTimeoutMs + 1000);
   const children = slots.map(({ child }) => child);
@@ -164,7 +165,7 @@ try {
   // A history that broke a promise is kept for reading, asked for or not.
   const kept = historyFile ?? (result.violations.length > 0 ? join(tmpdir(), `keyturn-faults-${engine.name}-${process.pid}.jsonl`) : undefined);
   if (kept !== undefined) writeFileSync(kept, history.map((event) => JSON.stringify(event)).join('\n'));
-  const { lines, summary } = faultTable(history, result, lease);
+  const { lines, summary } = faultTable(history, result);
   console.log(`fault harness over ${engine.name}: ${clients.length} clients, ${seconds} s of faults${plant ? `, bug planted: ${plant}` : ''}`);
   for (const line of lines) console.log(line);
   for (const violation of result.violations) console.log(`VIOLATION ${violation.property}: ${violation.detail}`);

@@ -9,11 +9,10 @@
 // its workerd while the turn holds the lease, and starts a new one.
 //
 //   node faults/workerd-client.mjs '<config JSON>'
-import { readdirSync, readFileSync } from 'node:fs';
-
 import { Miniflare } from 'miniflare';
 
 import { worker } from '../tests/runtimes/workerd.mjs';
+import { childrenNamed } from './processes.mjs';
 
 const config = JSON.parse(process.argv[2]);
 const { id, names, registry, engine } = config;
@@ -29,21 +28,8 @@ const options = {
   outboundService: (request) => record(request),
 };
 
-/** The workerd processes this process started (its children named workerd). */
-function workerdPids() {
-  const pids = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === process.pid && stat.includes('(workerd)')) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
+/** The workerd processes this process started. */
+const workerdPids = () => childrenNamed(process.pid, 'workerd');
 
 process.on('unhandledRejection', (reason) => emit({ kind: 'crash', client: id, detail: `unhandled rejection: ${reason?.stack ?? reason}` }));
 

@@ -14,14 +14,17 @@ import { makeSerializer, makeTurn, plantedStore } from '../turn.mjs';
 /** Records an event with the driving process; a driver gone meanwhile loses it. */
 const emit = (event) => fetch('http://history/', { method: 'POST', body: JSON.stringify(event) }).then(() => {}, () => {});
 
+let clientId; // this isolate's client, known at its first request
+
 addEventListener('unhandledrejection', (event) => {
-  emit({ kind: 'crash', client: 'workerd', detail: `unhandled rejection: ${event.reason?.stack ?? event.reason}` });
+  emit({ kind: 'crash', client: clientId ?? 'workerd', detail: `unhandled rejection: ${event.reason?.stack ?? event.reason}` });
 });
 
 let turn;
 
 function setUp(env) {
   const config = env.CONFIG;
+  clientId = config.id;
   const api = { withLock, createKeyedSerializer };
   const store = plantedStore(new DurableObjectStore(env.LOCKS), config.plant);
   const counters = env.COUNTERS;
