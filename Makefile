@@ -3,7 +3,7 @@
 .PHONY: dev test test-rust test-browser test-js build setup bench faults faults-long clean
 
 build: setup
-	bash scripts/build.sh
+	bash keyturn-wasm/build.sh
 
 setup:
 	bash scripts/setup.sh

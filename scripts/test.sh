@@ -13,20 +13,30 @@ match="${MATCH:-}"
 step() { printf '\n== %s\n' "$*"; }
 
 rust() {
-  step "lint: rustfmt, clippy (native and wasm32)"
-  cargo fmt --check
+  step "lint: rustfmt, clippy (the keyturn crate native and on wasm32, the package's bindings on wasm32)"
+  cargo fmt --all --check
   cargo clippy --quiet --all-targets -- -D warnings
   cargo clippy --quiet --all-targets --target wasm32-unknown-unknown -- -D warnings
+  cargo clippy --quiet -p keyturn-wasm --all-targets -- -D warnings
+  cargo clippy --quiet -p keyturn-wasm --lib --all-features --target wasm32-unknown-unknown -- -D warnings
 
-  step "crate hygiene: docs without warnings, and the crate package holds only the crate"
+  step "crate hygiene: docs without warnings, the crate package holds only the crate, no exact pin for its users"
   RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
-  unexpected="$(cargo package --list --allow-dirty --quiet 2>/dev/null \
-    | grep -vE '^(src/.*\.rs|tests/[a-z_]+\.(rs|json)|tests/common/mod\.rs|examples/js_constants\.rs|Cargo\.(toml|toml\.orig|lock)|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE)|\.cargo_vcs_info\.json)$' || true)"
+  unexpected="$(cargo package -p keyturn --list --allow-dirty --quiet 2>/dev/null \
+    | grep -vE '^(src/.*\.rs|tests/[a-z_]+\.(rs|json)|tests/common/mod\.rs|Cargo\.(toml|toml\.orig|lock)|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE)|\.cargo_vcs_info\.json)$' || true)"
   if [ -n "$unexpected" ]; then echo "cargo package would ship: $unexpected"; exit 1; fi
+  # What a Rust program that depends on keyturn is made to take: caret requirements only (the
+  # exact wasm-bindgen pin is the npm package's crate's, for its CLI).
+  pinned="$(cargo metadata --format-version 1 --no-deps | node -e '
+    const { packages } = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    const keyturn = packages.find((p) => p.name === "keyturn");
+    for (const d of keyturn.dependencies) if (d.kind !== "dev" && d.req.startsWith("=")) console.log(d.name, d.req);')"
+  if [ -n "$pinned" ]; then echo "keyturn pins for its users: $pinned"; exit 1; fi
   echo "crate package: ok"
 
-  step "native Rust tests, doctests included"
+  step "native Rust tests, doctests included (the keyturn crate, and the bindings' conversions)"
   cargo test --quiet -- $match
+  cargo test --quiet -p keyturn-wasm -- $match
 }
 
 browser() {
@@ -54,8 +64,9 @@ js() {
   # shellcheck disable=SC2086 # FILES is a list of paths
   node --expose-gc --test --test-timeout=600000 ${match:+--test-name-pattern="$match"} ${FILES:-tests/js/}
 
-  step "TypeScript types of pkg/"
+  step "TypeScript: the types of pkg/ as a consumer uses them, and the package's JS by its JSDoc types"
   node_modules/.bin/tsc -p tests/types
+  node_modules/.bin/tsc -p keyturn-wasm
   echo "types check: ok"
 }
 

@@ -50,13 +50,13 @@ impl Deadlines {
 
     /// Drops the top entry.
     pub(crate) fn pop(&mut self) {
-        if self.heap.is_empty() {
+        let Some(last) = self.heap.pop() else {
             return;
+        };
+        if let Some(top) = self.heap.first_mut() {
+            *top = last;
+            sift_down(&mut self.heap, 0);
         }
-        let last = self.heap.len() - 1;
-        self.heap.swap(0, last);
-        self.heap.pop();
-        sift_down(&mut self.heap, 0);
     }
 
     /// Entries held, dead ones included (for tests of the bound).
@@ -66,13 +66,26 @@ impl Deadlines {
     }
 }
 
+/// The time of the entry at `at`; `+∞` past the end (so no path panics: an index past it is
+/// never the lesser).
+fn time(heap: &[(f64, Ticket)], at: usize) -> f64 {
+    heap.get(at).map_or(f64::INFINITY, |entry| entry.0)
+}
+
+/// Swaps the entries at `a` and `b`, both within the heap.
+fn swap(heap: &mut [(f64, Ticket)], a: usize, b: usize) {
+    if a < heap.len() && b < heap.len() {
+        heap.swap(a, b);
+    }
+}
+
 fn sift_up(heap: &mut [(f64, Ticket)], mut at: usize) {
     while at > 0 {
         let parent = (at - 1) / 2;
-        if heap[parent].0 <= heap[at].0 {
+        if time(heap, parent) <= time(heap, at) {
             break;
         }
-        heap.swap(parent, at);
+        swap(heap, parent, at);
         at = parent;
     }
 }
@@ -81,16 +94,16 @@ fn sift_down(heap: &mut [(f64, Ticket)], mut at: usize) {
     loop {
         let (left, right) = (2 * at + 1, 2 * at + 2);
         let mut least = at;
-        if left < heap.len() && heap[left].0 < heap[least].0 {
+        if time(heap, left) < time(heap, least) {
             least = left;
         }
-        if right < heap.len() && heap[right].0 < heap[least].0 {
+        if time(heap, right) < time(heap, least) {
             least = right;
         }
         if least == at {
             return;
         }
-        heap.swap(at, least);
+        swap(heap, at, least);
         at = least;
     }
 }

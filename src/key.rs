@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use crate::wire::messages;
+use crate::messages;
 
 /// The longest key or lock name accepted, in UTF-8 bytes.
 pub const MAX_KEY_BYTES: usize = 512;

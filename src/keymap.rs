@@ -72,15 +72,17 @@ impl KeyMap {
         self.slots.len().wrapping_sub(1)
     }
 
-    /// Where `key` is, or the free slot where it would go.
+    /// Where `key` is, or the free slot where it would go. The table is never full (see
+    /// `insert`), so the probe ends; every index is within it (`mask`), and is read with `get`
+    /// all the same, so that no path panics.
     fn find(&self, key: &str) -> Result<usize, usize> {
         let mask = self.mask();
         let mut at = hash(key) & mask;
         loop {
-            match &self.slots[at] {
-                None => return Err(at),
-                Some((stored, _)) if **stored == *key => return Ok(at),
-                Some(_) => at = (at + 1) & mask,
+            match self.slots.get(at) {
+                Some(None) | None => return Err(at),
+                Some(Some((stored, _))) if **stored == *key => return Ok(at),
+                Some(Some(_)) => at = (at + 1) & mask,
             }
         }
     }
@@ -91,7 +93,7 @@ impl KeyMap {
             return None;
         }
         let at = self.find(key).ok()?;
-        self.slots[at].as_ref().map(|(_, value)| value)
+        self.slots.get(at)?.as_ref().map(|(_, value)| value)
     }
 
     /// Sets `key`'s slot; the one it had, if any.
@@ -101,12 +103,16 @@ impl KeyMap {
             self.grow();
         }
         match self.find(&key) {
-            Ok(at) => self.slots[at]
+            Ok(at) => self
+                .slots
+                .get_mut(at)?
                 .as_mut()
                 .map(|(_, old)| core::mem::replace(old, value)),
             Err(at) => {
-                self.slots[at] = Some((key, value));
-                self.len += 1;
+                if let Some(slot) = self.slots.get_mut(at) {
+                    *slot = Some((key, value));
+                    self.len += 1;
+                }
                 None
             }
         }
@@ -118,24 +124,24 @@ impl KeyMap {
             return None;
         }
         let mut hole = self.find(key).ok()?;
-        let (_, value) = self.slots[hole].take()?;
+        let (_, value) = self.slots.get_mut(hole)?.take()?;
         self.len -= 1;
         // Backward shift: each later entry of the run whose home is not between the hole and
         // itself moves into the hole, so every key stays reachable from its home without a gap.
         let mask = self.mask();
         let mut at = (hole + 1) & mask;
-        loop {
-            let home = match &self.slots[at] {
-                None => break,
-                Some((key, _)) => hash(key) & mask,
-            };
+        while let Some(Some((key, _))) = self.slots.get(at) {
+            let home = hash(key) & mask;
             let stays = if hole <= at {
                 hole < home && home <= at
             } else {
                 hole < home || home <= at
             };
             if !stays {
-                self.slots[hole] = self.slots[at].take();
+                let moved = self.slots.get_mut(at).and_then(Option::take);
+                if let Some(slot) = self.slots.get_mut(hole) {
+                    *slot = moved;
+                }
                 hole = at;
             }
             at = (at + 1) & mask;
@@ -152,7 +158,9 @@ impl KeyMap {
         self.slots.resize_with(slots, || None);
         for (key, value) in old.into_iter().flatten() {
             if let Err(at) = self.find(&key) {
-                self.slots[at] = Some((key, value));
+                if let Some(slot) = self.slots.get_mut(at) {
+                    *slot = Some((key, value));
+                }
             }
         }
     }

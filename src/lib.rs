@@ -62,43 +62,24 @@
 //! release, which the lock keeps over a store's conditional put).
 
 #![deny(missing_docs, missing_debug_implementations)]
-// Parts of the cores are driven only by the npm package's bindings, which exist on wasm32 alone,
-// one module per binding: built natively, or for one binding, they are not dead code. The lint
-// on wasm32 with both bindings (`make test` runs it) still sees every item.
-#![cfg_attr(
-    not(all(target_arch = "wasm32", feature = "js-serializer", feature = "js-lock")),
-    allow(dead_code)
-)]
 
 mod clock;
 mod deadlines;
 mod key;
 mod keymap;
 mod lock;
+mod messages;
 mod queue;
 mod random;
 mod record;
 mod serializer;
 mod store;
-mod wire;
 
 /// The platform's clocks, timers and randomness on wasm32.
 #[cfg(target_arch = "wasm32")]
 mod platform;
 
-/// The npm package's bindings: what its JavaScript calls (not a Rust API).
-#[cfg(target_arch = "wasm32")]
-mod js;
-
-/// The npm package's allocator (feature `small-alloc`): smaller than the default dlmalloc. The
-/// modules are single-threaded, so no lock.
-#[cfg(all(
-    feature = "small-alloc",
-    target_family = "wasm",
-    not(target_feature = "atomics")
-))]
-#[global_allocator]
-static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+pub mod machine;
 
 pub use clock::{Clock, ManualClock, Sleep, TimerError, Waiter};
 pub use key::{validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX};

@@ -320,7 +320,7 @@ impl core::fmt::Debug for PlatformRandom {
 
 impl Random for PlatformRandom {
     fn fill(&self, bytes: &mut [u8]) {
-        self.pool.borrow_mut().take(bytes, |block| {
+        let draw = |block: &mut [u8]| {
             if get_random_values(block).is_err() {
                 // Never seen (every runtime this runs on has crypto, and a block is far under
                 // its 64 KiB limit), but not a reason to trap: bytes that are at least distinct
@@ -330,7 +330,12 @@ impl Random for PlatformRandom {
                 let seed = date_now().to_bits() ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 crate::random::SeededRandom::new(seed).fill(block);
             }
-        });
+        };
+        // The pool is never borrowed twice (a draw does not fill); were it, the draw serves.
+        match self.pool.try_borrow_mut() {
+            Ok(mut pool) => pool.take(bytes, draw),
+            Err(_) => draw(bytes),
+        }
     }
 }
 

@@ -14,7 +14,8 @@ use crate::keymap::KeyMap;
 
 const NONE: u32 = u32::MAX;
 
-/// Names one entry of a [`KeyedQueue`]; stale once the entry is removed.
+/// Names one entry of a machine's lines (a work of the serializer's, an acquisition of the
+/// lock's); stale once the entry is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket {
     index: u32,
@@ -32,7 +33,9 @@ pub const MAX_ENTRIES: usize = 1 << PACKED_INDEX_BITS;
 
 impl Ticket {
     /// The ticket as one number that JavaScript holds exactly: the slot index in the low 24
-    /// bits, the low 29 bits of the generation above. [`Lines::unpack`] reads it back.
+    /// bits, the low 29 bits of the generation above. The machine's `unpack`
+    /// ([`LockCore::unpack`](crate::machine::LockCore::unpack),
+    /// [`SerializerCore::unpack`](crate::machine::SerializerCore::unpack)) reads it back.
     pub fn pack(self) -> f64 {
         let generation = u64::from(self.generation & PACKED_GENERATION_MASK);
         ((generation << PACKED_INDEX_BITS) | u64::from(self.index)) as f64
@@ -63,7 +66,7 @@ struct Line<L> {
     data: L,
 }
 
-/// Where [`KeyedQueue::push`] put an entry.
+/// Where an entry was put (see [`SerializerCore::open`](crate::machine::SerializerCore::open)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pushed {
     /// The new entry.
@@ -143,7 +146,9 @@ impl<P, L: Default> Lines<P, L> {
         };
         let line = match self.free_lines.pop() {
             Some(free) => {
-                self.lines[free as usize] = Some(line);
+                if let Some(slot) = self.lines.get_mut(free as usize) {
+                    *slot = Some(line);
+                }
                 free
             }
             None => {
@@ -185,7 +190,9 @@ impl<P, L: Default> Lines<P, L> {
         if let Some(Some(busy)) = self.lines.get_mut(line.0 as usize) {
             busy.tail = index;
         }
-        self.entry_mut(prev).next = index;
+        if let Some(entry) = self.entry_mut(prev) {
+            entry.next = index;
+        }
         self.fill_slot(
             index,
             Entry {
@@ -213,22 +220,21 @@ impl<P, L: Default> Lines<P, L> {
     fn fill_slot(&mut self, index: u32, entry: Entry<P>) -> Ticket {
         // A stale ticket could only match after 2^32 more pushes landed on the same slot.
         self.pushes = self.pushes.wrapping_add(1);
-        let slot = &mut self.slots[index as usize];
-        slot.generation = self.pushes;
-        slot.entry = Some(entry);
-        self.len += 1;
+        if let Some(slot) = self.slots.get_mut(index as usize) {
+            slot.generation = self.pushes;
+            slot.entry = Some(entry);
+            self.len += 1;
+        }
         Ticket {
             index,
             generation: self.pushes,
         }
     }
 
-    fn entry_mut(&mut self, index: u32) -> &mut Entry<P> {
-        // Links only ever name live entries: every unlink below fixes its neighbours.
-        match self.slots[index as usize].entry.as_mut() {
-            Some(entry) => entry,
-            None => unreachable!(),
-        }
+    /// The entry a link names. Links only ever name live entries (every unlink below fixes its
+    /// neighbours), so this is never `None`; it is an `Option` so that no path can panic.
+    fn entry_mut(&mut self, index: u32) -> Option<&mut Entry<P>> {
+        self.slots.get_mut(index as usize)?.entry.as_mut()
     }
 
     fn live(&self, ticket: Ticket) -> Option<&Entry<P>> {
@@ -244,10 +250,12 @@ impl<P, L: Default> Lines<P, L> {
     }
 
     fn ticket_at(&self, index: u32) -> Ticket {
-        Ticket {
-            index,
-            generation: self.slots[index as usize].generation,
-        }
+        // Links name live slots only; a slot that is not there gives a ticket nothing matches.
+        let generation = self
+            .slots
+            .get(index as usize)
+            .map_or(0, |slot| slot.generation);
+        Ticket { index, generation }
     }
 
     /// The live entry named by a [`Ticket::pack`]ed number; `None` for anything else (a stale
@@ -324,9 +332,10 @@ impl<P, L: Default> Lines<P, L> {
         let mut at = self.live(ticket).map_or(NONE, |entry| entry.next);
         while at != NONE && count < max {
             count += 1;
-            at = self.slots[at as usize]
-                .entry
-                .as_ref()
+            at = self
+                .slots
+                .get(at as usize)
+                .and_then(|slot| slot.entry.as_ref())
                 .map_or(NONE, |entry| entry.next);
         }
         count
@@ -370,15 +379,14 @@ impl<P, L: Default> Lines<P, L> {
     /// the head, the next entry (if any) becomes the head and is returned in [`Removed::next`].
     pub fn remove(&mut self, ticket: Ticket) -> Option<Removed<P>> {
         self.live(ticket)?;
-        let slot = &mut self.slots[ticket.index as usize];
-        let entry = slot.entry.take()?;
+        let entry = self.slots.get_mut(ticket.index as usize)?.entry.take()?;
         self.free.push(ticket.index);
         self.len -= 1;
-        if entry.next != NONE {
-            self.entry_mut(entry.next).prev = entry.prev;
+        if let Some(next) = self.entry_mut(entry.next) {
+            next.prev = entry.prev;
         }
-        if entry.prev != NONE {
-            self.entry_mut(entry.prev).next = entry.next;
+        if let Some(prev) = self.entry_mut(entry.prev) {
+            prev.next = entry.next;
         }
         let mut next = None;
         let mut idle = false;
@@ -396,7 +404,9 @@ impl<P, L: Default> Lines<P, L> {
             }
         }
         if idle {
-            self.lines[entry.line as usize] = None;
+            if let Some(line) = self.lines.get_mut(entry.line as usize) {
+                *line = None;
+            }
             self.free_lines.push(entry.line);
             self.busy -= 1;
         }

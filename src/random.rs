@@ -36,11 +36,13 @@ impl<R: Random + ?Sized> Random for std::rc::Rc<R> {
     }
 }
 
-/// Random bytes drawn from the source in blocks and served once each, in order.
+/// Random bytes drawn from the source in blocks and served once each, in order (for
+/// `PlatformRandom`, on wasm32; tested natively).
 ///
 /// Why: a crossing into `crypto.getRandomValues` costs a few microseconds in Node (more than
 /// the rest of an uncontended acquisition's own work), and an acquisition needs only 16 bytes.
 /// The bytes are the platform's CSPRNG output all the same; none is ever served twice.
+#[cfg(any(target_arch = "wasm32", test))]
 #[derive(Debug)]
 pub struct Pool {
     block: [u8; POOL_BYTES],
@@ -49,8 +51,10 @@ pub struct Pool {
 }
 
 /// Bytes drawn from the source at a time.
+#[cfg(any(target_arch = "wasm32", test))]
 pub const POOL_BYTES: usize = 4096;
 
+#[cfg(any(target_arch = "wasm32", test))]
 impl Pool {
     /// An empty pool: the first take draws a block.
     pub fn new() -> Self {
@@ -67,22 +71,23 @@ impl Pool {
             source(bytes);
             return;
         }
-        let mut filled = 0;
-        while filled < bytes.len() {
-            if self.used == POOL_BYTES {
+        // Byte by byte (a token is 16), with no index that could panic.
+        for byte in bytes {
+            if self.used >= POOL_BYTES {
                 source(&mut self.block);
                 self.used = 0;
             }
-            let n = (bytes.len() - filled).min(POOL_BYTES - self.used);
-            bytes[filled..filled + n].copy_from_slice(&self.block[self.used..self.used + n]);
-            // Served bytes are wiped, so the pool holds only what nobody has seen.
-            self.block[self.used..self.used + n].fill(0);
-            self.used += n;
-            filled += n;
+            if let Some(served) = self.block.get_mut(self.used) {
+                *byte = *served;
+                // Served bytes are wiped, so the pool holds only what nobody has seen.
+                *served = 0;
+            }
+            self.used += 1;
         }
     }
 }
 
+#[cfg(any(target_arch = "wasm32", test))]
 impl Default for Pool {
     fn default() -> Self {
         Pool::new()

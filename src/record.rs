@@ -16,8 +16,7 @@
 //!   the same bytes: a holder's renewal moves `at` by at least 1, so a store whose version is a
 //!   hash of the value never sees a version come back.
 //! - `lease`: the lease its holder promised itself (its `staleMs`, whole milliseconds), on held
-//!   records: a taker waits out the longer of it and its own. Records written before it existed
-//!   have none, and are read all the same.
+//!   records: a taker waits out the longer of it and its own. A free record has none.
 //!
 //! Unknown fields are ignored, so a later version can add some; anything that does not parse
 //! as this format is a record that is not ours and is never released by us.
@@ -41,8 +40,8 @@ pub struct Record {
     pub fence: u64,
     /// When the record was written, in epoch milliseconds of the writer's clock.
     pub at: f64,
-    /// The lease its holder promised itself, in milliseconds (held records; `None` when the
-    /// record predates the field).
+    /// The lease its holder promised itself, in milliseconds: `Some` on held records, `None` on
+    /// free ones.
     pub lease: Option<u64>,
 }
 
@@ -59,7 +58,7 @@ impl fmt::Display for NotARecord {
 impl std::error::Error for NotARecord {}
 
 impl Record {
-    /// A held record.
+    /// A held record, promising the default lease.
     #[cfg(test)]
     pub fn held(token: &str, fence: u64, at: f64) -> Record {
         Record {
@@ -67,7 +66,7 @@ impl Record {
             token: token.to_owned(),
             fence,
             at,
-            lease: None,
+            lease: Some(u64::from(crate::lock::LOCK_STALE_MS)),
         }
     }
 
@@ -89,36 +88,16 @@ impl Record {
         encode(self.held, &self.token, self.fence, self.at, self.lease)
     }
 
-    /// `Record::held(token, fence, at).encode()`, without the record (and its copy of the
-    /// token).
-    #[cfg(test)]
-    pub fn encode_held(token: &str, fence: u64, at: f64) -> String {
-        encode(true, token, fence, at, None)
-    }
-
     /// Reads a stored text; an error for anything that is not a record of this format.
     pub fn decode(text: &str) -> Result<Record, NotARecord> {
-        let fields = parse_flat_object(text)?;
-        let mut format = None;
-        let mut state = None;
-        let mut token = None;
-        let mut fence = None;
-        let mut at = None;
-        let mut lease = None;
-        for (name, value) in fields {
-            match (name.as_str(), value) {
-                ("keyturn", Value::Number(n)) => format = Some(n),
-                ("state", Value::String(s)) => state = Some(s),
-                ("token", Value::String(s)) => token = Some(s),
-                ("fence", Value::Number(n)) => fence = Some(n),
-                ("at", Value::Number(n)) => at = Some(n),
-                ("lease", Value::Number(n)) => lease = Some(n),
-                ("keyturn" | "state" | "token" | "fence" | "at" | "lease", _) => {
-                    return Err(NotARecord("a field has the wrong type"))
-                }
-                _ => {}
-            }
-        }
+        let Fields {
+            format,
+            state,
+            token,
+            fence,
+            at,
+            lease,
+        } = Reader::new(text).object()?;
         Record::from_fields(format, state.as_deref(), token, fence, at, lease)
     }
 }
@@ -155,9 +134,10 @@ impl Record {
             .filter(|at| at.is_finite())
             .ok_or(NotARecord("no time"))?;
         let lease = match lease {
-            None => None,
             Some(ms) if ms >= 1.0 && ms <= MAX_FENCE as f64 && ms.fract() == 0.0 => Some(ms as u64),
             Some(_) => return Err(NotARecord("lease is not a whole number of milliseconds")),
+            None if held => return Err(NotARecord("a held record without a lease")),
+            None => None,
         };
         Ok(Record {
             held,
@@ -167,12 +147,6 @@ impl Record {
             lease,
         })
     }
-}
-
-enum Value {
-    String(String),
-    Number(f64),
-    Other,
 }
 
 /// The stored text of a record with these fields; a token that is not ours is escaped so the
@@ -226,176 +200,261 @@ pub(crate) fn encode_ours(
     out
 }
 
-/// A JSON object whose values are scalars — all a record is. Nested values are refused.
-fn parse_flat_object(text: &str) -> Result<Vec<(String, Value)>, NotARecord> {
-    const BAD: NotARecord = NotARecord("not a flat JSON object");
-    let mut chars = text.chars().peekable();
-    let mut fields = Vec::new();
-    let skip_ws = |chars: &mut core::iter::Peekable<core::str::Chars<'_>>| {
-        while chars
-            .peek()
-            .is_some_and(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
-        {
-            chars.next();
-        }
-    };
-    skip_ws(&mut chars);
-    if chars.next() != Some('{') {
-        return Err(BAD);
-    }
-    skip_ws(&mut chars);
-    if chars.peek() == Some(&'}') {
-        chars.next();
-    } else {
-        loop {
-            skip_ws(&mut chars);
-            if chars.next() != Some('"') {
-                return Err(BAD);
+/// The fields a record's text gave, where they had their type: what [`Record::from_fields`]
+/// checks.
+#[derive(Default)]
+struct Fields {
+    format: Option<f64>,
+    state: Option<String>,
+    token: Option<String>,
+    fence: Option<f64>,
+    at: Option<f64>,
+    lease: Option<f64>,
+}
+
+/// A scalar value of a record's text.
+enum Value {
+    String(String),
+    /// A whole number up to [`MAX_FENCE`] (a fraction, an exponent or more is `Other`).
+    Number(f64),
+    Other,
+}
+
+impl Fields {
+    /// Keeps `value` for the field `name`; a field of ours with a value of another type makes
+    /// the text not a record. Unknown fields are ignored.
+    fn set(&mut self, name: &str, value: Value) -> Result<(), NotARecord> {
+        match (name, value) {
+            ("keyturn", Value::Number(n)) => self.format = Some(n),
+            ("state", Value::String(text)) => self.state = Some(text),
+            ("token", Value::String(text)) => self.token = Some(text),
+            ("fence", Value::Number(n)) => self.fence = Some(n),
+            ("at", Value::Number(n)) => self.at = Some(n),
+            ("lease", Value::Number(n)) => self.lease = Some(n),
+            ("keyturn" | "state" | "token" | "fence" | "at" | "lease", _) => {
+                return Err(NotARecord("a field has the wrong type"))
             }
-            let name = parse_string(&mut chars)?;
-            skip_ws(&mut chars);
-            if chars.next() != Some(':') {
-                return Err(BAD);
-            }
-            skip_ws(&mut chars);
-            let value = parse_scalar(&mut chars)?;
-            fields.push((name, value));
-            skip_ws(&mut chars);
-            match chars.next() {
-                Some(',') => continue,
-                Some('}') => break,
-                _ => return Err(BAD),
-            }
+            _ => {}
         }
-    }
-    skip_ws(&mut chars);
-    if chars.next().is_some() {
-        return Err(BAD);
-    }
-    Ok(fields)
-}
-
-type Chars<'a> = core::iter::Peekable<core::str::Chars<'a>>;
-
-/// A scalar value: a string, a whole number, or one of the words (read as of another type).
-fn parse_scalar(chars: &mut Chars<'_>) -> Result<Value, NotARecord> {
-    const BAD: NotARecord = NotARecord("not a flat JSON object");
-    match chars.peek() {
-        Some('"') => {
-            chars.next();
-            Ok(Value::String(parse_string(chars)?))
-        }
-        Some(c) if *c == '-' || c.is_ascii_digit() => parse_number(chars),
-        _ => {
-            let word = ["true", "false", "null"]
-                .into_iter()
-                .find(|word| text_starts(chars, word))
-                .ok_or(BAD)?;
-            word.chars().for_each(|_| {
-                chars.next();
-            });
-            Ok(Value::Other)
-        }
+        Ok(())
     }
 }
 
-/// A number. Every number of a record is a whole number: a fraction or an exponent reads as a
-/// field of the wrong type. (No float parser: ~10 KB of wasm.)
-fn parse_number(chars: &mut Chars<'_>) -> Result<Value, NotARecord> {
-    let negative = chars.next_if_eq(&'-').is_some();
-    let mut whole: u64 = 0;
-    let mut digits = 0;
-    while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
-        chars.next();
-        digits += 1;
-        whole = whole.saturating_mul(10).saturating_add(u64::from(digit));
+const NOT_FLAT: NotARecord = NotARecord("not a flat JSON object");
+const BAD_STRING: NotARecord = NotARecord("a bad JSON string");
+
+/// Reads a record's text: a JSON object whose values are scalars, all a record is (nested
+/// values are refused). Byte by byte, with no float parser and no panic: both would cost the
+/// wasm modules kilobytes.
+struct Reader<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(text: &'a str) -> Self {
+        Reader { text, at: 0 }
     }
-    if digits == 0 {
-        return Err(NotARecord("not a flat JSON object"));
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
     }
-    if chars.peek().is_some_and(|c| matches!(c, '.' | 'e' | 'E')) {
-        while chars
-            .peek()
-            .is_some_and(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
-        {
-            chars.next();
+
+    fn next(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let found = self.peek() == Some(byte);
+        if found {
+            self.at += 1;
         }
-        return Ok(Value::Other);
+        found
     }
-    if whole > MAX_FENCE {
-        return Ok(Value::Other);
+
+    fn whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
     }
-    let number = whole as f64;
-    Ok(Value::Number(if negative { -number } else { number }))
-}
 
-fn text_starts(chars: &core::iter::Peekable<core::str::Chars<'_>>, word: &str) -> bool {
-    chars.clone().take(word.len()).eq(word.chars())
-}
-
-/// The rest of a JSON string whose opening quote was read.
-fn parse_string(
-    chars: &mut core::iter::Peekable<core::str::Chars<'_>>,
-) -> Result<String, NotARecord> {
-    const BAD: NotARecord = NotARecord("a bad JSON string");
-    let mut out = String::new();
-    loop {
-        match chars.next().ok_or(BAD)? {
-            '"' => return Ok(out),
-            '\\' => match chars.next().ok_or(BAD)? {
-                '"' => out.push('"'),
-                '\\' => out.push('\\'),
-                '/' => out.push('/'),
-                'b' => out.push('\u{8}'),
-                'f' => out.push('\u{c}'),
-                'n' => out.push('\n'),
-                'r' => out.push('\r'),
-                't' => out.push('\t'),
-                'u' => {
-                    let unit = |chars: &mut core::iter::Peekable<core::str::Chars<'_>>| -> Result<u32, NotARecord> {
-                        let hex: String = (0..4).filter_map(|_| chars.next()).collect();
-                        if hex.len() != 4 {
-                            return Err(BAD);
-                        }
-                        u32::from_str_radix(&hex, 16).map_err(|_| BAD)
-                    };
-                    let first = unit(chars)?;
-                    let code = if (0xD800..0xDC00).contains(&first) {
-                        if chars.next() != Some('\\') || chars.next() != Some('u') {
-                            return Err(BAD);
-                        }
-                        let second = unit(chars)?;
-                        if !(0xDC00..0xE000).contains(&second) {
-                            return Err(BAD);
-                        }
-                        0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-                    } else {
-                        first
-                    };
-                    out.push(char::from_u32(code).ok_or(BAD)?);
+    /// The whole text as one object.
+    fn object(mut self) -> Result<Fields, NotARecord> {
+        let mut fields = Fields::default();
+        self.whitespace();
+        if !self.eat(b'{') {
+            return Err(NOT_FLAT);
+        }
+        self.whitespace();
+        if !self.eat(b'}') {
+            loop {
+                self.whitespace();
+                if !self.eat(b'"') {
+                    return Err(NOT_FLAT);
                 }
-                _ => return Err(BAD),
-            },
-            c if (c as u32) < 0x20 => return Err(BAD),
-            c => out.push(c),
+                let name = self.string()?;
+                self.whitespace();
+                if !self.eat(b':') {
+                    return Err(NOT_FLAT);
+                }
+                self.whitespace();
+                let value = self.value()?;
+                fields.set(&name, value)?;
+                self.whitespace();
+                if self.eat(b',') {
+                    continue;
+                }
+                if self.eat(b'}') {
+                    break;
+                }
+                return Err(NOT_FLAT);
+            }
         }
+        self.whitespace();
+        if self.at != self.text.len() {
+            return Err(NOT_FLAT);
+        }
+        Ok(fields)
+    }
+
+    /// A string, a whole number, or one of the words (read as of another type).
+    fn value(&mut self) -> Result<Value, NotARecord> {
+        match self.peek() {
+            Some(b'"') => {
+                self.at += 1;
+                Ok(Value::String(self.string()?))
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => {
+                let rest = self.text.get(self.at..).unwrap_or_default();
+                let word = ["true", "false", "null"]
+                    .into_iter()
+                    .find(|word| rest.starts_with(word))
+                    .ok_or(NOT_FLAT)?;
+                self.at += word.len();
+                Ok(Value::Other)
+            }
+        }
+    }
+
+    /// A number. Every number of a record is a whole number: a fraction or an exponent reads as
+    /// a field of the wrong type.
+    fn number(&mut self) -> Result<Value, NotARecord> {
+        let negative = self.eat(b'-');
+        let leading_zero = self.peek() == Some(b'0');
+        let mut whole: u64 = 0;
+        let mut digits = 0;
+        while let Some(digit @ b'0'..=b'9') = self.peek() {
+            self.at += 1;
+            digits += 1;
+            whole = whole
+                .saturating_mul(10)
+                .saturating_add(u64::from(digit - b'0'));
+        }
+        // JSON has no leading zeros (`JSON.parse` refuses `012`, and so does this).
+        if digits == 0 || (leading_zero && digits > 1) {
+            return Err(NOT_FLAT);
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            while matches!(
+                self.peek(),
+                Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+            ) {
+                self.at += 1;
+            }
+            return Ok(Value::Other);
+        }
+        if whole > MAX_FENCE {
+            return Ok(Value::Other);
+        }
+        let number = whole as f64;
+        Ok(Value::Number(if negative { -number } else { number }))
+    }
+
+    /// The rest of a string whose opening quote was read. Runs without escapes are copied as
+    /// they are: the text is UTF-8, and they end at ASCII bytes.
+    fn string(&mut self) -> Result<String, NotARecord> {
+        let mut out = String::new();
+        let mut run = self.at;
+        loop {
+            match self.next().ok_or(BAD_STRING)? {
+                b'"' => {
+                    out.push_str(self.text.get(run..self.at - 1).ok_or(BAD_STRING)?);
+                    return Ok(out);
+                }
+                b'\\' => {
+                    out.push_str(self.text.get(run..self.at - 1).ok_or(BAD_STRING)?);
+                    let escaped = match self.next().ok_or(BAD_STRING)? {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => self.unicode()?,
+                        _ => return Err(BAD_STRING),
+                    };
+                    out.push(escaped);
+                    run = self.at;
+                }
+                byte if byte < 0x20 => return Err(BAD_STRING),
+                _ => {}
+            }
+        }
+    }
+
+    /// A `\u` escape's character, a surrogate pair's included.
+    fn unicode(&mut self) -> Result<char, NotARecord> {
+        let first = self.hex4()?;
+        let code = if (0xD800..0xDC00).contains(&first) {
+            if !(self.eat(b'\\') && self.eat(b'u')) {
+                return Err(BAD_STRING);
+            }
+            let second = self.hex4()?;
+            if !(0xDC00..0xE000).contains(&second) {
+                return Err(BAD_STRING);
+            }
+            0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+        } else {
+            first
+        };
+        char::from_u32(code).ok_or(BAD_STRING)
+    }
+
+    fn hex4(&mut self) -> Result<u32, NotARecord> {
+        let mut code = 0;
+        for _ in 0..4 {
+            let digit = match self.next() {
+                Some(byte @ b'0'..=b'9') => byte - b'0',
+                Some(byte @ b'a'..=b'f') => byte - b'a' + 10,
+                Some(byte @ b'A'..=b'F') => byte - b'A' + 10,
+                _ => return Err(BAD_STRING),
+            };
+            code = code * 16 + u32::from(digit);
+        }
+        Ok(code)
     }
 }
 
 /// Appends `n` in decimal, without the allocation `to_string` makes.
 pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
+    // Least significant first, then pushed one by one from the top: no UTF-8 check to link in
+    // for what are ASCII digits, and no index that could panic.
     let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+    let mut count = 0;
+    for digit in digits.iter_mut() {
+        *digit = b'0' + (n % 10) as u8;
+        count += 1;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    // Pushed one by one: no UTF-8 check to link in for what are ASCII digits.
-    for &digit in &digits[at..] {
+    for &digit in digits.iter().take(count).rev() {
         out.push(char::from(digit));
     }
 }
@@ -405,27 +464,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shortcuts_write_what_the_records_do() {
-        let (token, at) = ("0123456789abcdef0123456789abcdef", 1_764_452_000_123.0);
-        assert_eq!(
-            Record::encode_held(token, 7, at),
-            Record::held(token, 7, at).encode()
-        );
-        assert_eq!(
-            Record::encode_held("a\"b", 1, 0.0),
-            Record::held("a\"b", 1, 0.0).encode()
-        );
-        let free = Record::free(7, at + 1.0);
-        assert!(!free.held && free.token.is_empty() && free.fence == 7 && free.at == at + 1.0);
-    }
-
-    #[test]
     fn round_trips() {
         let held = Record::held("0123456789abcdef0123456789abcdef", 12, 1_764_452_000_000.0);
         let text = held.encode();
         assert_eq!(
             text,
-            r#"{"keyturn":1,"state":"held","token":"0123456789abcdef0123456789abcdef","fence":12,"at":1764452000000}"#
+            r#"{"keyturn":1,"state":"held","token":"0123456789abcdef0123456789abcdef","fence":12,"at":1764452000000,"lease":2000}"#
         );
         assert_eq!(Record::decode(&text), Ok(held.clone()));
         let free = Record::free(held.fence, 1_764_452_000_500.0);
@@ -438,7 +482,7 @@ mod tests {
         ] {
             let text = Record::held("t", fence, at).encode();
             let expected = format!(
-                r#"{{"keyturn":1,"state":"held","token":"t","fence":{fence},"at":{}}}"#,
+                r#"{{"keyturn":1,"state":"held","token":"t","fence":{fence},"at":{},"lease":2000}}"#,
                 at.floor() as u64
             );
             assert_eq!(text, expected);
@@ -449,7 +493,7 @@ mod tests {
     fn tolerates_whitespace_order_escapes_and_unknown_fields() {
         let text = "{ \"fence\" : 3 , \"extra\": [1] }";
         assert!(Record::decode(text).is_err(), "nested values are not ours");
-        let text = " {\"at\": 5, \"fence\": 3, \"future\": null, \"token\": \"a\\u0062\\\"\", \"state\": \"held\", \"keyturn\": 1}\n";
+        let text = " {\"at\": 5, \"fence\": 3, \"future\": null, \"token\": \"a\\u0062\\\"\", \"state\": \"held\", \"lease\": 9, \"keyturn\": 1}\n";
         let record = Record::decode(text).unwrap();
         assert_eq!(
             (record.token.as_str(), record.fence, record.held),
@@ -459,6 +503,94 @@ mod tests {
         assert_eq!(Record::decode(&odd.encode()), Ok(odd));
     }
 
+    /// What `serde_json` reads in `text`, held to the record's rules: what `decode` must agree
+    /// with.
+    fn by_serde(text: &str) -> Option<Record> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let object = value.as_object()?;
+        if object.values().any(|v| v.is_object() || v.is_array()) {
+            return None;
+        }
+        let number = |name: &str| match object.get(name) {
+            None => Ok(None),
+            Some(serde_json::Value::Number(n)) => match n.as_u64() {
+                Some(n) if n <= MAX_FENCE => Ok(Some(n as f64)),
+                _ => match n.as_i64() {
+                    Some(n) if n >= -(MAX_FENCE as i64) => Ok(Some(n as f64)),
+                    _ => Ok(Some(f64::NAN)),
+                },
+            },
+            Some(_) => Err(()),
+        };
+        let string = |name: &str| match object.get(name) {
+            None => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(()),
+        };
+        let fields = (
+            number("keyturn").ok()?,
+            string("state").ok()?,
+            string("token").ok()?,
+            number("fence").ok()?,
+            number("at").ok()?,
+            number("lease").ok()?,
+        );
+        Record::from_fields(
+            fields.0,
+            fields.1.as_deref(),
+            fields.2,
+            fields.3,
+            fields.4,
+            fields.5,
+        )
+        .ok()
+    }
+
+    #[test]
+    fn reads_what_a_json_parser_reads_and_never_panics() {
+        let ours = r#"{"keyturn":1,"state":"held","token":"t\u00e9\ud83d\ude00x","fence":7,"at":12,"lease":300,"extra":[]}"#;
+        let seeds = [
+            Record::held("0123456789abcdef0123456789abcdef", 12, 1_764_452_000_000.0).encode(),
+            Record::free(3, 5.0).encode(),
+            ours.replace(",\"extra\":[]", ""),
+            " { \"at\" : 1 , \"fence\":2,\"state\":\"free\",\"token\":\"\",\"keyturn\":1 } ".into(),
+        ];
+        use crate::random::Random;
+        let random = crate::random::SeededRandom::new(7);
+        let below = |n: usize| ((random.unit() * n as f64) as usize).min(n.saturating_sub(1));
+        let alphabet = b"{}[]\":,\\ 0123456789.eE+-uabcdefhlnrst\x01";
+        for seed in &seeds {
+            assert_eq!(Record::decode(seed).ok(), by_serde(seed), "{seed}");
+            for _ in 0..3000 {
+                let mut bytes = seed.as_bytes().to_vec();
+                for _ in 0..1 + below(3) {
+                    let at = below(bytes.len() + 1);
+                    let byte = alphabet[below(alphabet.len())];
+                    match below(3) {
+                        0 if at < bytes.len() => bytes[at] = byte,
+                        1 if at < bytes.len() => {
+                            bytes.remove(at);
+                        }
+                        _ => bytes.insert(at, byte),
+                    }
+                }
+                let Ok(text) = String::from_utf8(bytes) else {
+                    continue;
+                };
+                assert_eq!(Record::decode(&text).ok(), by_serde(&text), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn writes_whole_numbers_in_decimal() {
+        for n in [0, 7, 10, 99, 1_764_452_000_123, u64::MAX] {
+            let mut out = String::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+    }
+
     #[test]
     fn refuses_what_is_not_ours() {
         for text in [
@@ -466,16 +598,18 @@ mod tests {
             "locked",
             "{}",
             "[]",
-            r#"{"keyturn":2,"state":"held","token":"t","fence":1,"at":0}"#,
+            r#"{"keyturn":2,"state":"held","token":"t","fence":1,"at":0,"lease":5}"#,
             r#"{"keyturn":1,"state":"taken","token":"t","fence":1,"at":0}"#,
-            r#"{"keyturn":1,"state":"held","token":"","fence":1,"at":0}"#,
-            r#"{"keyturn":1,"state":"held","token":"t","fence":0,"at":0}"#,
-            r#"{"keyturn":1,"state":"held","token":"t","fence":1.5,"at":0}"#,
-            r#"{"keyturn":1,"state":"held","token":"t","fence":9007199254740992,"at":0}"#,
-            r#"{"keyturn":1,"state":"held","token":"t","fence":"1","at":0}"#,
-            r#"{"keyturn":1,"state":"held","token":"t","fence":1}"#,
-            r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0} trailing"#,
-            r#"{"keyturn":1,"state":"held","token":"\ud800","fence":1,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"","fence":1,"at":0,"lease":5}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":0,"at":0,"lease":5}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1.5,"at":0,"lease":5}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":9007199254740992,"at":0,"lease":5}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":"1","at":0,"lease":5}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1,"lease":5}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0,"lease":0}"#,
+            r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0,"lease":5} trailing"#,
+            r#"{"keyturn":1,"state":"held","token":"\ud800","fence":1,"at":0,"lease":5}"#,
             r#"{"pid":123,"token":"from board-lock.ts's lock file"}"#,
         ] {
             assert!(Record::decode(text).is_err(), "{text}");

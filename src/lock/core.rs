@@ -62,22 +62,30 @@ pub struct Now {
     pub mono: f64,
 }
 
-/// What the driver does next for one acquisition or lock.
+/// What the driver does next for one acquisition or lock. A store call carries its bound: the
+/// driver counts it failed ([`Answer::TimedOut`]) once it has not answered within `bound_ms`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step<V> {
     /// `store.create(name, value)`, then [`Answer::Created`].
     Create {
         /// The record to write.
         value: String,
+        /// How long the call may take, in milliseconds.
+        bound_ms: f64,
     },
     /// `store.read(name)`, then [`Answer::Read`].
-    Read,
+    Read {
+        /// How long the call may take, in milliseconds.
+        bound_ms: f64,
+    },
     /// `store.replace(name, version, value)`, then [`Answer::Replaced`].
     Replace {
         /// The version the record must still have.
         version: V,
         /// The record to write.
         value: String,
+        /// How long the call may take, in milliseconds.
+        bound_ms: f64,
     },
     /// Pause until `until` (monotonic), then [`Answer::Woke`] (the head of a line, between
     /// polls).
@@ -104,6 +112,18 @@ pub enum Step<V> {
     /// An acquisition has left its line holding nothing; a renewal left the lease as it was; a
     /// release left the record as the store has it (held until stale, if it still is).
     Failed,
+}
+
+impl<V> Step<V> {
+    /// The bound of a store call; `None` for a step that is not one.
+    pub fn bound_ms(&self) -> Option<f64> {
+        match self {
+            Step::Create { bound_ms, .. }
+            | Step::Read { bound_ms }
+            | Step::Replace { bound_ms, .. } => Some(*bound_ms),
+            _ => None,
+        }
+    }
 }
 
 /// What a driver knows of the acquisitions of a name that follow one: a serializer's queued
@@ -205,24 +225,6 @@ pub struct LockStats {
     pub read_backs_applied: u64,
 }
 
-impl LockStats {
-    /// The values, in the order of the field names the JS binding reads them by
-    /// (`wire::lock::STATS`).
-    pub(crate) fn values(&self) -> [f64; 9] {
-        [
-            self.held as f64,
-            self.waiting as f64,
-            self.acquisitions as f64,
-            self.hand_offs as f64,
-            self.takeovers as f64,
-            self.store_calls as f64,
-            self.store_failures as f64,
-            self.store_timeouts as f64,
-            self.read_backs_applied as f64,
-        ]
-    }
-}
-
 /// When a record was written: `at` on the writer's wall clock (whole milliseconds, as the
 /// record carries it) and the writer's monotonic time then.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -251,6 +253,8 @@ struct Lease<V> {
     /// When the record was written: the lease runs `stale_ms` from here, on either clock.
     stamp: Stamp,
     stale_ms: f64,
+    /// The bound on each of its store calls (renewals, the release).
+    store_timeout_ms: f64,
     /// A renewal in flight.
     renewing: Option<holding::Renewal>,
     /// Found past its end by a renewal: never renewed again.
@@ -277,6 +281,15 @@ impl<V> Lease<V> {
     /// stretch it).
     fn ended(&self, now: Now) -> bool {
         now.wall >= self.held_until() || now.mono >= self.ends_at()
+    }
+
+    /// This holder's own lease and bound, as options (for a hand-off with nobody else's).
+    fn options(&self) -> LockOptions {
+        LockOptions {
+            stale_ms: self.stale_ms,
+            store_timeout_ms: Some(self.store_timeout_ms),
+            ..LockOptions::default()
+        }
     }
 
     /// The lease the records of this holder promise: its `staleMs`, whole milliseconds up.
@@ -381,13 +394,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
-    /// Starts an acquisition of `name`: at the head of an idle name, its first store call; in
-    /// line behind others, [`Step::Wait`]. `handle` is how the driver wakes it. (A lock's: the
-    /// drivers say [`acquire_with`](Self::acquire_with) which streak bound is theirs.)
+    /// Starts a lock's acquisition of `name`: at the head of an idle name, its first store
+    /// call; in line behind others, [`Step::Wait`]. `handle` is how the driver wakes it. Its
+    /// streaks of local hand-offs run [`Succession::LOCK`]'s bound (a serializer's turns say
+    /// theirs: [`acquire_with`](Self::acquire_with)).
     ///
     /// # Errors
     /// A bad name or option; nothing was queued.
-    #[cfg(test)]
     pub fn acquire(
         &mut self,
         name: &str,
@@ -396,7 +409,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: Now,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
-        self.acquire_with(name, handle, options, MAX_LOCAL_STREAK_MS, now, random)
+        self.acquire_with(
+            name,
+            handle,
+            options,
+            Succession::LOCK.streak_ms,
+            now,
+            random,
+        )
     }
 
     /// [`acquire`](Self::acquire) for a driver whose streaks of local hand-offs on this name
@@ -688,6 +708,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.woken.push(Woken::Turn(ticket));
     }
 
+    /// A store call asked for (its bound the asker's: see `Attempt::bound` and
+    /// `Lease::store_timeout_ms`).
     fn call(&mut self, step: Step<V>) -> Step<V> {
         self.stats.store_calls += 1;
         step

@@ -11,11 +11,11 @@ use std::task::{Context, Poll, Waker};
 use super::core::{Answer, LockCore, LockStats, Now, Step, Succession, Woken};
 use super::{LockError, LockOptions};
 use crate::clock::{Clock, Sleep, WakeRoute};
+use crate::messages;
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::Record;
 use crate::store::{LockStore, StoreError};
-use crate::wire::messages;
 
 /// How a waiter is woken: the core names it, the driver sets the flag and wakes its task.
 #[derive(Default)]
@@ -77,26 +77,19 @@ impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
 
     /// Makes the store calls the core asks for, from `step` on, each feeding its answer back,
     /// until the core asks for something else: that step, and the error of the first call that
-    /// failed (what [`Step::Failed`] reports). Each call is bounded by `bound` ms, and all of
-    /// them by `deadline` on the monotonic clock.
+    /// failed (what [`Step::Failed`] reports).
     async fn exchange(
         &self,
         name: &str,
         ticket: Ticket,
         mut step: Step<S::Version>,
-        bound: f64,
-        deadline: f64,
     ) -> (Step<S::Version>, Option<StoreError>) {
         let mut failure = None;
         loop {
-            if !matches!(
-                step,
-                Step::Create { .. } | Step::Read | Step::Replace { .. }
-            ) {
+            if step.bound_ms().is_none() {
                 return (step, failure);
             }
-            let left = deadline - self.clock.monotonic_ms();
-            let (answer, error) = self.call(name, step, bound.min(left).max(0.0)).await;
+            let (answer, error) = self.call(name, step).await;
             if let Some(error) = error {
                 failure.get_or_insert(error);
             }
@@ -104,32 +97,32 @@ impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
         }
     }
 
-    /// Makes the store call of `step` (one of the three), bounded by `bound` ms: past it, the
-    /// call is dropped and counts as failed, its outcome unknown. A clock that refuses the timer
-    /// leaves the call unbounded.
+    /// Makes the store call of `step` (one of the three), bounded as it says: past its bound,
+    /// the call is dropped and counts as failed, its outcome unknown. A clock that refuses the
+    /// timer leaves the call unbounded.
     async fn call(
         &self,
         name: &str,
         step: Step<S::Version>,
-        bound: f64,
     ) -> (Answer<S::Version>, Option<StoreError>) {
+        let bound = step.bound_ms().unwrap_or_default();
         let method = match step {
             Step::Create { .. } => "create",
-            Step::Read => "read",
+            Step::Read { .. } => "read",
             _ => "replace",
         };
         let call = async {
             match step {
-                Step::Create { value } => {
+                Step::Create { value, .. } => {
                     self.store.create(name, &value).await.map(Answer::Created)
                 }
-                Step::Read => self.store.read(name).await.map(|found| {
+                Step::Read { .. } => self.store.read(name).await.map(|found| {
                     Answer::Read(found.map(|found| {
                         let record = Record::decode(&found.value);
                         (found.version, record)
                     }))
                 }),
-                Step::Replace { version, value } => self
+                Step::Replace { version, value, .. } => self
                     .store
                     .replace(name, &version, &value)
                     .await
@@ -343,16 +336,12 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             // A hand-off wakes this acquisition's slot: its wait below ends at once.
             let _ = previous.release_with(succession.followers).await;
         }
-        // Every store call is bounded, and so is the whole acquisition: its wait, then at most
-        // one call's bound.
-        let bound = options.store_timeout();
-        let deadline = inner.clock.monotonic_ms() + options.wait_ms + bound;
         let mut failure = None;
         loop {
             let answer = match step {
                 Step::Held => {
                     leave.armed = false;
-                    return Ok(Some(Lock::new(self.inner.clone(), name, ticket, bound)));
+                    return Ok(Some(Lock::new(self.inner.clone(), name, ticket)));
                 }
                 Step::GiveUp | Step::Done | Step::Lost => {
                     leave.armed = false;
@@ -371,7 +360,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     Answer::Woke
                 }
                 call => {
-                    (step, failure) = inner.exchange(name, ticket, call, bound, deadline).await;
+                    (step, failure) = inner.exchange(name, ticket, call).await;
                     continue;
                 }
             };
@@ -431,8 +420,6 @@ pub struct Lock<S: LockStore, C: Clock, R: Random> {
     done: Cell<bool>,
     /// Found lost by a renewal: never renewed again (a release still frees an unchanged record).
     lost: Cell<bool>,
-    /// The bound on each of its store calls.
-    store_timeout: f64,
     inner: Rc<Inner<S, C, R>>,
 }
 
@@ -472,7 +459,7 @@ impl<S: LockStore, C: Clock, R: Random> Drop for SettleRenewal<'_, S, C, R> {
 }
 
 impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
-    fn new(inner: Rc<Inner<S, C, R>>, name: &str, ticket: Ticket, store_timeout: f64) -> Self {
+    fn new(inner: Rc<Inner<S, C, R>>, name: &str, ticket: Ticket) -> Self {
         let (token, fence, held_until) = inner
             .core
             .borrow()
@@ -487,7 +474,6 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             ticket,
             done: Cell::new(false),
             lost: Cell::new(false),
-            store_timeout,
             inner,
         }
     }
@@ -540,15 +526,12 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         }
         let ticket = self.ticket;
         let mut step = self.inner.with_core(|core, now, _| core.renew(ticket, now));
-        if matches!(step, Step::Read | Step::Replace { .. }) {
+        if step.bound_ms().is_some() {
             let mut settle = SettleRenewal {
                 lock: self,
                 armed: true,
             };
-            let (next, failure) = self
-                .inner
-                .exchange(&self.name, ticket, step, self.store_timeout, f64::INFINITY)
-                .await;
+            let (next, failure) = self.inner.exchange(&self.name, ticket, step).await;
             settle.armed = false;
             if let Step::Failed = next {
                 return Err(LockError::Store(failure.unwrap_or_else(unreported)));
@@ -628,16 +611,13 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
         let step = self
             .inner
             .with_core(|core, now, random| core.release_with(ticket, followers, now, random));
-        if matches!(step, Step::Read | Step::Replace { .. }) {
+        if step.bound_ms().is_some() {
             let mut leave = Leave {
                 inner: &self.inner,
                 ticket,
                 armed: true,
             };
-            let (step, failure) = self
-                .inner
-                .exchange(&self.name, ticket, step, self.store_timeout, f64::INFINITY)
-                .await;
+            let (step, failure) = self.inner.exchange(&self.name, ticket, step).await;
             leave.armed = false;
             if let Step::Failed = step {
                 return Err(LockError::Store(failure.unwrap_or_else(unreported)));

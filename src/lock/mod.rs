@@ -39,8 +39,8 @@ pub use self::manager::{Lock, LockManager};
 
 use crate::clock::{TimerError, MAX_TIMEOUT_MS};
 use crate::key::KeyError;
+use crate::messages;
 use crate::store::StoreError;
-use crate::wire::messages;
 
 /// How long one acquisition waits for a live holder before answering nothing, as `board-lock.ts`.
 pub const LOCK_WAIT_MS: u32 = 100;
@@ -131,6 +131,24 @@ impl fmt::Display for OptionError {
 impl std::error::Error for OptionError {}
 
 impl LockOptions {
+    /// The options a caller gave, `None` for each it left out: the defaults are
+    /// [`LOCK_WAIT_MS`], [`LOCK_STALE_MS`], no clock skew allowed, and a bound of one lease on
+    /// each store call. Not checked: see [`validate`](Self::validate).
+    pub fn given(
+        wait_ms: Option<f64>,
+        stale_ms: Option<f64>,
+        max_clock_skew_ms: Option<f64>,
+        store_timeout_ms: Option<f64>,
+    ) -> Self {
+        let default = LockOptions::default();
+        LockOptions {
+            wait_ms: wait_ms.unwrap_or(default.wait_ms),
+            stale_ms: stale_ms.unwrap_or(default.stale_ms),
+            max_clock_skew_ms: max_clock_skew_ms.unwrap_or(default.max_clock_skew_ms),
+            store_timeout_ms,
+        }
+    }
+
     /// Checks the options.
     pub fn validate(self) -> Result<Self, OptionError> {
         let max = f64::from(MAX_TIMEOUT_MS);

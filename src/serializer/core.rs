@@ -10,8 +10,8 @@ use core::fmt;
 use super::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
 use crate::deadlines::Deadlines;
 use crate::key::{validate_key, KeyError};
+use crate::messages;
 use crate::queue::{LineId, Lines, Pushed, Ticket};
-use crate::wire::messages;
 
 /// Where a work is in its life.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,7 +63,8 @@ pub enum EnqueueError {
         /// The serializer's bound.
         max_pending: usize,
     },
-    /// [`MAX_ENTRIES`] works are queued already, under every key together.
+    /// [`MAX_ENTRIES`](crate::machine::MAX_ENTRIES) works are queued already, under every key
+    /// together.
     TooManyWorks,
     /// The line named is idle (a front end's stale id); nothing was queued.
     IdleLine,
@@ -93,8 +94,22 @@ impl std::error::Error for EnqueueError {}
 pub struct Started<'a, P> {
     /// What was queued with it.
     pub payload: &'a mut P,
-    /// Its deadline's length in milliseconds, for its timeout error.
+    /// Its deadline's length in milliseconds: how long a timer of its own runs, and what its
+    /// timeout error says.
     pub timeout_ms: f64,
+    /// Its deadline, on the clock the start was timed by: past it the work is abandoned.
+    pub deadline: f64,
+}
+
+/// What came of a caller giving up on its work, from [`SerializerCore::give_up`].
+#[derive(Debug)]
+pub enum GaveUp {
+    /// The work was waiting: it left its line.
+    Left(Released),
+    /// The work was running: it is abandoned (its front end aborts it and tells its caller).
+    Abandoned,
+    /// Nothing: the work had settled or was abandoned already.
+    Nothing,
 }
 
 /// A work that left its line, from [`SerializerCore::finish`].
@@ -128,24 +143,6 @@ pub struct Stats {
     pub late_settled: u64,
     /// Calls that joined a queued work instead of adding one (see [`Coalesce`]).
     pub coalesced: u64,
-}
-
-impl Stats {
-    /// The values, in the order of the field names the JS binding reads them by
-    /// (`wire::serializer::STATS`).
-    pub(crate) fn values(&self) -> [f64; 9] {
-        [
-            self.keys as f64,
-            self.running as f64,
-            self.waiting as f64,
-            self.started as f64,
-            self.timed_out as f64,
-            self.aborted as f64,
-            self.refused as f64,
-            self.late_settled as f64,
-            self.coalesced as f64,
-        ]
-    }
 }
 
 /// Per-key FIFO lines of works, the deadlines of the running ones and the counters, with no
@@ -209,7 +206,7 @@ impl<P> SerializerCore<P> {
         self.options
     }
 
-    fn timeout_of(&self, own: Option<f64>) -> Result<f64, EnqueueError> {
+    fn timeout_given(&self, own: Option<f64>) -> Result<f64, EnqueueError> {
         match own {
             None => Ok(self.options.timeout_ms),
             Some(ms) => validate_timeout_ms(ms).map_err(EnqueueError::InvalidTimeout),
@@ -240,7 +237,7 @@ impl<P> SerializerCore<P> {
         coalesce: Coalesce,
     ) -> Result<Pushed, EnqueueError> {
         validate_key(key).map_err(EnqueueError::InvalidKey)?;
-        let timeout_ms = self.timeout_of(timeout_ms)?;
+        let timeout_ms = self.timeout_given(timeout_ms)?;
         if !self.lines.has_room() {
             return Err(EnqueueError::TooManyWorks);
         }
@@ -264,7 +261,7 @@ impl<P> SerializerCore<P> {
         timeout_ms: Option<f64>,
         coalesce: Coalesce,
     ) -> Result<Ticket, EnqueueError> {
-        let timeout_ms = self.timeout_of(timeout_ms)?;
+        let timeout_ms = self.timeout_given(timeout_ms)?;
         let Some(&Counted(counted)) = self.lines.line_data(line) else {
             return Err(EnqueueError::IdleLine);
         };
@@ -303,7 +300,7 @@ impl<P> SerializerCore<P> {
         coalesce: &Coalesce,
         timeout_ms: Option<f64>,
     ) -> Result<Option<Ticket>, EnqueueError> {
-        let timeout_ms = self.timeout_of(timeout_ms)?;
+        let timeout_ms = self.timeout_given(timeout_ms)?;
         if *coalesce == Coalesce::Never {
             return Ok(None);
         }
@@ -367,6 +364,7 @@ impl<P> SerializerCore<P> {
         Some(Started {
             payload: &mut job.payload,
             timeout_ms: job.timeout_ms,
+            deadline,
         })
     }
 
@@ -428,6 +426,20 @@ impl<P> SerializerCore<P> {
             next: removed.next,
             idle: removed.idle,
         })
+    }
+
+    /// The caller of a work gave up on it — its signal aborted, its future was dropped; for a
+    /// coalescing work, its last caller ([`leave`](Self::leave)): a waiting work leaves its line
+    /// (counted in [`Stats::aborted`]), a running one is abandoned as aborted.
+    pub fn give_up(&mut self, ticket: Ticket) -> GaveUp {
+        match self.lines.get(ticket).map(|job| job.state) {
+            Some(State::Queued) => self.finish(ticket).map_or(GaveUp::Nothing, GaveUp::Left),
+            Some(State::Running { .. }) => {
+                self.abandon(ticket, Abandon::Aborted);
+                GaveUp::Abandoned
+            }
+            _ => GaveUp::Nothing,
+        }
     }
 
     /// [`finish`](Self::finish) for the head of a line.
@@ -506,6 +518,24 @@ impl<P> SerializerCore<P> {
     /// Whether a work is waiting: queued, its turn not come or not started yet.
     pub fn is_waiting(&self, ticket: Ticket) -> bool {
         matches!(self.lines.get(ticket), Some(job) if job.state == State::Queued)
+    }
+
+    /// Whether a work has started and is in its line still: running, or abandoned and not
+    /// finished yet.
+    pub fn has_started(&self, ticket: Ticket) -> bool {
+        matches!(self.lines.get(ticket), Some(job) if job.state != State::Queued)
+    }
+
+    /// Whether a work was abandoned (timed out, or its caller gave up while it ran) and has not
+    /// left its line yet.
+    pub fn is_abandoned(&self, ticket: Ticket) -> bool {
+        matches!(self.lines.get(ticket), Some(job) if job.state == State::Abandoned)
+    }
+
+    /// A queued or running work's deadline length, in milliseconds: its own, or the
+    /// serializer's.
+    pub fn timeout_of(&self, ticket: Ticket) -> Option<f64> {
+        self.lines.get(ticket).map(|job| job.timeout_ms)
     }
 
     /// Whether a work is the head of its line.

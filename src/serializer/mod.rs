@@ -26,8 +26,8 @@ pub(crate) use self::turns::{Acquired, Turns};
 use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
 use crate::key::KeyError;
 use crate::keymap::KeyMap;
+use crate::messages;
 use crate::queue::{LineId, Ticket};
-use crate::wire::messages;
 
 /// The default deadline of one work: 30 s is over ten times the slowest legitimate run of a
 /// handful of store round-trips, and short enough that a stalled dependency holds one key for
@@ -134,6 +134,21 @@ impl SerializerOptions {
             max_pending: validate_max_pending(max_pending)
                 .map_err(SerializerOptionError::MaxPending)?,
         })
+    }
+
+    /// [`new`](Self::new) with the options a caller gave, `None` for each it left out: the
+    /// defaults are [`DEFAULT_TIMEOUT_MS`] and no bound.
+    ///
+    /// # Errors
+    /// The first option out of range.
+    pub fn given(
+        timeout_ms: Option<f64>,
+        max_pending: Option<f64>,
+    ) -> Result<Self, SerializerOptionError> {
+        Self::new(
+            timeout_ms.unwrap_or(f64::from(DEFAULT_TIMEOUT_MS)),
+            max_pending.unwrap_or(f64::INFINITY),
+        )
     }
 
     /// Each work's deadline, in milliseconds.
@@ -376,6 +391,17 @@ impl<C: Clock> KeyedSerializer<C> {
         if let Some(head) = index.get(key).and_then(|&line| core.head(LineId(line))) {
             core.abandon(head, Abandon::TimedOut);
         }
+    }
+
+    /// The deadline length of the running work of `key`, in milliseconds (0 when none runs).
+    pub(crate) fn running_timeout(&self, key: &str) -> f64 {
+        let front = self.front.borrow();
+        let Front { core, index } = &*front;
+        index
+            .get(key)
+            .and_then(|&line| core.head(LineId(line)))
+            .and_then(|head| core.timeout_of(head))
+            .unwrap_or_default()
     }
 
     /// The running work of `key` had its caller's work called (see

@@ -48,8 +48,6 @@ struct Parts<S: LockStore, C: Clock, R: Random> {
     serializer: KeyedSerializer<C>,
     locks: LockManager<S, C, R>,
     turns: RefCell<KeyedTurns<Lock<S, C, R>>>,
-    /// The options of every turn's acquisition but its wait.
-    lease: LockOptions,
 }
 
 impl<S: LockStore, C: Clock, R: Random> fmt::Debug for StoreSerializer<S, C, R> {
@@ -91,17 +89,12 @@ impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
         lease: LockOptions,
         locks: LockManager<S, C, R>,
     ) -> Result<Self, OptionError> {
-        let lease = LockOptions {
-            wait_ms: 0.0,
-            ..lease
-        }
-        .validate()?;
+        let turns = KeyedTurns::new(lease)?;
         Ok(StoreSerializer {
             parts: Rc::new(Parts {
                 serializer: KeyedSerializer::calling_later(options, locks.clock().clone()),
                 locks,
-                turns: RefCell::new(KeyedTurns::new(lease.stale_ms)),
-                lease,
+                turns: RefCell::new(turns),
             }),
         })
     }
@@ -125,10 +118,9 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         Fut: Future,
     {
         let parts = &*self.parts;
-        let timeout_ms = parts.serializer.timeout_ms();
         let outcome = parts
             .serializer
-            .run(key, |signal| parts.turn(key, timeout_ms, signal, work))
+            .run(key, |signal| parts.turn(key, signal, work))
             .await;
         parts.free_if_idle(key).await;
         outcome.and_then(|turn| turn)
@@ -159,13 +151,12 @@ impl<S: LockStore, C: Clock, R: Random> StoreSerializer<S, C, R> {
         R: 'static,
     {
         let parts = Rc::clone(&self.parts);
-        let timeout_ms = parts.serializer.timeout_ms();
         let turn_key: Rc<str> = Rc::from(key);
         let outcome = self
             .parts
             .serializer
             .run_coalesced(key, coalesce, move |signal| async move {
-                parts.turn(&turn_key, timeout_ms, signal, work).await
+                parts.turn(&turn_key, signal, work).await
             })
             .await;
         self.parts.free_if_idle(key).await;
@@ -210,7 +201,6 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
     async fn turn<F, Fut>(
         &self,
         key: &str,
-        timeout_ms: f64,
         signal: WorkSignal,
         work: F,
     ) -> Result<Fut::Output, SerializeError>
@@ -219,19 +209,12 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
         Fut: Future,
     {
         let pending = self.serializer.pending_for(key);
-        let (begin, stale_ms) = {
-            let mut turns = self.turns.borrow_mut();
-            (turns.begin(key, pending), turns.stale_ms())
-        };
-        let options = LockOptions {
-            wait_ms: timeout_ms,
-            stale_ms,
-            ..self.lease
-        };
+        let timeout_ms = self.serializer.running_timeout(key);
+        let begin = self.turns.borrow_mut().begin(key, pending, timeout_ms);
         let name = [SERIALIZE_PREFIX, key].concat();
         let lease = self
             .locks
-            .acquire_after(&name, options, begin.succession, begin.hand_on)
+            .acquire_after(&name, begin.options, begin.succession, begin.hand_on)
             .await
             .map_err(SerializeError::Lock)?;
         // A turn abandoned meanwhile is dropped here, not resumed: never abandoned now.

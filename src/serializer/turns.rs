@@ -5,9 +5,10 @@
 //!
 //! The rules, each in one function:
 //! - **Hand-on** ([`Turns::begin`]): a turn acquires the key's lease (the lock named
-//!   `SERIALIZE_PREFIX` + key, waiting up to its deadline), and only then is the lease the turn
-//!   before left released toward it — so the lock's core hands it over without a store call,
-//!   announcing the works queued behind (`pending − 1`: its hand-off reserves a fence for each).
+//!   `SERIALIZE_PREFIX` + key, with the serializer's lease options, waiting up to the work's
+//!   deadline), and only then is the lease the turn before left released toward it — so the
+//!   lock's core hands it over without a store call, announcing the works queued behind
+//!   (`pending − 1`: its hand-off reserves a fence for each).
 //! - **Running** ([`Turns::acquired`]): a lease that came after its turn was abandoned is
 //!   released; no lease at all (the wait ended first) is the turn's timeout.
 //! - **Renewal**: every `staleMs / 3` while the work runs, tried again after a failure while the
@@ -29,11 +30,14 @@ use std::rc::Rc;
 #[cfg(doc)]
 use crate::key::SERIALIZE_PREFIX;
 use crate::keymap::KeyMap;
-use crate::lock::Succession;
+use crate::lock::{LockOptions, OptionError, Succession};
 
 /// What a turn does first, from [`Turns::begin`].
 #[derive(Debug)]
 pub struct Begin<L> {
+    /// The options of the turn's acquisition: the serializer's lease, waiting for it up to the
+    /// work's deadline.
+    pub options: LockOptions,
     /// Acquisitions after this turn's: the release of `hand_on` announces them.
     pub succession: Succession,
     /// The lease the key's turn before left: release it (announcing `succession.followers`)
@@ -55,47 +59,60 @@ pub enum Acquired<L> {
 }
 
 /// Leases a turn left for the next turn of its key, by the key's slot: a number the driver
-/// gives each busy key, unique among busy keys (the JS uses its line's id; [`KeyedTurns`] gives
-/// one per key). A key's lease is taken before its slot goes to another key: at the key's next
-/// turn, or when it goes idle.
+/// gives each busy key, unique among busy keys (the JS uses its line's id; the Rust
+/// [`StoreSerializer`](crate::StoreSerializer) gives one per key). A key's lease is taken before
+/// its slot goes to another key: at the key's next turn, or when it goes idle.
 pub struct Turns<L> {
     held: Vec<Option<L>>,
     /// Slots holding a lease now.
     leases: usize,
-    stale_ms: f64,
+    lease: LockOptions,
 }
 
 impl<L> fmt::Debug for Turns<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Turns")
-            .field("stale_ms", &self.stale_ms)
+            .field("lease", &self.lease)
             .field("held", &self.leases)
             .finish()
     }
 }
 
 impl<L> Turns<L> {
-    /// No leases held, for turns whose leases run `stale_ms` (checked by the caller).
-    pub fn new(stale_ms: f64) -> Self {
-        Turns {
+    /// No leases held, for turns that hold leases as `lease` says (`staleMs`,
+    /// `maxClockSkewMs`, `storeTimeoutMs`; its wait is each work's deadline).
+    ///
+    /// # Errors
+    /// A lease option out of range.
+    pub fn new(lease: LockOptions) -> Result<Self, OptionError> {
+        Ok(Turns {
             held: Vec::new(),
             leases: 0,
-            stale_ms,
-        }
-    }
-
-    /// The lease each turn holds, in milliseconds.
-    pub fn stale_ms(&self) -> f64 {
-        self.stale_ms
+            lease: LockOptions {
+                wait_ms: 0.0,
+                ..lease
+            }
+            .validate()?,
+        })
     }
 
     /// A turn of the key in `slot` starts, with `pending` works of the key queued or running
-    /// here (itself included): how its acquisition's streak runs, and the lease to hand on. Its
-    /// lock is named [`SERIALIZE_PREFIX`] + key, waiting up to its deadline.
-    pub fn begin(&mut self, slot: u32, pending: usize) -> Begin<L> {
+    /// here (itself included), for a work whose deadline is `timeout_ms` long: its acquisition's
+    /// options and streak, and the lease to hand on. Its lock is named [`SERIALIZE_PREFIX`] +
+    /// key.
+    pub fn begin(&mut self, slot: u32, pending: usize, timeout_ms: f64) -> Begin<L> {
         Begin {
-            succession: Succession::serialized(pending.saturating_sub(1), self.stale_ms),
+            options: self.options(timeout_ms),
+            succession: Succession::serialized(pending.saturating_sub(1), self.lease.stale_ms),
             hand_on: self.take(slot),
+        }
+    }
+
+    /// The options of an acquisition for a work whose deadline is `timeout_ms` long.
+    fn options(&self, timeout_ms: f64) -> LockOptions {
+        LockOptions {
+            wait_ms: timeout_ms,
+            ..self.lease
         }
     }
 
@@ -173,25 +190,27 @@ impl<L> fmt::Debug for KeyedTurns<L> {
 
 impl<L> KeyedTurns<L> {
     /// As [`Turns::new`].
-    pub fn new(stale_ms: f64) -> Self {
-        KeyedTurns {
-            turns: Turns::new(stale_ms),
+    ///
+    /// # Errors
+    /// As [`Turns::new`].
+    pub fn new(lease: LockOptions) -> Result<Self, OptionError> {
+        Ok(KeyedTurns {
+            turns: Turns::new(lease)?,
             slots: KeyMap::default(),
             free: Vec::new(),
-        }
-    }
-
-    /// As [`Turns::stale_ms`].
-    pub fn stale_ms(&self) -> f64 {
-        self.turns.stale_ms()
+        })
     }
 
     /// As [`Turns::begin`], for `key`.
-    pub fn begin(&mut self, key: &str, pending: usize) -> Begin<L> {
+    pub fn begin(&mut self, key: &str, pending: usize, timeout_ms: f64) -> Begin<L> {
         match self.release_slot(key) {
-            Some(slot) => self.turns.begin(slot, pending),
+            Some(slot) => self.turns.begin(slot, pending, timeout_ms),
             None => Begin {
-                succession: Succession::serialized(pending.saturating_sub(1), self.stale_ms()),
+                options: self.turns.options(timeout_ms),
+                succession: Succession::serialized(
+                    pending.saturating_sub(1),
+                    self.turns.lease.stale_ms,
+                ),
                 hand_on: None,
             },
         }
@@ -233,23 +252,46 @@ impl<L> KeyedTurns<L> {
 mod tests {
     use super::*;
 
+    fn lease(stale_ms: f64) -> LockOptions {
+        LockOptions {
+            stale_ms,
+            ..LockOptions::default()
+        }
+    }
+
     #[test]
     fn a_turn_hands_on_what_the_turn_before_left_and_announces_the_works_behind() {
-        let mut turns: Turns<&str> = Turns::new(2_000.0);
-        let first = turns.begin(4, 3);
+        let mut turns: Turns<&str> = Turns::new(lease(2_000.0)).unwrap();
+        let first = turns.begin(4, 3, 1000.0);
+        assert_eq!(
+            first.options,
+            LockOptions {
+                wait_ms: 1000.0,
+                ..lease(2_000.0)
+            },
+            "the serializer's lease, waited for up to the work's deadline"
+        );
         assert_eq!(first.succession.followers, 2);
         assert_eq!(first.succession.streak_ms, 500.0);
         assert_eq!(first.hand_on, None);
         assert_eq!(turns.ended(4, "lease 1"), None);
-        let second = turns.begin(4, 2);
+        let second = turns.begin(4, 2, 1000.0);
         assert_eq!(second.hand_on, Some("lease 1"));
         assert_eq!(second.succession.followers, 1);
         assert_eq!(turns.held(), 0);
     }
 
     #[test]
+    fn a_lease_option_out_of_range_is_refused() {
+        assert_eq!(
+            Turns::<u8>::new(lease(0.0)).map(|_| ()),
+            Err(OptionError::StaleMs(0.0))
+        );
+    }
+
+    #[test]
     fn a_lease_left_twice_releases_the_older_and_an_idle_key_frees_what_is_left() {
-        let mut turns: Turns<u32> = Turns::new(300.0);
+        let mut turns: Turns<u32> = Turns::new(lease(300.0)).unwrap();
         assert_eq!(turns.ended(0, 1), None);
         assert_eq!(turns.ended(0, 2), Some(1));
         assert_eq!(turns.ended(7, 3), None);
@@ -259,7 +301,7 @@ mod tests {
         assert_eq!(turns.idle(7), Some(3));
         assert_eq!(turns.held(), 0);
         assert_eq!(
-            turns.begin(0, 1).succession.streak_ms,
+            turns.begin(0, 1, 1000.0).succession.streak_ms,
             100.0,
             "at least a lock's streak"
         );
@@ -267,16 +309,16 @@ mod tests {
 
     #[test]
     fn by_key_each_key_keeps_its_own_lease_and_slots_are_reused() {
-        let mut turns: KeyedTurns<u32> = KeyedTurns::new(2_000.0);
+        let mut turns: KeyedTurns<u32> = KeyedTurns::new(lease(2_000.0)).unwrap();
         assert_eq!(turns.ended("a", 1), None);
         assert_eq!(turns.ended("b", 2), None);
         assert_eq!(turns.ended("a", 3), Some(1), "a's older lease is displaced");
-        assert_eq!(turns.begin("b", 1).hand_on, Some(2));
+        assert_eq!(turns.begin("b", 1, 1000.0).hand_on, Some(2));
         assert_eq!(turns.ended("c", 4), None);
         assert_eq!(turns.held(), 2);
         assert_eq!(turns.idle("a"), Some(3));
-        assert_eq!(turns.begin("c", 1).hand_on, Some(4));
-        assert_eq!(turns.begin("c", 1).hand_on, None);
+        assert_eq!(turns.begin("c", 1, 1000.0).hand_on, Some(4));
+        assert_eq!(turns.begin("c", 1, 1000.0).hand_on, None);
         assert_eq!(turns.held(), 0);
         for (i, key) in ["x", "y", "z"].into_iter().enumerate() {
             assert_eq!(turns.ended(key, i as u32), None);

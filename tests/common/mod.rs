@@ -114,19 +114,19 @@ pub struct Record {
     pub token: String,
     pub fence: u64,
     pub at: f64,
-    /// The lease its holder promised itself (records written before the field have none).
+    /// The lease its holder promised itself (held records; free ones have none).
     pub lease: Option<u64>,
 }
 
 impl Record {
-    /// A held record, as another writer would leave it.
+    /// A held record, as another holder would leave it: promising the default lease.
     pub fn held(token: &str, fence: u64, at: f64) -> Record {
         Record {
             held: true,
             token: token.to_owned(),
             fence,
             at,
-            lease: None,
+            lease: Some(u64::from(keyturn::LOCK_STALE_MS)),
         }
     }
 

@@ -1,5 +1,5 @@
 // The constants and message templates the package exports are the crate's: the build writes
-// them from Rust (examples/js_constants.rs). This checks every entry exports exactly the values
+// them from Rust (keyturn-wasm/src/bin/constants.rs). This checks every entry exports exactly the values
 // Rust prints now, so a constant written again by hand in the package's JS cannot drift.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import * as esm from 'keyturn';
 const require = createRequire(import.meta.url);
 const root = new URL('../..', import.meta.url);
 
-const rust = execFileSync('cargo', ['run', '--quiet', '--example', 'js_constants'], { cwd: root, encoding: 'utf8' });
+const rust = execFileSync('cargo', ['run', '--quiet', '-p', 'keyturn-wasm', '--bin', 'constants'], { cwd: root, encoding: 'utf8' });
 const fromRust = await import(`data:text/javascript;base64,${Buffer.from(rust).toString('base64')}`);
 
 test('the package exports the crate\'s constants, from both entries', () => {

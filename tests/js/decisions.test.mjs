@@ -6,6 +6,8 @@ import { test, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
+import { LOCK_STALE_MS } from 'keyturn';
+
 import { forEachMode } from './modes.mjs';
 
 const table = JSON.parse(readFileSync(new URL('../decisions.json', import.meta.url), 'utf8'));
@@ -118,7 +120,7 @@ async function runCase(mode, scenario) {
   const now = scenario.clock === undefined ? undefined : frozen ? () => ahead : () => Date.now() + ahead;
   const lockOptions = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, now };
   for (let t = 0; t <= scenario.until; t++) {
-    for (const steal of script.steals ?? []) if (steal.at === t) store.put(steal.name, record('held', 'thief', 99, t));
+    for (const steal of script.steals ?? []) if (steal.at === t) store.put(steal.name, record('held', 'thief', 99, t, LOCK_STALE_MS));
     scenario.actions.forEach((action, i) => {
       if (action.at !== t) return;
       const said = (line) => say(`${i} ${line}`);

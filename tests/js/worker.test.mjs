@@ -142,7 +142,7 @@ test('a holder that died mid-claim is taken over after staleMs, and its late wri
   const locks = await mf.getDurableObjectNamespace('LOCKS', 'a');
   const name = 'board:three';
   const stub = locks.get(locks.idFromName(`keyturn-lock:${name}`));
-  const dead = JSON.stringify({ keyturn: 1, state: 'held', token: 'dead', fence: 1, at: Date.now() - 10000 });
+  const dead = JSON.stringify({ keyturn: 1, state: 'held', token: 'dead', fence: 1, at: Date.now() - 10000, lease: 2000 });
   assert.equal(typeof (await stub.create(name, dead)), 'string');
   const response = await claimFrom('a', 'three', 'card-1');
   assert.equal(response.status, 201);

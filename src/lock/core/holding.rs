@@ -44,6 +44,18 @@ impl<V> Lease<V> {
         }
     }
 
+    /// The renewal of this lease's record, stamped `stamp`: a replace of its version.
+    pub(super) fn write(&self, stamp: Stamp) -> Step<V>
+    where
+        V: Clone,
+    {
+        Step::Replace {
+            version: self.version.clone(),
+            value: self.record(stamp),
+            bound_ms: self.store_timeout_ms,
+        }
+    }
+
     /// This lease's record, stamped `stamp`.
     pub(super) fn record(&self, stamp: Stamp) -> String {
         encode_ours(
@@ -133,16 +145,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 stamp,
                 phase: Phase::ReadFirst,
             });
-            return self.call(Step::Read);
+            let bound_ms = lease.store_timeout_ms;
+            return self.call(Step::Read { bound_ms });
         }
         lease.renewing = Some(Renewal {
             stamp,
             phase: Phase::Write,
         });
-        let step = Step::Replace {
-            version: lease.version.clone(),
-            value: lease.record(stamp),
-        };
+        let step = lease.write(stamp);
         self.call(step)
     }
 
@@ -165,7 +175,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             (Phase::Write, Answer::Failed | Answer::TimedOut) => {
                 write(lease, Phase::ReadBack);
-                self.call(Step::Read)
+                let bound_ms = lease.store_timeout_ms;
+                self.call(Step::Read { bound_ms })
             }
             (Phase::ReadBack, Answer::Read(Some((version, record))))
                 if is_written(
@@ -197,10 +208,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 lease.version = version;
                 lease.uncertain = false;
                 write(lease, Phase::Write);
-                let step = Step::Replace {
-                    version: lease.version.clone(),
-                    value: lease.record(stamp),
-                };
+                let step = lease.write(stamp);
                 self.call(step)
             }
             // Refused, or the record is somebody else's: taken over.

@@ -14,7 +14,7 @@
 
 use super::holding::Phase;
 use super::{is_written, promised, Answer, Entry, Lease, LockCore, Now, Stamp, State, Step};
-use crate::lock::{MAX_BATCH, MAX_LOCAL_STREAK_MS};
+use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS};
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::{encode_ours, NotARecord, Record};
@@ -54,16 +54,17 @@ pub(super) struct Batch<V> {
 }
 
 impl<V: Clone> Batch<V> {
-    /// The lease of the holder handed `fence` in this batch, whose own lease is `stale_ms`: it
-    /// holds for that or the lease the record promises, whichever is shorter.
-    fn lease(&self, fence: u64, stale_ms: f64, contested: bool) -> Lease<V> {
+    /// The lease of the holder handed `fence` in this batch, with its own options: it holds for
+    /// its own lease or the one the record promises, whichever is shorter.
+    fn lease(&self, fence: u64, holder: LockOptions, contested: bool) -> Lease<V> {
         Lease {
             token: self.token.clone(),
             fence,
             record_fence: self.last_fence,
             version: self.version.clone(),
             stamp: self.stamp,
-            stale_ms: stale_ms.min(self.lease as f64),
+            stale_ms: holder.stale_ms.min(self.lease as f64),
+            store_timeout_ms: holder.store_timeout(),
             renewing: None,
             lapsed: false,
             uncertain: false,
@@ -115,6 +116,7 @@ impl<V> Release<V> {
         }
     }
 
+    /// Moves to writing: a replace of the lease's version with this release's record.
     fn write(&mut self) -> Step<V>
     where
         V: Clone,
@@ -123,25 +125,34 @@ impl<V> Release<V> {
         Step::Replace {
             version: self.lease.version.clone(),
             value: self.record(),
+            bound_ms: self.lease.store_timeout_ms,
+        }
+    }
+
+    /// A read of the record, bounded as the lease's calls are.
+    fn read(&self) -> Step<V> {
+        Step::Read {
+            bound_ms: self.lease.store_timeout_ms,
         }
     }
 }
 
 impl<V: Clone + PartialEq, W> LockCore<V, W> {
-    /// Starts a release: [`Step::Replace`] (or [`Step::Read`] first, after a write whose outcome
-    /// is unknown) to make, then [`LockCore::step`] with each answer, until [`Step::Done`] (the
-    /// record is released, or it was not this lease's any more) or [`Step::Failed`] (the store
-    /// failed; the record stays as the store has it, held until stale if it still is).
-    /// [`Step::Done`] at once when there is nothing to write — handed on within a batch, or not
-    /// held. A renewal still in flight is one its driver stopped waiting for: its outcome is
-    /// unknown, so the release reads first.
+    /// [`release_with`](Self::release_with) a lock's release: announcing nobody.
     #[cfg(test)]
     pub fn release(&mut self, ticket: Ticket, now: Now, random: &impl Random) -> Step<V> {
         self.release_with(ticket, 0, now, random)
     }
 
-    /// [`release`](Self::release) announcing `followers` acquisitions after the next waiter's
-    /// (see [`Succession::followers`](super::Succession)).
+    /// Starts a release announcing `followers` acquisitions after the next waiter's (a
+    /// serializer's queued works, see [`Succession::followers`](super::Succession); 0 for a
+    /// lock): [`Step::Replace`] (or [`Step::Read`] first, after a write whose outcome is
+    /// unknown) to make, then [`LockCore::step`] with each answer, until [`Step::Done`] (the
+    /// record is released, or it was not this lease's any more) or [`Step::Failed`] (the store
+    /// failed; the record stays as the store has it, held until stale if it still is).
+    /// [`Step::Done`] at once when there is nothing to write — handed on within a batch, or not
+    /// held. A renewal still in flight is one its driver stopped waiting for: its outcome is
+    /// unknown, so the release reads first.
     pub fn release_with(
         &mut self,
         ticket: Ticket,
@@ -205,7 +216,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// already carries the batch's token and a fence above the next one; the next holds it for
     /// its own lease or the one the record promises, whichever is shorter.
     fn hand_on_in_batch(&mut self, ticket: Ticket, next: Ticket) {
-        let stale_ms = self.options_of(next).map(|options| options.stale_ms);
+        let holder = self.options_of(next);
         let Some(line) = self.lines.line_of(ticket) else {
             return;
         };
@@ -226,7 +237,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         };
         let handed = batch.lease(
             lease.fence + 1,
-            stale_ms.unwrap_or(lease.stale_ms),
+            holder.unwrap_or_else(|| lease.options()),
             lease.contested,
         );
         self.hold(next, handed);
@@ -252,7 +263,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             phase: Phase::ReadFirst,
         };
         let step = if uncertain {
-            Step::Read
+            release.read()
         } else {
             release.write()
         };
@@ -279,7 +290,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             (Phase::Write, Answer::Failed | Answer::TimedOut) => {
                 release.phase = Phase::ReadBack;
-                self.call(Step::Read)
+                let step = release.read();
+                self.call(step)
             }
             (Phase::ReadBack, Answer::Read(Some((version, record)))) if release.wrote(&record) => {
                 self.stats.read_backs_applied += 1;
@@ -344,10 +356,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     stamp,
                     lease: promised,
                 };
-                let stale_ms = self
-                    .options_of(target)
-                    .map_or(lease.stale_ms, |o| o.stale_ms);
-                let handed = batch.lease(fence, stale_ms, lease.contested);
+                let holder = self.options_of(target).unwrap_or_else(|| lease.options());
+                let handed = batch.lease(fence, holder, lease.contested);
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.streak_since.get_or_insert(stamp.mono);
                     state.batch = Some(batch);

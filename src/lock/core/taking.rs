@@ -76,6 +76,13 @@ impl Attempt {
         }
     }
 
+    /// The bound on this attempt's next store call, at `now`: its `storeTimeoutMs`, and no later
+    /// than its wait's end plus one such bound — so an acquisition settles within that.
+    fn bound(&self, now: Now) -> f64 {
+        let bound = self.options.store_timeout();
+        bound.min(self.deadline + bound - now.mono).max(0.0)
+    }
+
     /// The record this attempt writes: held, with its token and `fence`, stamped `stamp`.
     fn record(&self, fence: u64, stamp: Stamp) -> String {
         encode_ours(
@@ -151,7 +158,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         };
         if attempt.exists {
             attempt.call = Call::Read;
-            return self.call(Step::Read);
+            let bound_ms = attempt.bound(now);
+            return self.call(Step::Read { bound_ms });
         }
         let stamp = Stamp::of(now);
         attempt.call = Call::Write {
@@ -160,8 +168,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             takeover: false,
             read_back: false,
         };
-        let value = attempt.record(1, stamp);
-        self.call(Step::Create { value })
+        let (value, bound_ms) = (attempt.record(1, stamp), attempt.bound(now));
+        self.call(Step::Create { value, bound_ms })
     }
 
     /// A CAS on `version` writing this attempt's record with `fence`.
@@ -183,8 +191,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             takeover,
             read_back: false,
         };
-        let value = attempt.record(fence, stamp);
-        self.call(Step::Replace { version, value })
+        let (value, bound_ms) = (attempt.record(fence, stamp), attempt.bound(now));
+        self.call(Step::Replace {
+            version,
+            value,
+            bound_ms,
+        })
     }
 
     /// A contender's answer: hold, write, read (again, or back), pause, or give up.
@@ -229,7 +241,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     takeover,
                     read_back: true,
                 };
-                self.call(Step::Read)
+                let bound_ms = attempt.bound(now);
+                self.call(Step::Read { bound_ms })
             }
             (
                 Call::Write {
@@ -296,6 +309,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             version: version.clone(),
             stamp,
             stale_ms: attempt.options.stale_ms,
+            store_timeout_ms: attempt.options.store_timeout(),
             renewing: None,
             lapsed: false,
             uncertain: false,

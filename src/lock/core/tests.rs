@@ -36,12 +36,12 @@ fn stored(store: &MemoryStore, name: &str) -> Record {
 /// for a step that is not a store call.
 fn call(store: &MemoryStore, name: &str, step: &Step<String>) -> Option<Answer<String>> {
     Some(match step {
-        Step::Create { value } => Answer::Created(store.create_now(name, value)),
-        Step::Read => Answer::Read(store.get(name).map(|found| {
+        Step::Create { value, .. } => Answer::Created(store.create_now(name, value)),
+        Step::Read { .. } => Answer::Read(store.get(name).map(|found| {
             let record = Record::decode(&found.value);
             (found.version, record)
         })),
-        Step::Replace { version, value } => {
+        Step::Replace { version, value, .. } => {
             Answer::Replaced(store.replace_now(name, version, value))
         }
         _ => return None,
@@ -286,11 +286,9 @@ fn a_renewal_is_one_cas_keeping_token_and_fence_and_a_lost_lease_is_lost_for_goo
     let Step::Replace { .. } = core.renew(c, at(3100.0)) else {
         panic!()
     };
-    assert_eq!(
-        core.step(c, Answer::Failed, at(3100.0), &random),
-        Step::Read
-    );
-    let answer = call(&store, "i", &Step::Read).unwrap();
+    let read = core.step(c, Answer::Failed, at(3100.0), &random);
+    assert!(matches!(read, Step::Read { .. }), "{read:?}");
+    let answer = call(&store, "i", &read).unwrap();
     assert_eq!(core.step(c, answer, at(3100.0), &random), Step::Failed);
     assert_eq!(core.lease(c).unwrap().held_until, 4000.0);
 }
@@ -503,7 +501,8 @@ fn a_failed_store_call_gives_up_and_leaves_the_line() {
         .acquire("k", 2, options(100.0, 1000.0), at(0.0), &random)
         .unwrap();
     // The create is read back: nothing there, so it did not take.
-    assert_eq!(core.step(a, Answer::Failed, at(1.0), &random), Step::Read);
+    let read = core.step(a, Answer::Failed, at(1.0), &random);
+    assert!(matches!(read, Step::Read { .. }), "{read:?}");
     assert_eq!(
         core.step(a, Answer::Read(None), at(1.0), &random),
         Step::Failed
@@ -776,4 +775,43 @@ fn two_isolates_alternating_read_first_once_they_see_each_other() {
         counts.push(calls);
     }
     assert_eq!(counts, vec![3, 3, 2]);
+}
+
+#[test]
+fn every_store_call_carries_its_bound_and_an_acquisition_ends_within_its_wait_and_one_bound() {
+    let random = SeededRandom::new(11);
+    let store = MemoryStore::new();
+    let mut core = Core::new();
+    let bounded = LockOptions {
+        store_timeout_ms: Some(40.0),
+        ..options(100.0, 1000.0)
+    };
+    // The first call of an acquisition: its bound.
+    let (a, step) = core.acquire("b", 1, bounded, at(0.0), &random).unwrap();
+    assert_eq!(step.bound_ms(), Some(40.0), "{step:?}");
+    let answer = call(&store, "b", &step).unwrap();
+    assert_eq!(core.step(a, answer, at(1.0), &random), Step::Held);
+    // A holder's calls (renewal, release): the bound alone, whenever they come.
+    let renewal = core.renew(a, at(900.0));
+    assert_eq!(renewal.bound_ms(), Some(40.0), "{renewal:?}");
+    let answer = call(&store, "b", &renewal).unwrap();
+    assert_eq!(core.step(a, answer, at(901.0), &random), Step::Held);
+    // With no storeTimeoutMs, a call's bound is the lease.
+    let (c, step) = core
+        .acquire("c", 2, options(100.0, 700.0), at(0.0), &random)
+        .unwrap();
+    assert_eq!(step.bound_ms(), Some(700.0));
+    let answer = call(&store, "c", &step).unwrap();
+    assert_eq!(core.step(c, answer, at(0.0), &random), Step::Held);
+    // A contender late in its wait: no call runs past its wait's end plus one bound.
+    store.put("d", &Record::held("other", 1, 0.0).encode());
+    let (d, step) = core.acquire("d", 3, bounded, at(0.0), &random).unwrap();
+    let answer = call(&store, "d", &step).unwrap();
+    let read = core.step(d, answer, at(125.0), &random);
+    assert!(matches!(read, Step::Read { .. }), "{read:?}");
+    assert_eq!(read.bound_ms(), Some(15.0), "100 + 40 - 125");
+    let answer = call(&store, "d", &read).unwrap();
+    // Past the wait: it gives up, holding nothing.
+    assert_eq!(core.step(d, answer, at(140.0), &random), Step::GiveUp);
+    assert!(Step::<String>::Held.bound_ms().is_none());
 }

@@ -5,7 +5,7 @@
 #[cfg(target_family = "wasm")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use super::{Abandon, EnqueueError, SerializerCore, Stats};
+use super::{Abandon, EnqueueError, GaveUp, SerializerCore, Stats};
 use crate::key::{KeyError, MAX_KEY_BYTES};
 use crate::serializer::{
     validate_max_pending, validate_timeout_ms, Coalesce, MaxPendingOutOfRange,
@@ -344,4 +344,44 @@ fn a_joined_work_leaves_only_with_its_last_caller() {
     assert!(!core.leave(c));
     assert!(core.abandon(c, Abandon::Aborted));
     assert_eq!(core.stats().coalesced, 3);
+}
+
+#[test]
+fn a_started_work_says_its_deadline_and_a_caller_giving_up_leaves_or_abandons_it() {
+    let mut core = core::<u8>(50.0, f64::INFINITY);
+    let first = core.open("k", 1, Some(20.0), Coalesce::Never).unwrap();
+    let second = core
+        .enqueue_on(first.line, 2, None, Coalesce::Never)
+        .unwrap();
+    assert_eq!(core.timeout_of(first.ticket), Some(20.0), "its own");
+    assert_eq!(core.timeout_of(second), Some(50.0), "the serializer's");
+    let started = core.start_head(first.line, 100.0).unwrap();
+    assert_eq!((started.timeout_ms, started.deadline), (20.0, 120.0));
+    // The waiting one leaves its line; the running one is abandoned, and stays the head.
+    let GaveUp::Left(released) = core.give_up(second) else {
+        panic!("a waiting work leaves")
+    };
+    assert!(!released.idle && released.next.is_none());
+    assert!(matches!(core.give_up(first.ticket), GaveUp::Abandoned));
+    assert!(core.is_abandoned(first.ticket) && core.has_started(first.ticket));
+    assert!(
+        matches!(core.give_up(first.ticket), GaveUp::Nothing),
+        "once"
+    );
+    assert_eq!(core.stats().aborted, 2);
+    assert_eq!(core.timeout_of(second), None, "gone");
+}
+
+#[test]
+fn options_a_caller_left_out_are_the_defaults() {
+    assert_eq!(
+        SerializerOptions::given(None, None),
+        Ok(SerializerOptions::default())
+    );
+    assert_eq!(
+        SerializerOptions::given(Some(5.0), None).map(|o| o.timeout_ms()),
+        Ok(5.0)
+    );
+    assert!(SerializerOptions::given(Some(f64::NAN), None).is_err());
+    assert!(SerializerOptions::given(None, Some(0.5)).is_err());
 }

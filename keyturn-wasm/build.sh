@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the npm package into pkg/ (at the repository's top): this crate's two wasm modules,
+# wasm-bindgen (web target), wasm-opt -Oz, the static JS from js/, the constants, and a CommonJS
+# bundle for `require`. pkg/ is generated: never edit it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here/.."
+
+rm -rf pkg
+mkdir pkg
+# One wasm module per binding: the serializer's (keyturn_wasm), and the lock's (keyturn_lock,
+# loaded on first use). Both are built for speed (rustc opt-level 3 and 2), then shrunk by
+# wasm-opt -Oz: at opt-level z the lock's acquire+release was slower by more than a user would
+# trade for its smaller size (docs/design.md). The lock's inlines a little less than opt-level 2
+# does by default, which keeps it within its size budget at no cost a benchmark can tell
+# (bench/README.md).
+for module in wasm:serializer:3: lock:lock:2:-inline-threshold=175; do
+  IFS=: read -r name feature level llvm <<<"$module"
+  RUSTFLAGS="${llvm:+-C llvm-args=$llvm}" CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
+    -p keyturn-wasm --target wasm32-unknown-unknown --features "$feature" --target-dir "target/$name"
+  # The reset-state function lets the package's JS make a fresh instance after a trap.
+  wasm-bindgen --target web --experimental-reset-state-function --out-dir pkg --out-name "keyturn_$name" \
+    "target/$name/wasm32-unknown-unknown/release/keyturn_wasm.wasm"
+  # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
+  node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers --strip-target-features \
+    --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-reference-types --enable-multivalue \
+    "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
+done
+js=keyturn-wasm/js
+cp "$js"/api.js "$js"/platform.js "$js"/serializer.js "$js"/lock.js "$js"/arguments.js "$js"/errors.js \
+  "$js"/instance.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js "$js"/node.mjs "$js"/index.d.ts \
+  "$js"/package.json CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
+cp -r "$js"/serializer "$js"/lock "$js"/stores pkg/
+# The package's README is the repository's, without what only the repository has.
+sed '/<!-- repository-only -->/,/<!-- \/repository-only -->/d' README.md > pkg/README.md
+# The same types for `require` under TypeScript's node16/nodenext resolution: a `.d.ts` in this
+# `"type": "module"` package describes an ES module, which a CommonJS consumer may not import.
+cp "$js"/index.d.ts pkg/index.d.cts
+# Constants, codes and message templates, from their one source: Rust.
+cargo run --quiet -p keyturn-wasm --bin constants > pkg/constants.js
+# `require` on Node < 22 cannot load ES modules, so the CommonJS entry is one bundle of the same
+# sources (the glue's import.meta is only used by the async init path, which it never takes).
+cp "$js"/node.cjs.src.mjs pkg/.node.cjs.src.mjs
+node_modules/.bin/esbuild pkg/.node.cjs.src.mjs --bundle --format=cjs --platform=node \
+  --log-level=warning --log-override:empty-import-meta=silent --outfile=pkg/node.cjs
+rm pkg/.node.cjs.src.mjs
+# The ESM entry for Node is one bundle too (its cold start is mostly the loader's work per module).
+mv pkg/node.mjs pkg/.node.src.mjs
+node_modules/.bin/esbuild pkg/.node.src.mjs --bundle --format=esm --platform=node --log-level=warning \
+  --outfile=pkg/node.mjs
+rm pkg/.node.src.mjs
+# Tests and benchmarks import the package by name, as users do.
+mkdir -p node_modules
+ln -sfn ../pkg node_modules/keyturn

@@ -1,0 +1,222 @@
+// Argument checks for every exported entry point, one check per rule. Types, option names and
+// well-formed strings are checked here; the rules on values (a key's length, a deadline's range)
+// and every default are the cores', whose refusal codes the callers turn into errors with
+// `keyError` and `rangeError`. Every text is the crate's (constants.js). Static JS, copied into
+// pkg/ by the build.
+import { LOCK_BAD_SKEW, LOCK_BAD_STORE_TIMEOUT, LOCK_BAD_WAIT, MAX_KEY_BYTES, MAX_TIMEOUT_MS, MESSAGES, fill } from './constants.js';
+
+/**
+ * What `typeof` says, with `null` told apart, for messages.
+ * @param {unknown} value
+ */
+export const describe = (value) => (value === null ? 'null' : typeof value);
+
+/**
+ * @param {string} template
+ * @param {Record<string, unknown>} values
+ */
+export function typeError(template, values) {
+  return new TypeError(`keyturn: ${fill(template, values)}`);
+}
+
+/**
+ * @param {string} template
+ * @param {Record<string, unknown>} values
+ */
+export function rangeError(template, values) {
+  return new RangeError(`keyturn: ${fill(template, values)}`);
+}
+
+/**
+ * A `TypeError`: `what` must be `expected`.
+ * @param {string} what
+ * @param {string} expected
+ * @param {unknown} value
+ */
+export function wrongType(what, expected, value) {
+  return typeError(MESSAGES.wrongType, { what, expected, actual: describe(value) });
+}
+
+// For runtimes without String.prototype.isWellFormed (Node < 20).
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * A key or lock name must be a well-formed string: a lone surrogate would reach wasm as U+FFFD,
+ * and two different keys must not become one. Its emptiness and length are the core's to check.
+ * @param {unknown} key
+ * @param {string} what
+ * @returns {asserts key is string}
+ */
+export function checkKey(key, what) {
+  if (typeof key !== 'string') throw wrongType(what, 'a non-empty string', key);
+  const wellFormed = /** @type {{ isWellFormed?: () => boolean }} */ (/** @type {unknown} */ (key)).isWellFormed;
+  if (!(wellFormed?.call(key) ?? !LONE_SURROGATE.test(key))) throw typeError(MESSAGES.keyLoneSurrogate, { what });
+}
+
+/**
+ * The error for a key the core refused: empty (`empty`), or too long.
+ * @param {string} what
+ * @param {string} key
+ * @param {boolean} empty
+ */
+export function keyError(what, key, empty) {
+  if (empty) return typeError(MESSAGES.keyEmpty, { what });
+  return rangeError(MESSAGES.keyTooLong, { what, bytes: new TextEncoder().encode(key).length, max: MAX_KEY_BYTES });
+}
+
+/**
+ * A number option, or `undefined` for the core's default: a `TypeError` when it is neither (its
+ * range is the core's).
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {number | undefined}
+ */
+export function optionalNumber(value, what) {
+  if (value !== undefined && typeof value !== 'number') throw wrongType(what, 'a number or undefined', value);
+  return value;
+}
+
+/**
+ * @template {Function} F
+ * @param {F | undefined} value
+ * @param {string} what
+ * @returns {F | undefined}
+ */
+export function optionalFunction(value, what) {
+  if (value !== undefined && typeof value !== 'function') throw wrongType(what, 'a function or undefined', value);
+  return value;
+}
+
+/**
+ * A call's `coalesce` option as the core's wire takes it: `undefined` for none (`false` or
+ * absent), `''` for `true` (a group name is never empty), else the group's name.
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {string | undefined}
+ */
+export function coalesceGroup(value, what) {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return '';
+  if (typeof value === 'string' && value.length > 0) return value;
+  throw wrongType(what, 'true, false, a non-empty string or undefined', value);
+}
+
+/**
+ * Whether `value` is an AbortSignal, or an object that behaves as one (a polyfill's, another realm's).
+ * @param {unknown} value
+ * @returns {value is AbortSignal}
+ */
+export const isAbortSignal = (value) =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (/** @type {{ aborted?: unknown }} */ (value).aborted) === 'boolean' &&
+  typeof (/** @type {{ addEventListener?: unknown }} */ (value).addEventListener) === 'function';
+
+/**
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {AbortSignal | undefined}
+ */
+export function optionalSignal(value, what) {
+  if (value !== undefined && !isAbortSignal(value)) throw wrongType(what, 'an AbortSignal or undefined', value);
+  return value;
+}
+
+/**
+ * The names an options object may carry. A name it does not know is a mistake whose effect
+ * would be silent (`{ timeout: 1000 }` keeping the default deadline), so it is refused.
+ */
+export class OptionNames {
+  /** @param {string[]} names */
+  constructor(names) {
+    this.names = new Set(names);
+  }
+
+  /**
+   * Checks `options` (named `what`): undefined, or an object with known option names only.
+   * @param {unknown} options
+   * @param {string} what
+   */
+  check(options, what) {
+    if (options === undefined) return;
+    if (options === null || typeof options !== 'object') throw wrongType(what, 'an object or undefined', options);
+    // `in`, as reading the options does: inherited names count, getters are not called.
+    for (const name in options) {
+      if (!this.names.has(name)) throw typeError(MESSAGES.unknownOption, { what, name, closest: this.closest(name) });
+    }
+  }
+
+  /**
+   * The known name most like `name`, letter case aside: one it begins (`timeout` →
+   * `timeoutMs`), else the one fewest edits away.
+   * @param {string} name
+   */
+  closest(name) {
+    const lower = name.toLowerCase();
+    let best;
+    let bestDistance = Infinity;
+    for (const known of this.names) {
+      const candidate = known.toLowerCase();
+      const distance = candidate.startsWith(lower) ? -1 / candidate.length : editDistance(lower, candidate);
+      if (distance < bestDistance) {
+        best = known;
+        bestDistance = distance;
+      }
+    }
+    return best;
+  }
+}
+
+/**
+ * Insertions, deletions, substitutions and swaps of neighbours between `a` and `b`.
+ * @param {string} a
+ * @param {string} b
+ */
+function editDistance(a, b) {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i]);
+  for (let j = 1; j <= b.length; j++) rows[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let distance = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) distance = Math.min(distance, rows[i - 2][j - 2] + 1);
+      rows[i][j] = distance;
+    }
+  }
+  return rows[a.length][b.length];
+}
+
+/**
+ * The lease options a lock or a serializer with a store was given: numbers, or `undefined` for
+ * the core's defaults; their ranges are the core's.
+ * @typedef {object} LeaseOptions
+ * @property {number | undefined} staleMs
+ * @property {number | undefined} maxClockSkewMs
+ * @property {number | undefined} storeTimeoutMs
+ */
+
+/**
+ * The lease options of a lock or a serializer's turns, their types checked.
+ * @param {{ staleMs?: unknown, maxClockSkewMs?: unknown, storeTimeoutMs?: unknown } | undefined} options
+ * @returns {LeaseOptions}
+ */
+export function leaseOptions(options) {
+  return {
+    staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
+    maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
+    storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
+  };
+}
+
+/**
+ * The error for a lease option the lock's rules refused (`code`, negative), naming it with its
+ * value from `options`.
+ * @param {number} code
+ * @param {LeaseOptions & { waitMs?: number }} options
+ */
+export function leaseOptionError(code, options) {
+  if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs });
+  if (code === LOCK_BAD_SKEW) return rangeError(MESSAGES.skewRange, { what: 'options.maxClockSkewMs', value: options.maxClockSkewMs, max: MAX_TIMEOUT_MS });
+  if (code === LOCK_BAD_STORE_TIMEOUT) return rangeError(MESSAGES.timeoutRange, { what: 'options.storeTimeoutMs', value: options.storeTimeoutMs, max: MAX_TIMEOUT_MS });
+  return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: options.staleMs });
+}

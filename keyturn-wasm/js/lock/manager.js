@@ -1,0 +1,430 @@
+// The driver of the lock's core (the keyturn crate's `LockCore`) for one store in this isolate:
+// contenders for a name queue here and only the head talks to the store. The core decides
+// everything, every default and bound included; this file only does what it asks — store calls
+// through an `Exchange` (each bounded as its step says, by flights.js; their answers through
+// the one classifier), sleeps, waits and wake-ups — and feeds the answers back. The core calls
+// no JavaScript. Time goes to the core on two clocks: `now()` (or `Date.now()`), which records
+// carry, and `performance.now()`, which times everything here.
+import * as glue from '../keyturn_lock.js';
+import { InstanceHost } from '../instance.js';
+import {
+  LOCK_CREATE,
+  LOCK_GIVE_UP,
+  LOCK_HELD,
+  LOCK_NAME_EMPTY,
+  LOCK_NAME_TOO_LONG,
+  LOCK_REPLACE,
+  LOCK_SLEEP,
+  LOCK_STATS,
+  LOCK_WAIT,
+  LOCK_WOKE,
+} from '../constants.js';
+import { keyError, leaseOptionError } from '../arguments.js';
+import { KeyturnLock } from './held.js';
+import { Exchange } from './exchange.js';
+import { Flights } from './flights.js';
+
+/** @typedef {import('../keyturn_lock.js').LockCoreBinding} LockCoreBinding */
+/** @typedef {import('../instance.js').Instance} Instance */
+/** @typedef {import('../arguments.js').LeaseOptions} LeaseOptions */
+/** @typedef {(glue: typeof import('../keyturn_lock.js')) => void} LoadLock */
+
+/**
+ * A store: three atomic methods (and whatever else it has).
+ * @typedef {object} Store
+ * @property {(key: string, value: string) => unknown} create
+ * @property {(key: string) => unknown} read
+ * @property {(key: string, version: unknown, value: string) => unknown} replace
+ */
+
+/** @type {InstanceHost | undefined} */
+let host;
+
+/**
+ * The lock module's live instance, instantiated on first use by `load(glue)` (synchronously:
+ * Node reads it from disk, workerd has it compiled, a browser entry fetched it up front). After
+ * a trap it is failed for good (see instance.js): managers made on it fail every call with
+ * `KeyturnInstanceFailed`, and new ones get a fresh instance.
+ * @param {LoadLock} load
+ */
+export function liveInstance(load) {
+  if (host === undefined) {
+    load(glue);
+    host = new InstanceHost(glue, settleHeld);
+  }
+  return host.current();
+}
+
+/**
+ * How long an acquisition given `waitMs` (`undefined`: the default) waits, for the error that
+ * says so. The lock module is loaded by then: an acquisition has run.
+ * @param {number | undefined} waitMs
+ */
+export const waitMs = (waitMs) => glue.LockCoreBinding.waitMs(waitMs);
+
+/**
+ * Told, for each JS value a failed instance held: a waiter in it is woken to fail.
+ * @param {unknown} value
+ * @param {Error} failure
+ */
+function settleHeld(value, failure) {
+  if (!(value instanceof Waiter)) return;
+  value.failure = failure;
+  value.wakeNow();
+}
+
+/** One acquisition's wake-up: set while it waits, called once by whoever ends the wait. */
+export class Waiter {
+  constructor() {
+    /** @type {(() => void) | undefined} */
+    this.wake = undefined;
+    /** @type {Error | undefined} */
+    this.failure = undefined;
+    /** The number the core knows it by while its acquisition lasts (-1: none). */
+    this.id = -1;
+  }
+
+  /** Wakes it if it waits (one that does not has a step in hand already). */
+  wakeNow() {
+    const wake = this.wake;
+    if (wake !== undefined) {
+      this.wake = undefined;
+      wake();
+    }
+  }
+}
+
+export class Manager {
+  /**
+   * All locks of `store` (and `now`) in this isolate. `inContext`: on Workers, a waiter also arms
+   * a timer of its own for its wait's end (see `wait`), and so does each store call's bound.
+   * @param {Instance} instance
+   * @param {Store} store
+   * @param {(() => number) | undefined} now
+   * @param {boolean} inContext
+   */
+  constructor(instance, store, now, inContext) {
+    this.instance = instance;
+    /** @type {LockCoreBinding} */
+    this.core = new glue.LockCoreBinding();
+    this.store = store;
+    this.now = now;
+    this.inContext = inContext;
+    this.flights = new Flights(inContext);
+    this.last = 0;
+    // Waiters in line share one timer, armed for the earliest time the core must look again
+    // (a wait's end, a holder's lease end); `waiting` of them wait now.
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    this.waiting = 0;
+    // Ends the waits and leases that are due, and wakes whom the core names.
+    this.due = () => {
+      if (this.instance.failure !== undefined) return;
+      try {
+        this.core.expire(this.time(), performance.now());
+        this.drain();
+      } catch (error) {
+        this.failed(error);
+      }
+    };
+    this.fire = () => {
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      this.due();
+      try {
+        if (this.instance.failure === undefined) this.arm();
+      } catch (error) {
+        this.failed(error);
+      }
+    };
+  }
+
+  /**
+   * A call into the core threw: a trap fails the instance and every waiter in it (instance.js).
+   * @param {unknown} error
+   */
+  failed(error) {
+    return this.instance.failed(error);
+  }
+
+  /** Throws the instance's failure, if it failed. */
+  alive() {
+    if (this.instance.failure !== undefined) throw this.instance.failure;
+  }
+
+  /** `now()`, or its last good answer when it gives something other than a finite number. */
+  clock() {
+    if (this.now === undefined) return (this.last = Date.now());
+    const now = this.now();
+    if (typeof now === 'number' && Number.isFinite(now)) this.last = now;
+    return this.last;
+  }
+
+  /** The time for a step that must not fail: `clock()`, or its last good answer if `now` throws. */
+  time() {
+    if (this.now === undefined) return (this.last = Date.now());
+    try {
+      return this.clock();
+    } catch {
+      return this.last;
+    }
+  }
+
+  /** What this store's locks did here, by the names of `LOCK_STATS`. */
+  stats() {
+    this.alive();
+    /** @type {Record<string, number>} */
+    const stats = {};
+    LOCK_STATS.forEach((name, i) => {
+      stats[name] = this.core.stat(i);
+    });
+    return stats;
+  }
+
+  /**
+   * Takes `ticket` out of its line (a waiter giving up; nothing for a ticket already gone).
+   * @param {number} ticket
+   */
+  leave(ticket) {
+    if (this.instance.failure !== undefined) return;
+    this.core.leave(ticket, true);
+    this.drain();
+  }
+
+  /** Wakes the waiters the core named. */
+  drain() {
+    const { core, instance } = this;
+    for (let id; (id = core.takeWoken()) !== undefined; ) /** @type {Waiter | undefined} */ (instance.get(id))?.wakeNow();
+  }
+
+  /**
+   * Someone starts (`+1`) or stops (`-1`) waiting in line. The shared timer is the waits' own:
+   * once nobody waits it is cleared, so it keeps neither a Node process alive nor a Workers
+   * request's timer a moment longer.
+   * @param {number} delta
+   */
+  waits(delta) {
+    this.waiting += delta;
+    if (this.waiting === 0 && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+    }
+  }
+
+  /** The shared timer, for the core's earliest time (re-armed only for an earlier one). */
+  arm() {
+    const at = this.core.nextTimer();
+    if (at === Infinity) {
+      if (this.timer !== undefined) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    // The new timer first: a refusal (past workerd's quota) leaves the old one.
+    const timer = setTimeout(this.fire, Math.max(0, at - performance.now()));
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = timer;
+    this.timerAt = at;
+  }
+
+  /**
+   * Resolves when the core wakes `waiter`, or its time comes (`until`, monotonic, through the
+   * shared timer).
+   *
+   * On Workers a waiter also arms a timer of its own, in its caller's request: workerd cancels
+   * a request that waits with nothing of its own pending ("hung"), and a timer belongs to the
+   * request that armed it, so a waiter woken only by another request's release, or by a timer
+   * another request armed, would be cancelled. Past workerd's 10 000 active timers per request
+   * a waiter goes without (that request has timers pending already); the shared timer still
+   * ends its wait on time.
+   * @param {Waiter} waiter
+   * @param {number} until
+   * @returns {Promise<void>}
+   */
+  wait(waiter, until) {
+    return new Promise((resolve) => {
+      waiter.wake = resolve;
+      this.arm();
+      if (!this.inContext) return;
+      /** @type {ReturnType<typeof setTimeout>} */
+      let timer;
+      try {
+        // When it fires: end what is due, then look again (the loop asks the core).
+        timer = setTimeout(() => {
+          waiter.wake = undefined;
+          this.due();
+          resolve();
+        }, Math.max(0, until - performance.now()));
+      } catch {
+        return; // over the request's quota: the shared timer serves
+      }
+      waiter.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /**
+   * The head's pause between polls (until `until`, monotonic): a timer of its own, cut short
+   * by its abort.
+   * @param {Waiter} waiter
+   * @param {number} until
+   * @returns {Promise<void>}
+   */
+  sleep(waiter, until) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        waiter.wake = undefined;
+        resolve();
+      }, Math.max(0, until - performance.now()));
+      waiter.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /**
+   * An acquisition of a checked name (a well-formed string) with the options the caller gave
+   * (numbers, or `undefined` for the core's defaults): a promise of the lock, or of `undefined`
+   * when a live holder kept it for the whole wait. It settles within its wait plus one store
+   * call's bound. `signal` cancels it at once, even with a store call in flight (what that call
+   * takes is let go when it answers); `streakMs` is how long a serializer's streaks of local
+   * hand-offs may run (`undefined` for a lock's). A name or option the core refuses rejects
+   * with the TypeError or RangeError, having queued nothing.
+   * @param {string} name
+   * @param {LeaseOptions & { waitMs: number | undefined }} options
+   * @param {AbortSignal | undefined} signal
+   * @param {number | undefined} streakMs
+   * @returns {Promise<KeyturnLock | undefined>}
+   */
+  acquire(name, options, signal, streakMs) {
+    const waiter = new Waiter();
+    let code;
+    let ticket = -1;
+    try {
+      if (signal?.aborted) throw signal.reason;
+      this.alive();
+      const { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs } = options;
+      const mono = performance.now();
+      const wall = this.clock();
+      waiter.id = this.instance.hold(waiter);
+      code = this.core.acquire(name, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter.id, wall, mono, streakMs);
+      if (code < 0) throw code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG ? keyError('name', name, code === LOCK_NAME_EMPTY) : leaseOptionError(code, options);
+      const acquired = (ticket = this.core.ticket());
+      this.drain();
+      if (signal === undefined && (code === LOCK_CREATE || code === LOCK_REPLACE)) {
+        // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
+        const done = () => this.letGo(waiter);
+        return new Exchange(
+          this,
+          name,
+          acquired,
+          (next) => {
+            if (next !== LOCK_HELD) return this.acquiring(name, acquired, next, waiter, undefined);
+            done();
+            return new KeyturnLock(this, acquired, name);
+          },
+          done,
+        ).start(code, mono);
+      }
+    } catch (error) {
+      this.letGo(waiter);
+      return Promise.reject(this.failed(error));
+    }
+    const acquisition = this.acquiring(name, ticket, code, waiter, signal);
+    return signal === undefined ? acquisition : abortable(acquisition, signal);
+  }
+
+  /**
+   * The rest of an acquisition: waiting in line, polling, the caller's signal. Aborted, a waiter
+   * leaves its line at once; a store call in flight is finished first — the caller heard
+   * already (`abortable`) — and a lock it took is let go.
+   * @param {string} name
+   * @param {number} ticket
+   * @param {number} code
+   * @param {Waiter} waiter
+   * @param {AbortSignal | undefined} signal
+   * @returns {Promise<KeyturnLock | undefined>}
+   */
+  async acquiring(name, ticket, code, waiter, signal) {
+    const { core } = this;
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      if (waiter.wake !== undefined) {
+        this.leave(ticket);
+        waiter.wakeNow();
+      }
+    };
+    signal?.addEventListener('abort', onAbort);
+    let held = false;
+    try {
+      for (;;) {
+        if (code === LOCK_HELD) {
+          held = true;
+          const lock = new KeyturnLock(this, ticket, name);
+          if (aborted) {
+            // A call that took the name meanwhile: let it go, then report the abort.
+            await lock.release().catch(() => {});
+            throw /** @type {AbortSignal} */ (signal).reason;
+          }
+          return lock;
+        }
+        if (waiter.failure !== undefined) throw waiter.failure;
+        this.alive();
+        if (aborted) throw /** @type {AbortSignal} */ (signal).reason;
+        if (code === LOCK_GIVE_UP) return undefined; // the wait is over, nothing held
+        if (code === LOCK_SLEEP) {
+          await this.sleep(waiter, core.wakeAt());
+          code = core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
+        } else if (code === LOCK_WAIT) {
+          this.waits(1);
+          await this.wait(waiter, core.wakeAt());
+          this.waits(-1);
+          code = core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
+        } else {
+          code = await new Exchange(this, name, ticket).start(code, performance.now());
+        }
+        this.drain();
+      }
+    } catch (error) {
+      throw this.failed(error);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      // Whatever ended the wait (an abort, a refused timer, a failed store): out of the line.
+      if (!held) this.leave(ticket);
+      this.letGo(waiter);
+    }
+  }
+
+  /**
+   * An acquisition ended: its waiter is no longer the core's to wake.
+   * @param {Waiter} waiter
+   */
+  letGo(waiter) {
+    if (waiter.id === -1) return;
+    this.instance.letGo(waiter.id);
+    waiter.id = -1;
+  }
+}
+
+/**
+ * `acquisition`, or the signal's reason the moment it aborts: the acquisition then ends in the
+ * background.
+ * @template T
+ * @param {Promise<T>} acquisition
+ * @param {AbortSignal} signal
+ * @returns {Promise<T>}
+ */
+function abortable(acquisition, signal) {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort);
+    acquisition.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}

@@ -1,0 +1,329 @@
+// The in-context scheduler (Cloudflare Workers): each request runs in an I/O context of its own,
+// and I/O or a timer started from another request's context is cancelled when that request
+// ends. So every job starts from a promise reaction its own caller registered — on the promise
+// of the job queued before it, as `keyed-serializer.js`'s `previous.then(…)` does — and has a
+// deadline timer of its own, armed in its own context and cleared when it settles: a request
+// never holds more timers than its works running. Where a job is (waiting, started, gone) is
+// the core's to say; `InContextCallers` is what coalescing needs here.
+import { SERIALIZER_IDLE, SERIALIZER_STARTED, SERIALIZER_WAITING } from '../constants.js';
+import { Callers } from './coalescing.js';
+import { Job, Line, clear, microtask, timerDelay, unref } from './jobs.js';
+
+/** @typedef {import('../serializer.js').Serializer} Serializer */
+/** @typedef {import('./jobs.js').Work} Work */
+/** @typedef {import('./jobs.js').CallOptions} CallOptions */
+/** @typedef {import('./coalescing.js').Caller} Caller */
+
+/** A job that starts from its own reactions. */
+class InContextJob extends Job {
+  /**
+   * @param {Line | undefined} line
+   * @param {Work} work
+   * @param {CallOptions | undefined} options
+   * @param {InContextScheduler} scheduler
+   */
+  constructor(line, work, options, scheduler) {
+    super(line, work, options);
+    /** @type {ReturnType<typeof setTimeout> | undefined} its own deadline timer */
+    this.timer = undefined;
+    /** @type {InContextJob | undefined} the job queued right before it */
+    this.prev = undefined;
+    /** @type {Promise<unknown>} settles a reaction after its caller's promise */
+    this.tail = resolvedTail;
+    /** @type {(() => void) | undefined} once its turn came: the reaction that starts it a microtask later */
+    this.starter = undefined;
+    // Its one reaction: to its turn coming, while it waits (on the job before it, then one
+    // microtask later); to its own end, once its caller heard (on its own promise). The core
+    // tells the two apart: a job's caller hears only once it started or left the line. A
+    // coalescing job's is its first caller's; those that joined have their own
+    // (`InContextCallers.follow`).
+    this.react = () => scheduler.reacted(this, this.react, this.options?.callers?.first);
+  }
+}
+
+const resolvedTail = Promise.resolve();
+
+/** A busy key, and its last job (the next one's `prev`). */
+class InContextLine extends Line {
+  /**
+   * @param {Serializer} serializer
+   * @param {string} key
+   * @param {number} id
+   */
+  constructor(serializer, key, id) {
+    super(serializer, key, id);
+    /** @type {InContextJob | undefined} */
+    this.last = undefined;
+  }
+}
+
+/**
+ * A coalescing job's callers on Workers: each reacts to the job's turn, so that a job whose
+ * first caller left still starts from a reaction of a caller that waits; each holds a
+ * keep-alive timer while it waits; and the caller that queued the job hears its signal's
+ * reason when the work ends, not at once.
+ */
+class InContextCallers extends Callers {
+  /**
+   * @param {string} group
+   * @param {InContextScheduler} scheduler
+   */
+  constructor(group, scheduler) {
+    super(group);
+    this.scheduler = scheduler;
+  }
+
+  /**
+   * A caller that joined a waiting job reacts to the job's turn too, from its own request.
+   * @override
+   * @param {Caller} caller
+   */
+  follow(caller) {
+    const job = /** @type {InContextJob} */ (caller.job);
+    const react = () => this.scheduler.reacted(job, react, caller);
+    caller.react = react;
+    if (job.prev === undefined) microtask(react);
+    else job.prev.tail.then(react);
+  }
+
+  /**
+   * A caller waits. Its job may run in another caller's request, and a request whose only wait
+   * is a promise another request settles has no event pending in its own context: workerd
+   * cancels it as hung, and with it every reaction it registered (the job's end, if it was the
+   * first caller). A timer of its own, re-armed while it waits and cleared when it settles or
+   * leaves, is an event workerd sees.
+   * @override
+   * @param {Caller} caller
+   */
+  waiting(caller) {
+    this.keepAlive(caller);
+  }
+
+  /**
+   * Not the caller that queued the job: the job's own promise and the reactions that move its
+   * key on belong to that caller's request, and workerd cancels a request's reactions once it
+   * has answered. So that caller's promise rejects with its reason when the work ends; its
+   * request stays until then, and so does the key's line.
+   * @override
+   * @param {Caller} caller
+   */
+  leavesAtOnce(caller) {
+    return caller !== this.first;
+  }
+
+  /**
+   * Arms (or re-arms) a caller's keep-alive timer, for the length of its job's deadline.
+   * @param {Caller} caller
+   */
+  keepAlive(caller) {
+    const { job } = caller;
+    let timeoutMs;
+    try {
+      timeoutMs = this.scheduler.core.timeoutOf(job.ticket);
+    } catch (error) {
+      job.line.serializer.failed(error);
+      return;
+    }
+    if (timeoutMs === undefined) return; // its job is gone: the caller has heard, or hears now
+    try {
+      caller.timer = unref(
+        setTimeout(() => {
+          if (!caller.settled) this.keepAlive(caller);
+        }, timerDelay(timeoutMs)),
+      );
+    } catch {
+      // past a platform's timer quota: the caller waits all the same, unguarded against the check
+      caller.timer = undefined;
+    }
+  }
+}
+
+export class InContextScheduler {
+  /** The core keeps no deadline order: each job has its own timer. */
+  static sharedTimer = false;
+
+  /** @param {Serializer} serializer */
+  constructor(serializer) {
+    this.serializer = serializer;
+    this.core = serializer.core;
+  }
+
+  /**
+   * @param {string} key
+   * @param {number} id
+   */
+  newLine(key, id) {
+    return new InContextLine(this.serializer, key, id);
+  }
+
+  /**
+   * @param {Line | undefined} line
+   * @param {Work} work
+   * @param {CallOptions | undefined} options
+   */
+  newJob(line, work, options) {
+    return new InContextJob(line, work, options, this);
+  }
+
+  /** @param {string} group */
+  newCallers(group) {
+    return new InContextCallers(group, this);
+  }
+
+  opened() {}
+
+  /**
+   * A queued job waits for the one before it, on that job's `tail`: a reaction of its own,
+   * settled one microtask after the caller's promise, as `keyed-serializer.js`'s tail is — so
+   * it starts after that caller's handlers ran.
+   * @param {Job} queued
+   * @param {Promise<unknown>} result
+   */
+  entered(queued, result) {
+    const job = /** @type {InContextJob} */ (queued);
+    const line = /** @type {InContextLine} */ (job.line);
+    job.prev = line.last;
+    line.last = job;
+    job.tail = result.then(job.react, job.react);
+    if (job.prev === undefined) microtask(job.react);
+    else job.prev.tail.then(job.react);
+    job.signal?.addEventListener('abort', job);
+  }
+
+  /**
+   * A reaction of `job` (`reaction`, of its `caller` when it coalesces), in that caller's
+   * context: while the job waits, its turn may have come; once it started, its own reaction
+   * is its end.
+   * @param {InContextJob} job
+   * @param {() => void} reaction
+   * @param {Caller | undefined} caller
+   */
+  reacted(job, reaction, caller) {
+    // A failed instance starts nothing (its waiting jobs were told already); what a job holds
+    // goes when it settles.
+    if (this.serializer.instance.failure !== undefined) {
+      if (reaction === job.react) this.letGo(job);
+      return;
+    }
+    let phase;
+    try {
+      phase = this.core.phase(job.ticket);
+    } catch (error) {
+      this.serializer.failed(error);
+      return;
+    }
+    if (phase === SERIALIZER_WAITING) this.turn(job, reaction, caller);
+    // workerd runs reactions of different requests in no set order: a coalescing job's first
+    // caller may hear of its turn only after a joined caller started it, and that is not its end.
+    else if (phase === SERIALIZER_STARTED && reaction === job.react && job.options?.callers?.settled !== false) this.jobDone(job);
+  }
+
+  /**
+   * A waiting job's reaction: when its turn has come, it starts a microtask later — deadline
+   * timer, controller, work — as `keyed-serializer.js`'s `bounded` then
+   * `Promise.resolve().then(work)` do. Until then it still waits (and a caller's abort takes it
+   * out of the line). Of a shared job's callers, the first still waiting whose reaction finds
+   * its turn come starts it.
+   * @param {InContextJob} job
+   * @param {() => void} reaction
+   * @param {Caller | undefined} caller
+   */
+  turn(job, reaction, caller) {
+    const serializer = this.serializer;
+    if (job.starter === undefined) {
+      if (caller !== undefined && caller.left) return;
+      // The job it waited for settled; it is the head now, unless that one left the line early
+      // (its caller's signal) or this is a joined caller's reaction, which waited on whatever
+      // was ahead when it joined: then it waits on the job the core says is ahead now.
+      try {
+        if (!this.core.isHead(job.ticket)) {
+          const slot = this.core.jobAhead(job.ticket);
+          const ahead = slot === undefined ? undefined : /** @type {InContextJob} */ (serializer.job(slot));
+          if (ahead !== undefined) {
+            job.prev = ahead;
+            ahead.tail.then(reaction);
+          }
+          return;
+        }
+      } catch (error) {
+        serializer.failed(error);
+        return;
+      }
+      job.starter = reaction;
+      microtask(reaction);
+      return;
+    }
+    // Its starter left in the one microtask since: it starts from that context all the same.
+    if (job.starter !== reaction) return;
+    let timeoutMs;
+    try {
+      // No time: with a timer per work the core orders no deadlines (and workerd's
+      // performance.now() costs as much as a fifth of a timer).
+      timeoutMs = this.core.startTicket(job.ticket);
+    } catch (error) {
+      serializer.failed(error);
+      return;
+    }
+    if (timeoutMs === undefined) return;
+    try {
+      // A closure rather than `setTimeout(f, ms, job)`: workerd takes nearly twice as long to
+      // arm and clear a timer given an argument to pass. A deadline must not keep a Node
+      // process alive, as `keyed-serializer.js`'s unref'd timer does not.
+      job.timer = unref(setTimeout(() => this.expire(job), timerDelay(timeoutMs)));
+    } catch (error) {
+      // A job whose deadline cannot be armed does not run; its caller gets the host's error.
+      job.reject(error);
+      return;
+    }
+    serializer.begin(job);
+  }
+
+  /** @param {InContextJob} job */
+  expire(job) {
+    job.timer = undefined;
+    this.serializer.timeOutNow(job);
+  }
+
+  /**
+   * A started job's caller promise settled: its timer and listener go, and its line moves on.
+   * @param {InContextJob} job
+   */
+  jobDone(job) {
+    const serializer = this.serializer;
+    this.letGo(job);
+    serializer.turns.ended(job);
+    let change;
+    try {
+      change = this.core.finishTicket(job.ticket);
+    } catch (error) {
+      serializer.failed(error);
+      return;
+    }
+    serializer.left(job);
+    // The next job starts from its own reaction on this job's tail.
+    if (change & SERIALIZER_IDLE) serializer.lineChanged(job.line, change);
+  }
+
+  /**
+   * A job's timer and listener go.
+   * @param {InContextJob} job
+   */
+  letGo(job) {
+    if (job.timer !== undefined) {
+      clear(job.timer);
+      job.timer = undefined;
+    }
+    job.signal?.removeEventListener('abort', job);
+  }
+
+  /**
+   * A waiting job left its line (its caller's signal); the one behind finds who is ahead.
+   * @param {Job} job
+   * @param {number} change
+   */
+  cancelled(job, change) {
+    this.serializer.lineChanged(job.line, change);
+  }
+
+  idle() {}
+}

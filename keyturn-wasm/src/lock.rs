@@ -1,0 +1,307 @@
+//! The lock for JavaScript: [`LockCore`] behind the handle `js/lock/manager.js` drives. The JS
+//! makes every store call, timer and wake-up; this only answers "what next" — it calls no user
+//! code and no store, so nothing JavaScript throws can unwind through it.
+//!
+//! A step answers its code; what it carries (the record to write, the version, the call's
+//! bound, the time to wake) is its [`StepView`], read by the JS right after the call that
+//! answered it, through one getter per field.
+
+use wasm_bindgen::prelude::*;
+
+use keyturn::machine::{LockCore, Now, Succession, Ticket, Woken};
+use keyturn::PlatformRandom;
+
+use crate::interop::{self, RecordFields, StepView};
+use crate::wire::lock::{DONE, GIVE_UP, LOST};
+
+/// The time as the JS passes it: `now()` (or `Date.now()`) and `performance.now()`.
+fn at(wall: f64, mono: f64) -> Now {
+    Now { wall, mono }
+}
+
+/// One store's locks in this isolate.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct LockCoreBinding {
+    core: LockCore<JsValue, u32>,
+    random: PlatformRandom,
+    step: StepView<JsValue>,
+    /// The ticket of the last acquisition.
+    ticket: f64,
+    /// The token and `heldUntil` of the last lease asked for.
+    token: String,
+    held_until: f64,
+}
+
+impl LockCoreBinding {
+    fn ticket_of(&self, packed: f64) -> Option<Ticket> {
+        self.core.unpack(packed)
+    }
+}
+
+#[wasm_bindgen]
+impl LockCoreBinding {
+    /// No locks yet.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> LockCoreBinding {
+        LockCoreBinding {
+            core: LockCore::new(),
+            random: PlatformRandom::default(),
+            step: StepView::default(),
+            ticket: 0.0,
+            token: String::new(),
+            held_until: 0.0,
+        }
+    }
+
+    /// The wait of an acquisition given `wait_ms` (`undefined`: the default), in milliseconds.
+    #[wasm_bindgen(js_name = waitMs)]
+    pub fn wait_ms(wait_ms: Option<f64>) -> f64 {
+        interop::lock_options(wait_ms, None, None, None).wait_ms
+    }
+
+    /// Starts an acquisition of `name` with the options the caller gave (`undefined` for each
+    /// left out) — the JS checked that `name` is a well-formed string and the options numbers.
+    /// `waiter` is the number the JS holds the acquisition's wake-up under: what
+    /// [`take_woken`](Self::take_woken) gives back to wake it; `streak_ms` how
+    /// long this name's streaks of local hand-offs may run (a serializer's turns; `undefined`
+    /// for a lock's). The step's code — the new ticket is [`ticket`](Self::ticket) — or a
+    /// refusal code (negative): a bad name or option, nothing queued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire(
+        &mut self,
+        name: &str,
+        wait_ms: Option<f64>,
+        stale_ms: Option<f64>,
+        max_clock_skew_ms: Option<f64>,
+        store_timeout_ms: Option<f64>,
+        waiter: u32,
+        wall: f64,
+        mono: f64,
+        streak_ms: Option<f64>,
+    ) -> f64 {
+        let options = interop::lock_options(wait_ms, stale_ms, max_clock_skew_ms, store_timeout_ms);
+        // A lock's acquisition streaks as the core's locks do; a serializer's turn says its own.
+        let streak_ms = streak_ms.unwrap_or(Succession::LOCK.streak_ms);
+        let now = at(wall, mono);
+        let acquired = self
+            .core
+            .acquire_with(name, waiter, options, streak_ms, now, &self.random);
+        match acquired {
+            Ok((ticket, step)) => {
+                self.ticket = ticket.pack();
+                self.step.take(step)
+            }
+            Err(error) => interop::acquire_refusal(error),
+        }
+    }
+
+    /// The ticket of the last acquisition.
+    pub fn ticket(&self) -> f64 {
+        self.ticket
+    }
+
+    /// The answer to a create (`kind` `CREATED`) or replace (`REPLACED`) — the new version, or
+    /// `undefined` for none — a wake-up (`WOKE`), a failed call (`FAILED`) or one that did not
+    /// answer within its bound (`TIMED_OUT`): the next step's code.
+    pub fn answer(
+        &mut self,
+        ticket: f64,
+        kind: f64,
+        version: JsValue,
+        wall: f64,
+        mono: f64,
+    ) -> f64 {
+        let Some(ticket) = self.ticket_of(ticket) else {
+            return GIVE_UP;
+        };
+        let version = (!version.is_undefined()).then_some(version);
+        let step = self.core.step(
+            ticket,
+            interop::answer(kind, version),
+            at(wall, mono),
+            &self.random,
+        );
+        self.step.take(step)
+    }
+
+    /// The answer to a read: the record's version (`undefined` when there was none) and the
+    /// fields `JSON.parse` found in its text — each number field its number (`NaN` when it is
+    /// there with another type: no rule takes it), each string field its string, `undefined`
+    /// where absent. The next step's code.
+    #[allow(clippy::too_many_arguments)]
+    #[wasm_bindgen(js_name = answerRead)]
+    pub fn answer_read(
+        &mut self,
+        ticket: f64,
+        version: JsValue,
+        format: Option<f64>,
+        state: Option<String>,
+        token: Option<String>,
+        fence: Option<f64>,
+        at_ms: Option<f64>,
+        lease: Option<f64>,
+        wall: f64,
+        mono: f64,
+    ) -> f64 {
+        let Some(ticket) = self.ticket_of(ticket) else {
+            return GIVE_UP;
+        };
+        let found = (!version.is_undefined()).then(|| {
+            let fields = RecordFields {
+                format,
+                state,
+                token,
+                fence,
+                at: at_ms,
+                lease,
+            };
+            (version, fields)
+        });
+        let step = self.core.step(
+            ticket,
+            interop::read_answer(found),
+            at(wall, mono),
+            &self.random,
+        );
+        self.step.take(step)
+    }
+
+    /// Starts a release announcing `followers` acquisitions after the next waiter's (a
+    /// serializer's queued works; 0 for a plain lock): a store step's code, or `DONE`.
+    pub fn release(&mut self, ticket: f64, wall: f64, mono: f64, followers: u32) -> f64 {
+        let Some(ticket) = self.ticket_of(ticket) else {
+            return DONE;
+        };
+        let step = self
+            .core
+            .release_with(ticket, followers as usize, at(wall, mono), &self.random);
+        self.step.take(step)
+    }
+
+    /// Starts a renewal: a store step's code, `HELD` when one is in flight, or `LOST`.
+    pub fn renew(&mut self, ticket: f64, wall: f64, mono: f64) -> f64 {
+        let Some(ticket) = self.ticket_of(ticket) else {
+            return LOST;
+        };
+        let step = self.core.renew(ticket, at(wall, mono));
+        self.step.take(step)
+    }
+
+    /// The record the last create or replace step writes.
+    pub fn record(&self) -> String {
+        self.step.record.clone()
+    }
+
+    /// The version the last replace step must find.
+    pub fn version(&self) -> JsValue {
+        self.step.version.clone()
+    }
+
+    /// How long the last store step may take, in milliseconds.
+    #[wasm_bindgen(js_name = boundMs)]
+    pub fn bound_ms(&self) -> f64 {
+        self.step.bound_ms
+    }
+
+    /// When the last sleep or wait step ends at the latest (monotonic milliseconds).
+    #[wasm_bindgen(js_name = wakeAt)]
+    pub fn wake_at(&self) -> f64 {
+        self.step.wake_at
+    }
+
+    /// When the holder of `ticket` renews next while it works (monotonic milliseconds);
+    /// `Infinity` — never — once its lease is lost or released.
+    #[wasm_bindgen(js_name = nextRenewal)]
+    pub fn next_renewal(&self, ticket: f64, wall: f64, mono: f64) -> f64 {
+        self.ticket_of(ticket)
+            .and_then(|ticket| self.core.next_renewal(ticket, at(wall, mono)))
+            .unwrap_or(f64::INFINITY)
+    }
+
+    /// The lease `ticket` holds: its fence (0 if none); its token and `heldUntil` are then
+    /// [`token`](Self::token) and [`held_until`](Self::held_until).
+    pub fn lease(&mut self, ticket: f64) -> f64 {
+        let lease = self
+            .ticket_of(ticket)
+            .and_then(|ticket| self.core.lease(ticket));
+        let Some(lease) = lease else {
+            self.token.clear();
+            self.held_until = f64::NAN;
+            return 0.0;
+        };
+        self.token = lease.token.to_owned();
+        self.held_until = lease.held_until;
+        lease.fence as f64
+    }
+
+    /// The token of the last [`lease`](Self::lease) (empty for none).
+    pub fn token(&self) -> String {
+        self.token.clone()
+    }
+
+    /// The `heldUntil` of the last [`lease`](Self::lease), in the wall clock's milliseconds.
+    #[wasm_bindgen(js_name = heldUntil)]
+    pub fn held_until(&self) -> f64 {
+        self.held_until
+    }
+
+    /// How long the lease of `ticket` has left at this time, on whichever clock ends it first,
+    /// in milliseconds: 0 or less once it has ended, or when `ticket` holds none.
+    #[wasm_bindgen(js_name = leaseLeft)]
+    pub fn lease_left(&self, ticket: f64, wall: f64, mono: f64) -> f64 {
+        self.ticket_of(ticket)
+            .and_then(|ticket| self.core.lease(ticket))
+            .map_or(0.0, |lease| {
+                (lease.held_until - wall).min(lease.ends_at - mono)
+            })
+    }
+
+    /// Gives up a waiter (its signal aborted), or a holder handed the lease that cannot take it
+    /// (`keep`: the record goes to this isolate's next acquisition).
+    pub fn leave(&mut self, ticket: f64, keep: bool) {
+        if let Some(ticket) = self.ticket_of(ticket) {
+            self.core.leave(ticket, keep);
+        }
+    }
+
+    /// When the shared timer must call [`expire`](Self::expire) (monotonic milliseconds);
+    /// `Infinity` for never.
+    #[wasm_bindgen(js_name = nextTimer)]
+    pub fn next_timer(&mut self) -> f64 {
+        self.core.next_timer().unwrap_or(f64::INFINITY)
+    }
+
+    /// Ends the waits and leases whose time passed; their waiters come out of
+    /// [`take_woken`](Self::take_woken).
+    pub fn expire(&mut self, wall: f64, mono: f64) {
+        self.core.expire(at(wall, mono));
+    }
+
+    /// The number of the next waiter to wake (it then answers `WOKE`), or `undefined`.
+    #[wasm_bindgen(js_name = takeWoken)]
+    pub fn take_woken(&mut self) -> Option<u32> {
+        loop {
+            match self.core.take_woken()? {
+                Woken::GaveUp(waiter) => return Some(waiter),
+                Woken::Turn(ticket) => {
+                    if let Some(&waiter) = self.core.handle(ticket) {
+                        return Some(waiter);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One of this store's lock counters here: the value of `LOCK_STATS[index]` (0 past
+    /// them).
+    pub fn stat(&self, index: u32) -> f64 {
+        interop::lock_stat(&self.core.stats(), index)
+    }
+}
+
+impl Default for LockCoreBinding {
+    fn default() -> Self {
+        Self::new()
+    }
+}
