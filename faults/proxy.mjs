@@ -13,6 +13,7 @@ export class FaultProxy {
     this.latency = [0, 0]; // ms added to each chunk, drawn in [min, max]
     this.dropReplies = 0; // answers still to lose: the connection closes instead
     this.stalledUntil = 0; // while Date.now() is before it, nothing passes
+    this.doomed = new WeakSet(); // connections a stall will reset: nothing of theirs passes again
     this.random = Math.random;
     this.counts = { connections: 0, dropped: 0, stalls: 0 };
   }
@@ -40,6 +41,7 @@ export class FaultProxy {
     this.counts.stalls += 1;
     this.stalledUntil = Date.now() + ms;
     const stalled = [...this.pairs];
+    for (const pair of stalled) this.doomed.add(pair);
     return new Promise((resolve) => {
       setTimeout(() => {
         for (const pair of stalled) for (const socket of pair) socket.resetAndDestroy?.() ?? socket.destroy();
@@ -78,7 +80,9 @@ export class FaultProxy {
       chain = chain.then(async () => {
         if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
         while (Date.now() < this.stalledUntil) await new Promise((resolve) => setTimeout(resolve, this.stalledUntil - Date.now()));
-        if (!this.pairs.has(pair)) return;
+        // A connection the stall resets gets nothing through, even in the millisecond its reset
+        // and the end of the stall share.
+        if (!this.pairs.has(pair) || this.doomed.has(pair)) return;
         if (answers && this.dropReplies > 0) {
           this.dropReplies -= 1;
           this.counts.dropped += 1;
