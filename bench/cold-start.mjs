@@ -1,8 +1,8 @@
 // Cold start: loading the package and the first `serialize` result, in a fresh process or isolate
 // each run — Node (the Node entry), Deno (the Deno entry), headless Chromium and Firefox (the
 // browser entry from a loopback server, through WebDriver, timed in the page) and workerd (a fresh Miniflare each run: startup
-// to first response, beside a worker that imports nothing). The seed's serializer runs beside
-// keyturn where KEYTURN_SEED names its keyed-serializer.js. Median of N runs (default 11).
+// to first response, beside a worker that imports nothing). keyed-serializer.js (the per-key
+// serializer keyturn re-implements) runs beside keyturn where KEYTURN_SEED names it. Median of N runs (default 11).
 //
 //   node bench/cold-start.mjs [--runs N]
 //
@@ -106,7 +106,7 @@ try {
 }
 
 console.log(`cold start, node ${process.version}: load, then the first serialize result; median of ${runs} fresh processes or isolates each`);
-if (!seed) console.log("(no seed row: set KEYTURN_SEED to the seed's keyed-serializer.js to add it)");
+if (!seed) console.log("(no seed row: set KEYTURN_SEED to the path of keyed-serializer.js to add it)");
 console.log('');
 console.log('runtime                                                               load ms   load + first result ms');
 for (const [label, load, total] of rows) {

@@ -1,7 +1,7 @@
 // The lock benchmark: store calls and time per acquire+release, uncontended and with 16
 // contenders in one isolate, for keyturn over MemoryStore and over a JS Map store; two floors
-// (the cycle's two store calls in plain JS, unbounded and bounded); and the seed's file lock
-// (board-lock.ts, its `hasErrorCode` shimmed) on tmpfs when KEYTURN_BOARD_LOCK names it.
+// (the cycle's two store calls in plain JS, unbounded and bounded); and the file lock keyturn
+// re-implements (board-lock.ts, not in this repository; its `hasErrorCode` shimmed) on tmpfs when KEYTURN_BOARD_LOCK names it.
 //
 //   node bench/lock.mjs [--rounds N] [--holds N (per contender)]
 //
@@ -48,7 +48,7 @@ class MapStore {
   }
 }
 
-/** The seed's lock, transpiled with esbuild, with `hasErrorCode` from its documented contract. */
+/** board-lock.ts's lock, transpiled with esbuild, with `hasErrorCode` from its documented contract. */
 async function seedLock() {
   const seed = process.env.KEYTURN_BOARD_LOCK;
   const work = await mkdtemp(join(tmpdir(), 'keyturn-seed-'));
@@ -174,7 +174,7 @@ for (const [label, make] of [
   }
 }
 
-// The seed's row only when KEYTURN_BOARD_LOCK names its board-lock.ts (it is not in this repository).
+// board-lock.ts's row only when KEYTURN_BOARD_LOCK names it (it is not in this repository).
 if (process.env.KEYTURN_BOARD_LOCK) {
   const shm = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
   const { module: seed, work } = await seedLock();
@@ -182,13 +182,13 @@ if (process.env.KEYTURN_BOARD_LOCK) {
     const dir = await mkdtemp(join(shm, 'keyturn-board-'));
     const latency = await uncontended(() => seed.lockBoard(dir), (lock) => lock.release());
     const busy = await contended(() => seed.lockBoard(dir, { waitMs: 60000 }), (lock) => lock.release());
-    rows.push([`seed board-lock.ts (file lock on ${shm})`, latency, NaN, busy.msPerHold * 1000, NaN]);
+    rows.push([`board-lock.ts (file lock on ${shm})`, latency, NaN, busy.msPerHold * 1000, NaN]);
     await rm(dir, { recursive: true, force: true });
   } finally {
     await rm(work, { recursive: true, force: true });
   }
 } else {
-  console.log('(no seed row: set KEYTURN_BOARD_LOCK to the seed\'s board-lock.ts to add it)');
+  console.log('(no board-lock.ts row: set KEYTURN_BOARD_LOCK to its path to add it)');
 }
 
 console.log(`lock: ${rounds} uncontended acquire+release (after ${rounds} untimed); 16 contenders × ${holds} holds on one name in one isolate; node ${process.version}`);

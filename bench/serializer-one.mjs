@@ -11,7 +11,7 @@
 // - `last`: works are `() => {}` and only the last result per key is awaited (the flattering
 //   one, kept for comparison with earlier figures).
 //
-// Implementations: `keyturn`; `seed` (only when KEYTURN_SEED names the reference's
+// Implementations: `keyturn`; `seed` (only when KEYTURN_SEED names
 // keyed-serializer.js); `chain` (a bare promise chain) and `floor` (the chain with one
 // AbortController per work, the one cost no implementation that hands out a real signal avoids);
 // `floor-listen`, the floor that also listens to each caller's signal until its call settles;

@@ -1,10 +1,10 @@
 // The serializer benchmark: this package beside a bare promise chain and the same chain with one
 // AbortController per work (the floor), the libraries users pick instead (async-lock, p-queue and
-// async-mutex, keyed; see runtimes/peers.mjs) — and the reference, when KEYTURN_SEED names its
+// async-mutex, keyed; see runtimes/peers.mjs) — and `keyed-serializer.js`, the per-key serializer keyturn re-implements, when KEYTURN_SEED names its
 // keyed-serializer.js — each in its own process, alternating, on 100 000 works over 1 key and
 // over 1000 keys. Prints works/s (median over processes and rounds), cold (the first round of a
-// fresh process) and warm (the rounds after it), with the ratios to the floor and to the
-// reference, and the package's sizes. See serializer-one.mjs for the workloads.
+// fresh process) and warm (the rounds after it), with the ratios to the floor and to
+// it, and the package's sizes. See serializer-one.mjs for the workloads.
 //
 //   node bench/serializer.mjs [--processes N] [--rounds N] [--works N] [--workloads own,own-signal,last]
 //                             [--impls keyturn,seed,chain,floor,floor-listen,async-lock,p-queue,async-mutex]
@@ -47,7 +47,7 @@ const describe = {
 };
 
 console.log(`keyed serializer, ${works} works per round, ${processes} processes × (1 cold + ${rounds} warm) rounds, node ${process.version}`);
-if (!seed) console.log('(no seed row: set KEYTURN_SEED to the seed\'s keyed-serializer.js to add it)');
+if (!seed) console.log('(no seed row: set KEYTURN_SEED to the path of keyed-serializer.js to add it)');
 const floors = {};
 for (const workload of workloads) {
   console.log('');

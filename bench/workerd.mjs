@@ -1,11 +1,12 @@
 // The serializer inside workerd (Miniflare): 100 000 async works in one request, every caller
-// awaiting its own result, over 1 key and over 1000 keys — beside the seed, bundled the same way,
-// when KEYTURN_SEED names its keyed-serializer.js, and two floors (a bare chain with one
+// awaiting its own result, over 1 key and over 1000 keys — beside `keyed-serializer.js` (the per-key
+// serializer keyturn re-implements, not in this repository), bundled the same way, when
+// KEYTURN_SEED names it, and two floors (a bare chain with one
 // AbortController per work, and with one deadline timer per work too; see serializer-worker.mjs).
 // Each sample is a fresh workerd; prints the median works/s of N samples.
 //
 //   node bench/workerd.mjs [--samples N]
-//   KEYTURN_SEED=../shared/seeds/keyed-serializer.js node bench/workerd.mjs
+//   KEYTURN_SEED=<path to keyed-serializer.js> node bench/workerd.mjs
 //
 // Not a test: it asserts nothing about speed. workerd's clock moves only across I/O, so each
 // request's time is taken here, around the request.
@@ -26,14 +27,14 @@ if (seed) {
   execFileSync(join(here, '../node_modules/.bin/esbuild'), [seed, '--bundle', '--format=esm', '--platform=neutral', `--outfile=${bundled}`, '--log-level=warning']);
 } else {
   // The worker imports it by name, and Miniflare loads every module a worker names: without a
-  // seed, one that says so if it were ever called (the seed row is not run then).
+  // keyed-serializer.js, one that says so if it were ever called (the seed row is not run then).
   writeFileSync(bundled, "export function createKeyedSerializer() {\n  throw new Error('no seed: set KEYTURN_SEED');\n}\n");
 }
 const impls = seed ? ['keyturn', 'seed', 'floor-timer', 'floor'] : ['keyturn', 'floor-timer', 'floor'];
 const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 
 console.log(`serializer in workerd: 100000 async works in one request, every caller awaiting its own result; median of ${samples} fresh workerd runs`);
-if (!seed) console.log('(no seed row: set KEYTURN_SEED to the seed\'s keyed-serializer.js to add it)');
+if (!seed) console.log('(no seed row: set KEYTURN_SEED to the path of keyed-serializer.js to add it)');
 console.log('');
 console.log('keys    implementation      works/s   × seed  × floor-timer');
 try {

@@ -1,5 +1,5 @@
 // The fault harness's Durable Objects engine: workerd (Miniflare) in this process holding the
-// lock records and the fenced counters (faults/workerd/engine.mjs), registered in a dev registry
+// lock records and the fenced counters (faults/workerd/engine-worker.mjs), registered in a dev registry
 // of its own so that every client process's workerd reaches the same objects. Its own fault: a
 // client's isolate disposed while it holds a lease.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,14 +11,14 @@ import { Miniflare } from 'miniflare';
 
 import { worker } from '../tests/runtimes/workerd.mjs';
 
-const clientScript = fileURLToPath(new URL('./workerd-client.mjs', import.meta.url));
+const clientScript = fileURLToPath(new URL('./workerd-client-process.mjs', import.meta.url));
 const ENGINE = 'keyturn-faults-engine';
 
 export async function startDurableObjectsEngine({ lease, sleep, tell }) {
   const registry = mkdtempSync(join(tmpdir(), 'keyturn-faults-registry-'));
   const mf = new Miniflare({
     name: ENGINE,
-    ...worker('faults/workerd/engine.mjs'),
+    ...worker('faults/workerd/engine-worker.mjs'),
     cf: false,
     durableObjects: {
       LOCKS: { className: 'LockDurableObject', useSQLite: true },

@@ -8,7 +8,7 @@ import { createClient } from 'redis';
 import { startRedisServer } from '../tests/runtimes/redis-server.mjs';
 import { FaultProxy } from './proxy.mjs';
 
-const clientScript = fileURLToPath(new URL('./client.mjs', import.meta.url));
+const clientScript = fileURLToPath(new URL('./redis-client-process.mjs', import.meta.url));
 
 export async function startRedisEngine({ lease, sleep }) {
   const server = await startRedisServer();

@@ -1,5 +1,6 @@
-// One turn of a fault-harness client, the same in a Node client (client.mjs, over Redis) and in
-// a workerd client (workerd/client.mjs, over Durable Objects): acquire a name with `withLock` or
+// One turn of a fault-harness client, the same in a Node client process
+// (redis-client-process.mjs, over Redis) and in a workerd client (workerd/client-worker.mjs, over
+// Durable Objects): acquire a name with `withLock` or
 // through the serializer over a store, do a fenced increment of the name's counter, release —
 // each step in the history as a JSON event (see checker.mjs). Also the planted bugs of the
 // harness's self-test.

@@ -2,7 +2,8 @@
 //! the Rust errors fill them, and the npm package's JavaScript builds its errors from the same
 //! templates (its build prints [`ALL`] into the package), so no text is written twice.
 
-/// A work abandoned at its deadline: word for word the reference's text, so logs and tests
+/// A work abandoned at its deadline: word for word the text of `keyed-serializer.js` (the
+/// per-key serializer keyturn is a drop-in for), so logs and tests
 /// that match it keep matching.
 pub const TIMEOUT: &str = "serialized work for {key} timed out after {timeoutMs} ms: released, the next notification re-decides";
 /// A call refused because its key has `maxPending` works queued or running.

@@ -1,4 +1,5 @@
-// The floors the serializer benchmarks compare with: the seed with its deadline, abort signal and
+// The floors the serializer benchmarks compare with: keyed-serializer.js (the per-key serializer
+// keyturn re-implements) with its deadline, abort signal and
 // late-settle report taken out — the per-key tails, and the cleanup that lets an idle key go —
 // plus only what a floor names:
 // - `abort`: one AbortController per work, its signal passed to the work (default);
@@ -12,7 +13,7 @@ const noop = () => {};
 export function bareChain({ abort = true, timeoutMs, listen = false } = {}) {
   const tails = new Map();
   const listener = { handleEvent() {} };
-  // The reaction that starts a work, made per call as the seed's is.
+  // The reaction that starts a work, made per call as keyed-serializer.js's is.
   const start = !abort
     ? (work) => () => work()
     : timeoutMs === undefined

@@ -1,6 +1,6 @@
 // Bench worker for bench/workerd.mjs: N async works in one request, every caller awaiting its
 // own result, with this package's serializer (workerd entry), or, when the bench bundled it as
-// ./seed-serializer.mjs, the seed's — or one of two floors: a bare promise chain with one
+// ./seed-serializer.mjs, keyed-serializer.js's — or one of two floors: a bare promise chain with one
 // AbortController per work (`floor`), and the same with one deadline timer per work, armed when
 // it starts and cleared when it settles (`floor-timer`: what any serializer pays on Workers
 // whose works each get a real deadline, since a timer armed in one request's context does not
@@ -18,7 +18,7 @@ export default {
     if (url.searchParams.get('impl') === 'floor') create = () => bareChain();
     if (url.searchParams.get('impl') === 'floor-timer') create = ({ timeoutMs }) => bareChain({ timeoutMs });
     if (url.searchParams.get('impl') === 'seed') {
-      // The seed is CommonJS: esbuild's ESM bundle of it exports `module.exports` as default.
+      // keyed-serializer.js is CommonJS: esbuild's ESM bundle of it exports `module.exports` as default.
       const seed = await import('./seed-serializer.mjs');
       create = seed.createKeyedSerializer ?? seed.default.createKeyedSerializer;
     }

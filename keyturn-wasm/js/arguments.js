@@ -190,18 +190,22 @@ function editDistance(a, b) {
  * The lease options a lock or a serializer with a store was given: numbers, or `undefined` for
  * the core's defaults; their ranges are the core's.
  * @typedef {object} LeaseOptions
+ * @property {number | undefined} waitMs
  * @property {number | undefined} staleMs
  * @property {number | undefined} maxClockSkewMs
  * @property {number | undefined} storeTimeoutMs
  */
 
 /**
- * The lease options of a lock or a serializer's turns, their types checked.
+ * The lease options of a lock or a serializer's turns, their types checked, with the wait
+ * given (a serializer's turn says its own, each time).
  * @param {{ staleMs?: unknown, maxClockSkewMs?: unknown, storeTimeoutMs?: unknown } | undefined} options
+ * @param {number | undefined} waitMs
  * @returns {LeaseOptions}
  */
-export function leaseOptions(options) {
+export function leaseOptions(options, waitMs) {
   return {
+    waitMs,
     staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
     maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
     storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
@@ -212,7 +216,7 @@ export function leaseOptions(options) {
  * The error for a lease option the lock's rules refused (`code`, negative), naming it with its
  * value from `options`.
  * @param {number} code
- * @param {LeaseOptions & { waitMs?: number }} options
+ * @param {LeaseOptions} options
  */
 export function leaseOptionError(code, options) {
   if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs });

@@ -101,8 +101,7 @@ class Locks {
       const now = options?.now;
       if (now !== undefined && typeof now !== 'function') throw wrongType('options.now', 'a function or undefined', now);
       signal = optionalSignal(options?.signal, 'options.signal');
-      const waitMs = optionalNumber(options?.waitMs, 'options.waitMs');
-      lease = { ...leaseOptions(options), waitMs };
+      lease = leaseOptions(options, optionalNumber(options?.waitMs, 'options.waitMs'));
       manager = this.manager(store, now, 'store');
       manager.alive();
       checkKey(name, 'name');

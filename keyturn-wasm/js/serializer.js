@@ -140,7 +140,7 @@ export class Serializer {
     const timeoutMs = optionalNumber(options?.timeoutMs, 'options.timeoutMs');
     const maxPending = optionalNumber(options?.maxPending, 'options.maxPending');
     const store = options?.store;
-    const lease = leaseOptions(options);
+    const lease = leaseOptions(options, undefined);
     const code = Binding.checkOptions(timeoutMs, maxPending);
     if (code === SERIALIZER_BAD_TIMEOUT) throw timeoutError('options.timeoutMs', timeoutMs);
     if (code !== 0) throw rangeError(MESSAGES.maxPendingRange, { what: 'options.maxPending', value: maxPending });

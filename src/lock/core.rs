@@ -1,8 +1,8 @@
 //! The lock's step machine: every rule of the lease lock in one place, with no I/O.
 //!
-//! A driver (the Rust [`LockManager`](super::LockManager), or the JS package's `js/lock/`) asks
-//! the core what to do next, does it — a store call, a sleep, waiting for its turn — and feeds
-//! the answer back; the core answers with the next [`Step`]. The core calls nothing: no store,
+//! A driver (the Rust [`LockManager`](super::LockManager), or the npm package's
+//! `keyturn-wasm/js/lock/`) asks the core what to do next, does it — a store call, a sleep,
+//! waiting for its turn — and feeds the answer back; the core answers with the next [`Step`]. The core calls nothing: no store,
 //! no clock (the time is an argument, [`Now`]), no timer, no JavaScript. So a host exception
 //! cannot unwind through it, and its decision table is tested natively on manual time.
 //!

@@ -1,11 +1,11 @@
-//! A lease lock over any [`LockStore`](crate::store::LockStore): the reference `board-lock.ts`'s
-//! lock file as a record in a store with a conditional put, with fencing, renewable leases and a
+//! A lease lock over any [`LockStore`](crate::store::LockStore): the lock file of `board-lock.ts`
+//! (a board's write lock: exclusive create, stale takeover, token release) as a record in a store with a conditional put, with fencing, renewable leases and a
 //! local FIFO.
 //!
 //! The conditional create is the decision: two contenders that both see no record cannot both
 //! create it. A record older than `staleMs` is a holder that died, and is taken over — by one
 //! compare-and-set on the version that was read, so a rival's fresh record is never lost (the
-//! reference's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
+//! file lock's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
 //! late release after a takeover changes nothing. Every acquisition raises the record's fence.
 //!
 //! Every rule lives in one step machine, [`LockCore`] (`core.rs`), which makes no call of any
@@ -53,7 +53,7 @@ pub const LOCK_STALE_MS: u32 = 2_000;
 pub(crate) const TAKEOVERS: u32 = 2;
 
 /// How long a name may pass from hand to hand within one isolate before its record is freed for
-/// other isolates: the reference's whole wait, so a remote contender that arrived at the start of a
+/// other isolates: `board-lock.ts`'s whole wait, so a remote contender that arrived at the start of a
 /// streak still finds the record free before its default wait is over.
 pub const MAX_LOCAL_STREAK_MS: f64 = LOCK_WAIT_MS as f64;
 

@@ -1,6 +1,6 @@
 //! The serializer over a store's step machine: every rule of how a key's turns hold its lease,
 //! with no I/O. Both front ends drive it — [`StoreSerializer`](super::StoreSerializer) for Rust
-//! callers and the package's `js/serializer/leased.js` for JavaScript ones — around the lock's
+//! callers and the npm package's `keyturn-wasm/js/serializer/leased.js` for JavaScript ones — around the lock's
 //! own core, which decides each acquisition, renewal and release.
 //!
 //! The rules, each in one function:

@@ -31,7 +31,7 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
     const slow = serialize('k', () => new Promise(() => {})).catch((e) => e);
     const results = [await a, await b];
     const timeout = await slow;
-    // The controls: a caller's signal (waiting and running), a bound per key, the seed's order.
+    // The controls: a caller's signal (waiting and running), a bound per key, keyed-serializer.js's order.
     const { SerializedQueueFull, KeyturnInstanceFailed } = await import('/pkg/browser.js');
     const bounded = createKeyedSerializer({ maxPending: 2 });
     const controls = [];

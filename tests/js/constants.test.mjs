@@ -22,9 +22,9 @@ test('the package exports the crate\'s constants, from both entries', () => {
     assert.equal(esm[name], fromRust[name], `import: ${name}`);
     assert.equal(cjs[name], fromRust[name], `require: ${name}`);
   }
-  assert.equal(fromRust.DEFAULT_TIMEOUT_MS, 30000, 'the seed\'s');
-  assert.equal(fromRust.LOCK_WAIT_MS, 100, 'the seed\'s');
-  assert.equal(fromRust.LOCK_STALE_MS, 2000, 'the seed\'s');
+  assert.equal(fromRust.DEFAULT_TIMEOUT_MS, 30000, 'keyed-serializer.js\'s');
+  assert.equal(fromRust.LOCK_WAIT_MS, 100, 'board-lock.ts\'s');
+  assert.equal(fromRust.LOCK_STALE_MS, 2000, 'board-lock.ts\'s');
 });
 
 test('the error classes say what the crate\'s templates say', () => {
@@ -40,7 +40,7 @@ test('the types declare every constant the package exports', () => {
   for (const name of ['DEFAULT_TIMEOUT_MS', 'LOCK_WAIT_MS', 'LOCK_STALE_MS']) assert.match(types, new RegExp(`export const ${name}: number;`));
 });
 
-test('loads by import and by require without an init call, with the seed constants', () => {
+test('loads by import and by require without an init call, with the constants of keyed-serializer.js and board-lock.ts', () => {
   const cjs = require('keyturn');
   assert.equal(typeof cjs.createKeyedSerializer, 'function');
   assert.equal(cjs.DEFAULT_TIMEOUT_MS, 30000);

@@ -12,7 +12,7 @@ const unhandled = [];
 process.on('unhandledRejection', (reason) => unhandled.push(reason));
 
 
-test('the seed constants', () => {
+test('the constants of board-lock.ts (the lock file keyturn re-implements)', () => {
   assert.equal(LOCK_WAIT_MS, 100);
   assert.equal(LOCK_STALE_MS, 2000);
 });

@@ -51,7 +51,7 @@ test('the tarball holds README, both licenses, a changelog, metadata and every f
 });
 
 function runNode(file, source) {
-  // Deadline timers are unref'd (as the seed's): a script awaiting only a timeout keeps itself alive.
+  // Deadline timers are unref'd (as keyed-serializer.js's are): a script awaiting only a timeout keeps itself alive.
   writeFileSync(join(project, file), `const keepAlive = setInterval(() => {}, 1000);\n${source}\n`);
   const result = spawnSync(process.execPath, [file], { cwd: project, encoding: 'utf8' });
   assert.equal(result.status, 0, result.stderr);

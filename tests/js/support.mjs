@@ -25,7 +25,7 @@ export function seededRandom(seed) {
 
 /**
  * Keeps the event loop alive for the file's tests (the package's deadline timers are unref'd,
- * as the seed's, so awaiting a timeout alone would let Node exit), and collects unhandled
+ * as `keyed-serializer.js`'s are, so awaiting a timeout alone would let Node exit), and collects unhandled
  * rejections: `noUnhandled()` lets pending rejection tracking run, then asserts there were none.
  */
 export function watchProcess() {

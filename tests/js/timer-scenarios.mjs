@@ -1,7 +1,7 @@
 // Run by tests/js/timers.test.mjs in a child process: `node timer-scenarios.mjs <mode> <scenario>`.
 // Runs one scenario in one mode, then prints the timers still active (what keeps the process
 // alive) the moment its work is done; the parent times how long the process takes to exit. A
-// deadline only guards its work, so it keeps no process alive (as the reference's does not): the
+// deadline only guards its work, so it keeps no process alive (as `keyed-serializer.js`'s, the per-key serializer keyturn re-implements, does not): the
 // scenarios that await one keep themselves alive meanwhile, as a server would be; the one that
 // awaits a lock's wait does not, for that wait must keep the process alive by itself.
 import { MODES } from './modes.mjs';

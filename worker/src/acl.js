@@ -1,4 +1,4 @@
-// A level-triggered decision, as the reference's own use says ("grant or revoke its public
+// A level-triggered decision, as `keyed-serializer.js` (the per-key serializer keyturn re-implements) says of its own use ("grant or revoke its public
 // read"): an object's source record says whether it is public, and a reconcile derives its ACL
 // from a fresh read of the source. Each notification that the object changed asks for a
 // reconcile; since a run decides from the source as it is when the run starts, the calls that

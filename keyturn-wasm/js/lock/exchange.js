@@ -58,6 +58,8 @@ export class Exchange {
     // and timer flights.js keeps for it.
     this.calls = 0;
     this.code = 0;
+    this.sent = 0; // when it was sent, on both clocks
+    this.sentWall = 0;
     this.ms = 0;
     this.deadline = Infinity;
     /** @type {Exchange | undefined} */
@@ -69,18 +71,19 @@ export class Exchange {
   }
 
   /**
-   * Starts with the call `code` names, sent at `now` (monotonic): the promise of the step after
-   * (or of what `then` makes of it).
+   * Starts with the call `code` names, decided at `wall` (the manager's clock) and `now`
+   * (monotonic): the promise of the step after (or of what `then` makes of it).
    * @param {number} code
+   * @param {number} wall
    * @param {number} now
    * @returns {Promise<any>}
    */
-  start(code, now) {
+  start(code, wall, now) {
     const promise = new Promise((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
     });
-    this.call(code, now);
+    this.call(code, wall, now);
     return promise;
   }
 
@@ -95,11 +98,13 @@ export class Exchange {
   }
 
   /**
-   * Makes the store call `code` names, its details in the core's step view, sent at `now`.
+   * Makes the store call `code` names, its details in the core's step view, sent at `wall` and
+   * `now`.
    * @param {number} code
+   * @param {number} wall
    * @param {number} now
    */
-  call(code, now) {
+  call(code, wall, now) {
     const { manager, name } = this;
     const { core, store } = manager;
     let value = '';
@@ -122,6 +127,8 @@ export class Exchange {
     }
     const number = ++this.calls;
     this.code = code;
+    this.sent = now;
+    this.sentWall = wall;
     this.ms = bound;
     this.deadline = now + bound;
     Promise.resolve(call).then(
@@ -148,8 +155,13 @@ export class Exchange {
    */
   answered(code, answer) {
     if (this.abandoned) return;
-    const now = performance.now();
-    const wall = this.manager.time();
+    // A write's answer is given to the core at the time the write was sent (no clock read): all
+    // the core does with that time — a watch of the version it wrote, whose lease runs from
+    // then too, and the read that follows a refusal — holds from then. A read's answer is timed
+    // as it comes: a watch of what it found starts then.
+    const read = code === LOCK_READ;
+    const now = read ? performance.now() : this.sent;
+    const wall = read ? this.manager.time() : this.sentWall;
     let next;
     try {
       next = this.classify(code, answer, wall, now);
@@ -157,7 +169,7 @@ export class Exchange {
       this.end(this.manager.failed(error));
       return;
     }
-    if (typeof next === 'number') this.next(next, now);
+    if (typeof next === 'number') this.next(next, wall, now);
     else this.fail(next, LOCK_FAILED);
   }
 
@@ -229,19 +241,20 @@ export class Exchange {
       this.end(manager.failed(trapped));
       return;
     }
-    this.next(next, now);
+    this.next(next, wall, now);
   }
 
   /**
-   * The core's next step, decided at `now`: another call, the failure reported, or the end of
-   * the exchange.
+   * The core's next step, decided at `wall` and `now`: another call, the failure reported, or
+   * the end of the exchange.
    * @param {number} code
+   * @param {number} wall
    * @param {number} now
    */
-  next(code, now) {
+  next(code, wall, now) {
     const { manager } = this;
     if (code === LOCK_CREATE || code === LOCK_READ || code === LOCK_REPLACE) {
-      this.call(code, now);
+      this.call(code, wall, now);
       return;
     }
     if (code === LOCK_ERROR) {

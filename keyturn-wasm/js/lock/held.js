@@ -148,7 +148,7 @@ export class KeyturnLock {
       if (code === LOCK_READ || code === LOCK_REPLACE) {
         this.#renewing = new Exchange(manager, this.#name, this.#ticket);
         try {
-          code = await this.#renewing.start(code, now);
+          code = await this.#renewing.start(code, wall, now);
         } finally {
           this.#renewing = undefined;
         }
@@ -246,7 +246,7 @@ export class KeyturnLock {
       return released;
     }
     const gone = () => this.#released();
-    return new Exchange(manager, this.#name, this.#ticket, gone, gone).start(code, now);
+    return new Exchange(manager, this.#name, this.#ticket, gone, gone).start(code, wall, now);
   }
 
   #released() {

@@ -297,7 +297,7 @@ export class Manager {
    * hand-offs may run (`undefined` for a lock's). A name or option the core refuses rejects
    * with the TypeError or RangeError, having queued nothing.
    * @param {string} name
-   * @param {LeaseOptions & { waitMs: number | undefined }} options
+   * @param {LeaseOptions} options
    * @param {AbortSignal | undefined} signal
    * @param {number | undefined} streakMs
    * @returns {Promise<KeyturnLock | undefined>}
@@ -330,7 +330,7 @@ export class Manager {
             return new KeyturnLock(this, acquired, name);
           },
           done,
-        ).start(code, mono);
+        ).start(code, wall, mono);
       }
     } catch (error) {
       this.letGo(waiter);
@@ -388,7 +388,7 @@ export class Manager {
           this.waits(-1);
           code = core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
         } else {
-          code = await new Exchange(this, name, ticket).start(code, performance.now());
+          code = await new Exchange(this, name, ticket).start(code, this.time(), performance.now());
         }
         this.drain();
       }

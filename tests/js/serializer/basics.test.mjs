@@ -11,7 +11,7 @@ import { forEachMode } from '../modes.mjs';
 
 const require = createRequire(import.meta.url);
 
-// Keeps the loop alive (the package's deadline timers are unref'd, as the seed's), and every
+// Keeps the loop alive (the package's deadline timers are unref'd, as `keyed-serializer.js`'s are), and every
 // test in this file also checks that nothing produced an unhandled rejection.
 const { noUnhandled } = watchProcess();
 const settleTurns = async () => {
@@ -124,9 +124,10 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
     await noUnhandled();
   });
 
-  test('the timeout message is the seed\'s, word for word', async () => {
-    // The seed's text (keyed-serializer.js), stated here so the test needs nothing outside this
-    // repository; KEYTURN_SEED=<its path> also checks it against the seed itself.
+  test('the timeout message is keyed-serializer.js\'s, word for word', async () => {
+    // The text of keyed-serializer.js (the per-key serializer keyturn is a drop-in for), stated
+    // here so the test needs nothing outside this repository; KEYTURN_SEED=<its path> also
+    // checks it against that file itself.
     const seedText = (key, ms) => `serialized work for ${key} timed out after ${ms} ms: released, the next notification re-decides`;
     const serialize = createKeyedSerializer({ timeoutMs: 10 });
     const error = await serialize('k:1', () => new Promise(() => {})).catch((e) => e);

@@ -1,9 +1,9 @@
-// The seed's microtask order: the handlers a caller attached to a work's promise — `.then`
-// chains and `await` continuations — run before the next work of the key starts, exactly as in
-// the seed (keyed-serializer.js), for a resolved, a rejected and a timed-out work, whether the
-// handlers were attached before or after the next work was queued. The expected orders below
-// are what the seed prints; KEYTURN_SEED=<path to the seed> runs the seed through the same
-// scenarios and checks that they still are. In both modes (see ../modes.mjs).
+// The microtask order of keyed-serializer.js (the per-key serializer keyturn is a drop-in for,
+// not in this repository): the handlers a caller attached to a work's promise — `.then` chains
+// and `await` continuations — run before the next work of the key starts, exactly as there, for
+// a resolved, a rejected and a timed-out work, whether the handlers were attached before or
+// after the next work was queued. The expected orders below are what that file prints;
+// KEYTURN_SEED=<path to it> runs it through the same scenarios and checks that they still are. In both modes (see ../modes.mjs).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -75,7 +75,7 @@ forEachMode(({ createKeyedSerializer }) => {
   for (const outcome of ['resolved', 'rejected', 'timedOut']) {
     for (const handlersFirst of [true, false]) {
       const when = handlersFirst ? 'handlers attached before the next work is queued' : 'handlers attached after it';
-      test(`the seed's order around a ${outcome} work, ${when}`, async () => {
+      test(`keyed-serializer.js's order around a ${outcome} work, ${when}`, async () => {
         assert.equal(await scenario(createKeyedSerializer, outcome, handlersFirst), expected[outcome]);
         if (process.env.KEYTURN_SEED) {
           const seed = createRequire(import.meta.url)(process.env.KEYTURN_SEED).createKeyedSerializer;
@@ -99,7 +99,7 @@ forEachMode(({ createKeyedSerializer }) => {
     return log;
   }
 
-  test('an idle key\'s work is called two microtasks after serialize, as the seed\'s', async () => {
+  test('an idle key\'s work is called two microtasks after serialize, as keyed-serializer.js\'s', async () => {
     const expectedOrder = ['sync', 'tick 1', 'work', 'tick 2', 'tick 3'];
     assert.deepEqual(await idleKeyOrder(createKeyedSerializer), expectedOrder);
     if (process.env.KEYTURN_SEED) {

@@ -1,4 +1,4 @@
-// createKeyedSerializer({ store }): the reference's guarantee across isolates, against pkg/, in
+// createKeyedSerializer({ store }): the serializer's guarantee across isolates, against pkg/, in
 // both modes (see ../modes.mjs). The package's modules and its CommonJS entry are independent
 // wasm instances, each with its own lock manager: two "isolates" sharing one store.
 import { test } from 'node:test';
@@ -64,7 +64,7 @@ forEachMode((mode) => {
     await watch.noUnhandled();
   });
 
-  test('the seed\'s microtask order holds with a store: a caller\'s handlers run before the next work', async () => {
+  test('keyed-serializer.js\'s microtask order holds with a store: a caller\'s handlers run before the next work', async () => {
     const serialize = mode.createKeyedSerializer({ store: new mode.MemoryStore() });
     const log = [];
     const first = serialize('k', async () => {

@@ -1,4 +1,4 @@
-// A workerd client of the fault harness, one per client process (faults/workerd-client.mjs):
+// A workerd client of the fault harness, one per client process (faults/workerd-client-process.mjs):
 // its own keyturn instance in its own isolate, over the engine's Durable Objects (bindings LOCKS
 // and COUNTERS, reached through the dev registry). `POST /turn?name=…` takes one turn. Its events
 // go out one by one as requests to the process driving it (Miniflare's outbound service), each

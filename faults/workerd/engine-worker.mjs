@@ -1,4 +1,4 @@
-// The Durable Objects engine of the fault harness, run by faults/durable-objects.mjs in its own
+// The Durable Objects engine of the fault harness, run by faults/durable-objects-engine.mjs in its own
 // workerd process and reached by every client process through Miniflare's dev registry: the
 // lock records (`LockDurableObject`, keyturn's) and the fenced counters (`FencedCounter`), one
 // object per name. `GET /final?resource=…` reads a counter's end state.

@@ -3,7 +3,7 @@
 // store, each turn a fenced increment of the name's counter. It prints its history as JSON
 // lines (see checker.mjs), the first saying it is ready, until SIGTERM.
 //
-//   node faults/client.mjs '<config JSON>'
+//   node faults/redis-client-process.mjs '<config JSON>'
 import { createClient } from 'redis';
 import { RedisStore, createKeyedSerializer, withLock } from 'keyturn';
 

@@ -1,5 +1,5 @@
 // One client process of the fault harness over Durable Objects: a workerd (Miniflare) of its
-// own running faults/workerd/client.mjs — its own keyturn instance — whose bindings LOCKS and
+// own running faults/workerd/client-worker.mjs — its own keyturn instance — whose bindings LOCKS and
 // COUNTERS reach the engine's objects through the dev registry. It asks for one turn after
 // another and prints the events the worker sends it as JSON lines (see checker.mjs) until SIGTERM.
 // Its first line says it is ready, and names the process ids of its workerd (`{"kind":"ready",
@@ -8,7 +8,7 @@
 // SIGUSR2 asks it to dispose of its isolate mid-hold: at the next acquisition it throws away
 // its workerd while the turn holds the lease, and starts a new one.
 //
-//   node faults/workerd-client.mjs '<config JSON>'
+//   node faults/workerd-client-process.mjs '<config JSON>'
 import { Miniflare } from 'miniflare';
 
 import { worker } from '../tests/runtimes/workerd.mjs';
@@ -20,7 +20,7 @@ const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const external = (className) => ({ className, scriptName: engine, useSQLite: true });
 const options = {
   name: `keyturn-faults-${id}`.replace(/[^a-z0-9-]/gi, '-'),
-  ...worker('faults/workerd/client.mjs'),
+  ...worker('faults/workerd/client-worker.mjs'),
   cf: false,
   bindings: { CONFIG: config },
   durableObjects: { LOCKS: external('LockDurableObject'), COUNTERS: external('FencedCounter') },
@@ -88,7 +88,7 @@ while (!stopping) {
     await disposing;
     disposing = undefined;
   }
-  // A client thinks between turns, as a service between requests (see client.mjs).
+  // A client thinks between turns, as a service between requests (see redis-client-process.mjs).
   await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 25));
 }
 await mf.dispose().catch(() => {});
