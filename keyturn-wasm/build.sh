@@ -29,7 +29,7 @@ for module in wasm:serializer:3: lock:lock:2:-inline-threshold=175; do
 done
 js=keyturn-wasm/js
 cp "$js"/api.js "$js"/platform.js "$js"/serializer.js "$js"/lock.js "$js"/arguments.js "$js"/errors.js \
-  "$js"/instance.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js "$js"/node.mjs "$js"/index.d.ts \
+  "$js"/instance.js "$js"/timers.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js "$js"/node.mjs "$js"/index.d.ts \
   "$js"/package.json CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
 cp -r "$js"/serializer "$js"/lock "$js"/stores pkg/
 # The package's README is the repository's, without what only the repository has.

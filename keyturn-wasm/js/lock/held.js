@@ -4,6 +4,7 @@
 // JavaScript surface: `signal`, `renew`, `release`, `await using`.
 import { LOCK_DONE, LOCK_HELD, LOCK_READ, LOCK_REPLACE, MESSAGES, fill } from '../constants.js';
 import { Exchange } from './exchange.js';
+import { unref } from '../timers.js';
 
 /** @typedef {import('./manager.js').Manager} Manager */
 
@@ -21,15 +22,6 @@ const released = Promise.resolve();
  */
 const lostReason = (template, name) => new DOMException(`keyturn: ${fill(template, { name })}`, 'AbortError');
 
-/**
- * A timer that only guards something else (a lease's end, a renewal) must not keep a Node
- * process alive: Node answers a Timeout object with `unref`; browsers and Workers a number.
- * @param {ReturnType<typeof setTimeout>} timer
- */
-const guard = (timer) => {
-  /** @type {{ unref?: () => void }} */ (timer)?.unref?.();
-  return timer;
-};
 
 /**
  * A held lock: its `name`, its `token` (in the record while held; shared within one hand-off
@@ -115,7 +107,7 @@ export class KeyturnLock {
       this.#lose(MESSAGES.lockLapsed);
       return;
     }
-    this.#timer = guard(setTimeout(() => this.#watch(), left));
+    this.#timer = unref(setTimeout(() => this.#watch(), left));
   }
 
   /** @param {string} template */
@@ -194,7 +186,7 @@ export class KeyturnLock {
         return;
       }
       try {
-        timer = guard(setTimeout(renew, Math.max(0, at - performance.now())));
+        timer = unref(setTimeout(renew, Math.max(0, at - performance.now())));
       } catch {
         // no timer for renewals: the lease runs staleMs, as an unrenewed lock's does
       }

@@ -4,7 +4,8 @@
 // callers need nothing of it: the job starts as any (`Callers` as it is).
 import { SERIALIZER_NEXT } from '../constants.js';
 import { Callers } from './coalescing.js';
-import { Job, Line, clear, microtask, timerDelay, unref } from './jobs.js';
+import { clear, timerDelay, unref } from '../timers.js';
+import { Job, Line, microtask } from './jobs.js';
 
 /** @typedef {import('../serializer.js').Serializer} Serializer */
 /** @typedef {import('./jobs.js').Work} Work */

@@ -7,7 +7,8 @@
 // the core's to say; `InContextCallers` is what coalescing needs here.
 import { SERIALIZER_IDLE, SERIALIZER_STARTED, SERIALIZER_WAITING } from '../constants.js';
 import { Callers } from './coalescing.js';
-import { Job, Line, clear, microtask, timerDelay, unref } from './jobs.js';
+import { clear, timerDelay, unref } from '../timers.js';
+import { Job, Line, microtask } from './jobs.js';
 
 /** @typedef {import('../serializer.js').Serializer} Serializer */
 /** @typedef {import('./jobs.js').Work} Work */

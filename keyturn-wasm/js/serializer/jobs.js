@@ -19,37 +19,6 @@ export const microtask = (task) => {
 };
 
 /**
- * Clears a timer; one that cannot be cleared fires into a job or serializer that ignores it.
- * @param {ReturnType<typeof setTimeout> | undefined} timer
- */
-export const clear = (timer) => {
-  try {
-    clearTimeout(timer);
-  } catch {
-    // nothing to do: what it would have ended has ended
-  }
-};
-
-/**
- * The delay of a timer that must not fire before `ms` have passed: hosts take whole
- * milliseconds, and some round a fraction down.
- * @param {number} ms
- */
-export const timerDelay = (ms) => Math.max(1, Math.ceil(ms));
-
-/**
- * A timer that only guards something else must not keep a Node process alive: Node answers a
- * Timeout object with `unref`; browsers and Workers a number.
- * @template T
- * @param {T} timer
- * @returns {T}
- */
-export const unref = (timer) => {
-  /** @type {{ unref?: () => void } | undefined} */ (timer)?.unref?.();
-  return timer;
-};
-
-/**
  * What a call passed in its options, when it passed any. A coalescing job's are its group's:
  * its callers' signals and `onLateSettle` are theirs (see `Callers`), not the job's.
  */
