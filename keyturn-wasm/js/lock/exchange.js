@@ -17,6 +17,7 @@ import {
 import { describe } from '../arguments.js';
 
 /** @typedef {import('./manager.js').Manager} Manager */
+/** @typedef {import('./manager.js').Waiter} Waiter */
 
 /**
  * The store calls the core asks for one ticket, from one step on, each bounded as its step
@@ -47,6 +48,8 @@ export class Exchange {
     this.ticket = ticket;
     this.then = then;
     this.otherwise = otherwise;
+    /** @type {Waiter | undefined} an acquisition's, let go if the exchange fails */
+    this.waiter = undefined;
     /** @type {LockStoreError | undefined} */
     this.failure = undefined;
     this.abandoned = false;
@@ -284,6 +287,7 @@ export class Exchange {
 
   /** @param {unknown} error */
   end(error) {
+    if (this.waiter !== undefined) this.manager.letGo(this.waiter);
     this.otherwise?.();
     this.reject(error);
   }

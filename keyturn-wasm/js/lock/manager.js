@@ -319,18 +319,13 @@ export class Manager {
       this.drain();
       if (signal === undefined && (code === LOCK_CREATE || code === LOCK_REPLACE)) {
         // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
-        const done = () => this.letGo(waiter);
-        return new Exchange(
-          this,
-          name,
-          acquired,
-          (next) => {
-            if (next !== LOCK_HELD) return this.acquiring(name, acquired, next, waiter, undefined);
-            done();
-            return new KeyturnLock(this, acquired, name);
-          },
-          done,
-        ).start(code, wall, mono);
+        const exchange = new Exchange(this, name, acquired, (next) => {
+          if (next !== LOCK_HELD) return this.acquiring(name, acquired, next, waiter, undefined);
+          this.letGo(waiter);
+          return new KeyturnLock(this, acquired, name);
+        });
+        exchange.waiter = waiter;
+        return exchange.start(code, wall, mono);
       }
     } catch (error) {
       this.letGo(waiter);
