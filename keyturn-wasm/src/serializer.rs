@@ -19,7 +19,7 @@ use keyturn::machine::{Abandon, EnqueueError, LineId, SerializerCore, Ticket, Tu
 use keyturn::{validate_key, Coalesce, LockOptions, SerializerOptions};
 
 use crate::interop;
-use crate::wire::serializer::{GONE, IDLE, STARTED, WAITING};
+use crate::wire::serializer::IDLE;
 use crate::wire::turns::{NONE, RELEASE_FIRST};
 
 /// The group a JS call coalesces in: none (`undefined`: `coalesce` false or absent), `true`
@@ -250,13 +250,18 @@ impl SerializerBinding {
             .map_or(IDLE as u32, |released| interop::line_change(&released))
     }
 
-    /// A work (by ticket) left its line — its caller's promise settled — with a timer per
-    /// work: answers as [`finish_head`](Self::finish_head) (0 for a work no longer queued).
+    /// A started work (by ticket) left its line — its caller's promise settled — with a timer
+    /// per work: answers as [`finish_head`](Self::finish_head); `undefined` for a work that
+    /// never started (it left its line waiting, and nothing of it is left to finish).
     #[wasm_bindgen(js_name = finishTicket)]
-    pub fn finish_ticket(&mut self, ticket: f64) -> u32 {
-        self.ticket_of(ticket)
-            .and_then(|ticket| self.core.finish(ticket))
-            .map_or(0, |released| interop::line_change(&released))
+    pub fn finish_ticket(&mut self, ticket: f64) -> Option<u32> {
+        let ticket = self.ticket_of(ticket)?;
+        if !self.core.has_started(ticket) {
+            return None;
+        }
+        self.core
+            .finish(ticket)
+            .map(|released| interop::line_change(&released))
     }
 
     /// The caller of a work (by ticket) gave up on it — its signal aborted, or a coalescing
@@ -301,29 +306,12 @@ impl SerializerBinding {
         self.core.payload(ticket).copied()
     }
 
-    /// With a timer per work, the number of the job right ahead of a waiting one (whose settlement it waits
-    /// for); `undefined` for none.
+    /// With a timer per work, the number of the job right ahead of a waiting one (whose
+    /// settlement it waits for); `undefined` for none — it is the head, or not in its line.
     #[wasm_bindgen(js_name = jobAhead)]
     pub fn job_ahead(&self, ticket: f64) -> Option<u32> {
         let ahead = self.core.ahead_of(self.ticket_of(ticket)?)?;
         self.core.payload(ahead).copied()
-    }
-
-    /// Whether the work of `ticket` is the head of its line.
-    #[wasm_bindgen(js_name = isHead)]
-    pub fn is_head(&self, ticket: f64) -> bool {
-        self.ticket_of(ticket)
-            .is_some_and(|ticket| self.core.is_head(ticket))
-    }
-
-    /// Where the work of `ticket` is: `WAITING`, `STARTED`, or `GONE` (out of its line).
-    pub fn phase(&self, ticket: f64) -> u32 {
-        let phase = match self.ticket_of(ticket) {
-            Some(ticket) if self.core.is_waiting(ticket) => WAITING,
-            Some(ticket) if self.core.has_started(ticket) => STARTED,
-            _ => GONE,
-        };
-        phase as u32
     }
 
     /// A queued or running work's deadline length, in milliseconds: its own or the

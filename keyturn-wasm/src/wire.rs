@@ -43,12 +43,6 @@ pub mod serializer {
             LEFT = 4.0,
             /// A caller gave up on a running work: it is abandoned.
             ABANDONED = 8.0,
-            /// A work's phase: it is not in its line (it settled, or left).
-            GONE = 0.0,
-            /// A work's phase: it waits for its turn, or to be started.
-            WAITING = 1.0,
-            /// A work's phase: it started (it runs, or was abandoned and has not left yet).
-            STARTED = 2.0,
         }
     }
 

@@ -3,9 +3,10 @@
 // ends. So every job starts from a promise reaction its own caller registered — on the promise
 // of the job queued before it, as `keyed-serializer.js`'s `previous.then(…)` does — and has a
 // deadline timer of its own, armed in its own context and cleared when it settles: a request
-// never holds more timers than its works running. Where a job is (waiting, started, gone) is
-// the core's to say; `InContextCallers` is what coalescing needs here.
-import { SERIALIZER_IDLE, SERIALIZER_STARTED, SERIALIZER_WAITING } from '../constants.js';
+// never holds more timers than its works running. Whether a job's turn came, whether it
+// starts and whether it has anything to finish is the core's to say; `InContextCallers` is
+// what coalescing needs here.
+import { SERIALIZER_IDLE } from '../constants.js';
 import { Callers } from './coalescing.js';
 import { clear, timerDelay, unref } from '../timers.js';
 import { Job, Line, microtask } from './jobs.js';
@@ -14,6 +15,7 @@ import { Job, Line, microtask } from './jobs.js';
 /** @typedef {import('./jobs.js').Work} Work */
 /** @typedef {import('./jobs.js').CallOptions} CallOptions */
 /** @typedef {import('./coalescing.js').Caller} Caller */
+/** @typedef {(value?: unknown) => boolean | undefined} Reaction see `InContextScheduler.reacted` */
 
 /** A job that starts from its own reactions. */
 class InContextJob extends Job {
@@ -29,20 +31,25 @@ class InContextJob extends Job {
     this.timer = undefined;
     /** @type {InContextJob | undefined} the job queued right before it */
     this.prev = undefined;
-    /** @type {Promise<unknown>} settles a reaction after its caller's promise */
-    this.tail = resolvedTail;
-    /** @type {(() => void) | undefined} once its turn came: the reaction that starts it a microtask later */
+    /** @type {Promise<unknown>} settles a reaction after its caller's promise: with `true` when it ran and its line moved on */
+    this.tail = headNow;
+    /**
+     * @type {Reaction | null | undefined} once its turn came, the reaction that starts it a
+     * microtask later; `null` once that one ran
+     */
     this.starter = undefined;
     // Its one reaction: to its turn coming, while it waits (on the job before it, then one
-    // microtask later); to its own end, once its caller heard (on its own promise). The core
-    // tells the two apart: a job's caller hears only once it started or left the line. A
-    // coalescing job's is its first caller's; those that joined have their own
+    // microtask later); to its own end, once its caller heard (on its own promise). One closure
+    // for the two, not one each: a queued job's every field is memory each scavenge copies.
+    // A coalescing job's is its first caller's; those that joined have their own
     // (`InContextCallers.follow`).
-    this.react = () => scheduler.reacted(this, this.react, this.options?.callers?.first);
+    /** @type {Reaction} */
+    this.react = (value) => scheduler.reacted(this, this.react, this.options?.callers?.first, value);
   }
 }
 
-const resolvedTail = Promise.resolve();
+/** What a key's first job reacts to: none is ahead. */
+const headNow = Promise.resolve(true);
 
 /** A busy key, and its last job (the next one's `prev`). */
 class InContextLine extends Line {
@@ -81,10 +88,10 @@ class InContextCallers extends Callers {
    */
   follow(caller) {
     const job = /** @type {InContextJob} */ (caller.job);
-    const react = () => this.scheduler.reacted(job, react, caller);
+    /** @type {Reaction} */
+    const react = (value) => this.scheduler.reacted(job, react, caller, value);
     caller.react = react;
-    if (job.prev === undefined) microtask(react);
-    else job.prev.tail.then(react);
+    (job.prev?.tail ?? headNow).then(react);
   }
 
   /**
@@ -176,7 +183,8 @@ export class InContextScheduler {
   /**
    * A queued job waits for the one before it, on that job's `tail`: a reaction of its own,
    * settled one microtask after the caller's promise, as `keyed-serializer.js`'s tail is — so
-   * it starts after that caller's handlers ran.
+   * it starts after that caller's handlers ran. The first job of a key reacts a microtask
+   * later.
    * @param {Job} queued
    * @param {Promise<unknown>} result
    */
@@ -186,76 +194,65 @@ export class InContextScheduler {
     job.prev = line.last;
     line.last = job;
     job.tail = result.then(job.react, job.react);
-    if (job.prev === undefined) microtask(job.react);
-    else job.prev.tail.then(job.react);
+    (job.prev?.tail ?? headNow).then(job.react);
     job.signal?.addEventListener('abort', job);
   }
 
   /**
    * A reaction of `job` (`reaction`, of its `caller` when it coalesces), in that caller's
-   * context: while the job waits, its turn may have come; once it started, its own reaction
-   * is its end.
+   * context, to `value`: what the tail it waited on settled with, or its own outcome.
+   *
+   * Until its turn came, a reaction is to the tail of the job ahead: when its turn has come, it
+   * starts a microtask later — deadline timer, controller, work — as `keyed-serializer.js`'s
+   * `bounded` then `Promise.resolve().then(work)` do. Until then it still waits (and a caller's
+   * abort takes it out of the line). Of a shared job's callers, the first still waiting whose
+   * reaction finds its turn come starts it. After that, its own reaction is its end. workerd
+   * runs reactions of different requests in no set order: a coalescing job's first caller may
+   * hear of its turn only after a joined caller started it, and that is not its end.
+   *
+   * Answers what its tail settles with when this reaction is its end (see `jobDone`).
    * @param {InContextJob} job
-   * @param {() => void} reaction
+   * @param {Reaction} reaction
    * @param {Caller | undefined} caller
+   * @param {unknown} value
+   * @returns {boolean | undefined}
    */
-  reacted(job, reaction, caller) {
-    // A failed instance starts nothing (its waiting jobs were told already); what a job holds
-    // goes when it settles.
-    if (this.serializer.instance.failure !== undefined) {
-      if (reaction === job.react) this.letGo(job);
-      return;
+  reacted(job, reaction, caller, value) {
+    if (job.starter === null) {
+      if (reaction === job.react && job.options?.callers?.settled !== false) return this.jobDone(job);
+      return undefined;
     }
-    let phase;
-    try {
-      phase = this.core.phase(job.ticket);
-    } catch (error) {
-      this.serializer.failed(error);
-      return;
-    }
-    if (phase === SERIALIZER_WAITING) this.turn(job, reaction, caller);
-    // workerd runs reactions of different requests in no set order: a coalescing job's first
-    // caller may hear of its turn only after a joined caller started it, and that is not its end.
-    else if (phase === SERIALIZER_STARTED && reaction === job.react && job.options?.callers?.settled !== false) this.jobDone(job);
-  }
-
-  /**
-   * A waiting job's reaction: when its turn has come, it starts a microtask later — deadline
-   * timer, controller, work — as `keyed-serializer.js`'s `bounded` then
-   * `Promise.resolve().then(work)` do. Until then it still waits (and a caller's abort takes it
-   * out of the line). Of a shared job's callers, the first still waiting whose reaction finds
-   * its turn come starts it.
-   * @param {InContextJob} job
-   * @param {() => void} reaction
-   * @param {Caller | undefined} caller
-   */
-  turn(job, reaction, caller) {
     const serializer = this.serializer;
+    if (serializer.instance.failure !== undefined) return undefined; // its waiting jobs were told already
     if (job.starter === undefined) {
-      if (caller !== undefined && caller.left) return;
-      // The job it waited for settled; it is the head now, unless that one left the line early
-      // (its caller's signal) or this is a joined caller's reaction, which waited on whatever
-      // was ahead when it joined: then it waits on the job the core says is ahead now.
-      try {
-        if (!this.core.isHead(job.ticket)) {
-          const slot = this.core.jobAhead(job.ticket);
-          const ahead = slot === undefined ? undefined : /** @type {InContextJob} */ (serializer.job(slot));
-          if (ahead !== undefined) {
-            job.prev = ahead;
-            ahead.tail.then(reaction);
-          }
-          return;
+      if (caller !== undefined && caller.left) return undefined;
+      // The job it waited for settled. When that one ran (its tail settled with `true`), the
+      // core moved the line on and this one is the head; when it left the line early (its
+      // caller's signal), or this is a joined caller's first reaction, this one waits on the
+      // job the core says is ahead now, if any. (A job that left its line itself hears its own
+      // outcome here first: `startTicket` then says it does not start.)
+      if (value !== true) {
+        let slot;
+        try {
+          slot = this.core.jobAhead(job.ticket);
+        } catch (error) {
+          serializer.failed(error);
+          return undefined;
         }
-      } catch (error) {
-        serializer.failed(error);
-        return;
+        if (slot !== undefined) {
+          const ahead = /** @type {InContextJob} */ (serializer.job(slot));
+          job.prev = ahead;
+          ahead.tail.then(reaction);
+          return undefined;
+        }
       }
       job.starter = reaction;
       microtask(reaction);
-      return;
+      return undefined;
     }
     // Its starter left in the one microtask since: it starts from that context all the same.
-    if (job.starter !== reaction) return;
+    if (job.starter !== reaction) return undefined;
+    job.starter = null;
     let timeoutMs;
     try {
       // No time: with a timer per work the core orders no deadlines (and workerd's
@@ -263,9 +260,9 @@ export class InContextScheduler {
       timeoutMs = this.core.startTicket(job.ticket);
     } catch (error) {
       serializer.failed(error);
-      return;
+      return undefined;
     }
-    if (timeoutMs === undefined) return;
+    if (timeoutMs === undefined) return undefined;
     try {
       // A closure rather than `setTimeout(f, ms, job)`: workerd takes nearly twice as long to
       // arm and clear a timer given an argument to pass. A deadline must not keep a Node
@@ -274,9 +271,10 @@ export class InContextScheduler {
     } catch (error) {
       // A job whose deadline cannot be armed does not run; its caller gets the host's error.
       job.reject(error);
-      return;
+      return undefined;
     }
     serializer.begin(job);
+    return undefined;
   }
 
   /** @param {InContextJob} job */
@@ -286,23 +284,28 @@ export class InContextScheduler {
   }
 
   /**
-   * A started job's caller promise settled: its timer and listener go, and its line moves on.
+   * A job's caller promise settled: its timer and listener go, and if it started, its line
+   * moves on (one that left its line waiting was let go as it left). Answers whether it did,
+   * for the job behind, which reacts to this answer.
    * @param {InContextJob} job
    */
   jobDone(job) {
     const serializer = this.serializer;
     this.letGo(job);
-    serializer.turns.ended(job);
+    if (serializer.instance.failure !== undefined) return false;
+    serializer.turns.ended(job); // a job that never started holds no turn
     let change;
     try {
       change = this.core.finishTicket(job.ticket);
     } catch (error) {
       serializer.failed(error);
-      return;
+      return false;
     }
+    if (change === undefined) return false;
     serializer.left(job);
     // The next job starts from its own reaction on this job's tail.
     if (change & SERIALIZER_IDLE) serializer.lineChanged(job.line, change);
+    return true;
   }
 
   /**

@@ -1,7 +1,7 @@
 // The serializer's job and line model, shared by its schedulers (direct.js, in-context.js) and
 // its turns (this file's `PlainTurns`, leased.js): what one call is, what one busy key is, and
 // how a started job's work is called and its caller told. Where a job is in its life is the
-// core's to say (its phase, by ticket); a job keeps only what the host calls need.
+// core's to say (by ticket); a job keeps only what the host calls need.
 
 /** @typedef {import('../serializer.js').Serializer} Serializer */
 /** @typedef {import('./coalescing.js').Callers} Callers */
