@@ -44,6 +44,7 @@ bench: build
 	node bench/coalescing.mjs
 	node bench/workerd.mjs
 	node bench/lock.mjs
+	node bench/cross-isolate.mjs
 	node bench/stores.mjs
 	node bench/serializer-store.mjs
 	node bench/claims.mjs

@@ -9,6 +9,7 @@
 use core::fmt;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 
 use crate::keymap::KeyMap;
 
@@ -87,6 +88,27 @@ pub trait LockStore {
         version: &Self::Version,
         value: &str,
     ) -> Result<Option<Self::Version>, StoreError>;
+
+    /// Whether [`changed`](Self::changed) tells changes. `false` (the default): the lock polls,
+    /// with jitter, and never calls `changed`.
+    fn tells_changes(&self) -> bool {
+        false
+    }
+
+    /// Answers `true` once the record under `key` no longer has `version` (`None`: once it
+    /// exists), `false` after `ms` — or never, as the lock stops waiting at `ms` anyway. It may
+    /// answer `true` spuriously: it is never needed for safety, only to wake the head of a
+    /// line once a holder in another isolate lets go, instead of polling. Called only when
+    /// [`tells_changes`](Self::tells_changes) says so.
+    async fn changed(
+        &self,
+        key: &str,
+        version: Option<&Self::Version>,
+        ms: f64,
+    ) -> Result<bool, StoreError> {
+        let _ = (key, version, ms);
+        Ok(true)
+    }
 }
 
 impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
@@ -105,6 +127,17 @@ impl<S: LockStore + ?Sized> LockStore for std::rc::Rc<S> {
     ) -> Result<Option<S::Version>, StoreError> {
         (**self).replace(key, version, value).await
     }
+    fn tells_changes(&self) -> bool {
+        (**self).tells_changes()
+    }
+    async fn changed(
+        &self,
+        key: &str,
+        version: Option<&S::Version>,
+        ms: f64,
+    ) -> Result<bool, StoreError> {
+        (**self).changed(key, version, ms).await
+    }
 }
 
 /// The embedded store: records in this isolate's memory, with exact create-if-absent and
@@ -118,6 +151,9 @@ pub struct MemoryStore {
     /// Each record's value and version. Records are never deleted.
     records: RefCell<Vec<(String, u64)>>,
     versions: Cell<u64>,
+    /// The tasks waiting in `changed`, woken by any write (spuriously for other keys, which
+    /// `changed` allows).
+    watchers: RefCell<Vec<Waker>>,
 }
 
 impl MemoryStore {
@@ -165,15 +201,20 @@ impl MemoryStore {
     pub fn put(&self, key: &str, value: &str) -> String {
         let version = self.versions.get() + 1;
         self.versions.set(version);
-        let mut records = self.records.borrow_mut();
-        match self.slot(key).and_then(|slot| records.get_mut(slot)) {
-            Some(record) => *record = (value.to_owned(), version),
-            None => {
-                self.index
-                    .borrow_mut()
-                    .insert(Rc::from(key), records.len() as u32);
-                records.push((value.to_owned(), version));
+        {
+            let mut records = self.records.borrow_mut();
+            match self.slot(key).and_then(|slot| records.get_mut(slot)) {
+                Some(record) => *record = (value.to_owned(), version),
+                None => {
+                    self.index
+                        .borrow_mut()
+                        .insert(Rc::from(key), records.len() as u32);
+                    records.push((value.to_owned(), version));
+                }
             }
+        }
+        for watcher in self.watchers.take() {
+            watcher.wake();
         }
         decimal(version)
     }
@@ -203,5 +244,27 @@ impl LockStore for MemoryStore {
         value: &str,
     ) -> Result<Option<String>, StoreError> {
         Ok(self.replace_now(key, version, value))
+    }
+
+    fn tells_changes(&self) -> bool {
+        true
+    }
+
+    /// Answers `true` at the first write after which the record's version differs; never
+    /// `false` (it keeps no clock: the lock stops waiting at `ms`).
+    async fn changed(
+        &self,
+        key: &str,
+        version: Option<&String>,
+        _ms: f64,
+    ) -> Result<bool, StoreError> {
+        core::future::poll_fn(|cx| {
+            if self.get(key).map(|found| found.version).as_ref() != version {
+                return Poll::Ready(Ok(true));
+            }
+            self.watchers.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
     }
 }

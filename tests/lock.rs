@@ -845,3 +845,42 @@ fn with_lock_renews_while_the_work_runs_and_releases_after() {
     );
     assert!(matches!(error, LockError::Unavailable { wait_ms, .. } if wait_ms == 50.0));
 }
+
+#[test]
+fn over_a_store_that_tells_changes_a_release_in_another_isolate_wakes_the_head_at_once() {
+    let (clock, memory, executor) = world();
+    let a = LockManager::new(memory.clone(), clock.clone(), SeededRandom::new(1));
+    let b = LockManager::new(memory.clone(), clock.clone(), SeededRandom::new(2));
+    let held = Rc::new(RefCell::new(None));
+    let (a2, h) = (a.clone(), held.clone());
+    executor.spawn(async move {
+        *h.borrow_mut() = a2.acquire("k", LockOptions::default()).await.unwrap();
+    });
+    executor.run_until_stalled();
+    let (b2, c) = (b.clone(), clock.clone());
+    let got = executor.spawn_with_output(async move {
+        let lock = b2
+            .acquire("k", options(1000.0, 2000.0))
+            .await
+            .unwrap()
+            .expect("released in time");
+        (lock.fence(), c.now_ms())
+    });
+    executor.run_until_stalled();
+    clock.advance(300.0);
+    executor.run_until_stalled();
+    // Create (refused), read, then one watch for the 300 ms: no polls.
+    assert_eq!(b.store_calls(), 3);
+    let lock = Rc::new(held.borrow_mut().take().unwrap());
+    let released_at = clock.now_ms();
+    executor.spawn(async move { lock.release().await.unwrap() });
+    executor.run_until_stalled();
+    let (fence, at) = got
+        .borrow_mut()
+        .take()
+        .expect("woken by the release, no time passing");
+    assert_eq!(fence, 2);
+    assert_eq!(at, released_at);
+    // ... then a read and the CAS that took it.
+    assert_eq!(b.store_calls(), 5);
+}

@@ -203,6 +203,12 @@ export interface LockStore {
   read(key: string): Promise<{ value: string; version: string } | null>;
   /** Writes `value` only if the record's version is still `version` (CAS): the new version, or null. */
   replace(key: string, version: string, value: string): Promise<string | null>;
+  /**
+   * Optional: resolves to `true` once the record under `key` no longer has `version` (null:
+   * once it exists), `false` after `ms` (it may resolve `true` spuriously). With it, the head of
+   * a name's line waits for the holder in another isolate to let go instead of polling.
+   */
+  changed?(key: string, version: string | null, ms: number): Promise<boolean>;
 }
 
 /** The embedded store: records in this isolate's memory, with exact create-if-absent and CAS. */
@@ -211,6 +217,7 @@ export class MemoryStore implements LockStore {
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
+  changed(key: string, version: string | null, ms: number): Promise<boolean>;
 }
 
 /** A lock store failed; the store's own error is `cause`. */

@@ -55,6 +55,11 @@ impl<V> StepView<V> {
                 self.wake_at = until;
                 lock::WAIT
             }
+            Step::Watch { version, until } => {
+                self.version = version;
+                self.wake_at = until;
+                lock::WATCH
+            }
             Step::Held => lock::HELD,
             Step::Done => lock::DONE,
             Step::Lost => lock::LOST,

@@ -54,6 +54,13 @@ impl LockCoreBinding {
         }
     }
 
+    /// Whether the store tells changes (it has `changed`): then a contender watches the
+    /// record instead of polling.
+    #[wasm_bindgen(js_name = setStoreTellsChanges)]
+    pub fn set_store_tells_changes(&mut self, tells: bool) {
+        self.core.set_store_tells_changes(tells);
+    }
+
     /// The wait of an acquisition given `wait_ms` (`undefined`: the default), in milliseconds.
     #[wasm_bindgen(js_name = waitMs)]
     pub fn wait_ms(wait_ms: Option<f64>) -> f64 {
@@ -193,7 +200,7 @@ impl LockCoreBinding {
         self.step.record.clone()
     }
 
-    /// The version the last replace step must find.
+    /// The version the last replace step must find, or the last watch step watches.
     pub fn version(&self) -> JsValue {
         self.step.version.clone()
     }
@@ -204,7 +211,7 @@ impl LockCoreBinding {
         self.step.bound_ms
     }
 
-    /// When the last sleep or wait step ends at the latest (monotonic milliseconds).
+    /// When the last sleep, wait or watch step ends at the latest (monotonic milliseconds).
     #[wasm_bindgen(js_name = wakeAt)]
     pub fn wake_at(&self) -> f64 {
         self.step.wake_at

@@ -86,6 +86,9 @@ pub mod lock {
             GIVE_UP = 8.0,
             /// A store call failed and was not found to have applied: report its error.
             ERROR = 9.0,
+            /// `store.changed(name, version(), ms)` until `wakeAt()` at the latest, then answer
+            /// `WOKE` (changed or not), or `FAILED` if it failed.
+            WATCH = 10.0,
             /// Answer: a create took (its version given) or found a record (none given).
             CREATED = 0.0,
             /// Answer: a replace took (its version given) or found the record changed.

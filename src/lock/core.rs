@@ -93,6 +93,18 @@ pub enum Step<V> {
         /// When to come back.
         until: f64,
     },
+    /// Over a store that tells changes ([`LockCore::set_store_tells_changes`]): the head of a
+    /// line found the name held by another isolate. `store.changed(name, version, until −
+    /// now)` — bounded by `until`, past which it counts as answered — then [`Answer::Woke`]
+    /// (changed or not); [`Answer::Failed`] if it failed, and the next pause polls. `version` is
+    /// the one the read saw, so a release between that read and this call is not missed.
+    Watch {
+        /// The version the record had.
+        version: V,
+        /// When to come back at the latest (monotonic): the wait's deadline, when the record
+        /// becomes stale, or one `storeTimeoutMs` on, whichever comes first.
+        until: f64,
+    },
     /// Waiting in line: come back with [`Answer::Woke`] when [`LockCore::take_woken`] names
     /// this ticket, or at `until` (monotonic) at the latest (its wait deadline, or the holder's
     /// lease end).
@@ -365,6 +377,8 @@ pub struct LockCore<V, W> {
     timers: Deadlines,
     woken: Vec<Woken<W>>,
     stats: LockStats,
+    /// The store answers `changed`: a contender waits on the record instead of polling.
+    store_tells_changes: bool,
 }
 
 impl<V, W> fmt::Debug for LockCore<V, W> {
@@ -391,7 +405,15 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             timers: Deadlines::default(),
             woken: Vec::new(),
             stats: LockStats::default(),
+            store_tells_changes: false,
         }
+    }
+
+    /// Whether the store tells changes of a record (its optional `changed`): then the head of a
+    /// line that finds the name held watches the record ([`Step::Watch`]) instead of polling.
+    /// Off by default; only the pauses between polls change.
+    pub fn set_store_tells_changes(&mut self, tells: bool) {
+        self.store_tells_changes = tells;
     }
 
     /// Starts a lock's acquisition of `name`: at the head of an idle name, its first store

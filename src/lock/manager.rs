@@ -244,12 +244,17 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// tokens and jitter from `random` (the platform's crypto in production, never a
     /// predictable generator).
     pub fn new(store: S, clock: C, random: R) -> Self {
+        let tells_changes = store.tells_changes();
         LockManager {
             inner: Rc::new(Inner {
                 store,
                 clock,
                 random,
-                core: RefCell::new(LockCore::new()),
+                core: RefCell::new({
+                    let mut core = LockCore::new();
+                    core.set_store_tells_changes(tells_changes);
+                    core
+                }),
             }),
         }
     }
@@ -358,6 +363,16 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                 Step::Wait { until } => {
                     wait_turn(&slot, inner.sleep_until(until)?, &inner.clock).await;
                     Answer::Woke
+                }
+                Step::Watch { version, until } => {
+                    let ms = (until - inner.clock.monotonic_ms()).max(0.0);
+                    let watch = inner.store.changed(name, Some(&version), ms);
+                    // Changed, or `until` came: either way the core reads again. A failed
+                    // watch is not reported; the core polls next.
+                    match bounded(watch, Some(inner.sleep_until(until)?)).await {
+                        Some(Err(_)) => Answer::Failed,
+                        _ => Answer::Woke,
+                    }
                 }
                 call => {
                     (step, failure) = inner.exchange(name, ticket, call).await;

@@ -9,6 +9,7 @@ import * as glue from '../keyturn_lock.js';
 import { InstanceHost } from '../instance.js';
 import {
   LOCK_CREATE,
+  LOCK_FAILED,
   LOCK_GIVE_UP,
   LOCK_HELD,
   LOCK_NAME_EMPTY,
@@ -17,6 +18,7 @@ import {
   LOCK_SLEEP,
   LOCK_STATS,
   LOCK_WAIT,
+  LOCK_WATCH,
   LOCK_WOKE,
 } from '../constants.js';
 import { keyError, leaseOptionError } from '../arguments.js';
@@ -35,6 +37,7 @@ import { Flights } from './flights.js';
  * @property {(key: string, value: string) => unknown} create
  * @property {(key: string) => unknown} read
  * @property {(key: string, version: unknown, value: string) => unknown} replace
+ * @property {((key: string, version: unknown, ms: number) => unknown) | undefined} [changed]
  */
 
 /** @type {InstanceHost | undefined} */
@@ -107,6 +110,7 @@ export class Manager {
     this.instance = instance;
     /** @type {LockCoreBinding} */
     this.core = new glue.LockCoreBinding();
+    this.core.setStoreTellsChanges(typeof store.changed === 'function');
     this.store = store;
     this.now = now;
     this.inContext = inContext;
@@ -289,6 +293,46 @@ export class Manager {
   }
 
   /**
+   * The head's wait for a record held in another isolate to change (until `until`, monotonic):
+   * `store.changed` from the version its read saw, raced with a timer of its own and cut short
+   * by its abort. `WOKE` when it answered or the time came; `FAILED` when it threw, rejected or
+   * answered something not a boolean (not reported: the core polls next).
+   * @param {Waiter} waiter
+   * @param {string} name
+   * @param {unknown} version
+   * @param {number} until
+   * @returns {Promise<number>}
+   */
+  watch(waiter, name, version, until) {
+    const ms = Math.max(0, until - performance.now());
+    /** @type {Promise<unknown>} */
+    let answer;
+    try {
+      answer = Promise.resolve(/** @type {NonNullable<Store['changed']>} */ (this.store.changed).call(this.store, name, version, ms));
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    return new Promise((resolve) => {
+      let settled = false;
+      /** @param {number} code */
+      const settle = (code) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (waiter.wake === wake) waiter.wake = undefined;
+        resolve(code);
+      };
+      const wake = () => settle(LOCK_WOKE);
+      const timer = setTimeout(wake, ms);
+      waiter.wake = wake;
+      answer.then(
+        (changed) => settle(typeof changed === 'boolean' ? LOCK_WOKE : LOCK_FAILED),
+        () => settle(LOCK_FAILED),
+      );
+    });
+  }
+
+  /**
    * An acquisition of a checked name (a well-formed string) with the options the caller gave
    * (numbers, or `undefined` for the core's defaults): a promise of the lock, or of `undefined`
    * when a live holder kept it for the whole wait. It settles within its wait plus one store
@@ -377,6 +421,9 @@ export class Manager {
         if (code === LOCK_SLEEP) {
           await this.sleep(waiter, core.wakeAt());
           code = core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
+        } else if (code === LOCK_WATCH) {
+          const answer = await this.watch(waiter, name, core.version(), core.wakeAt());
+          code = core.answer(ticket, answer, undefined, this.time(), performance.now());
         } else if (code === LOCK_WAIT) {
           this.waits(1);
           await this.wait(waiter, core.wakeAt());

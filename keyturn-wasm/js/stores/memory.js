@@ -17,6 +17,8 @@ export class MemoryStore {
   /** @type {Map<string, { value: string, version: string }>} */
   #records = new Map();
   #versions = 0;
+  /** @type {Map<string, Set<() => void>>} each key's `changed` calls waiting */
+  #watchers = new Map();
 
   /**
    * @param {string} key
@@ -25,6 +27,11 @@ export class MemoryStore {
   #put(key, value) {
     const version = String(++this.#versions);
     this.#records.set(key, { value, version });
+    const watchers = this.#watchers.get(key);
+    if (watchers !== undefined) {
+      this.#watchers.delete(key);
+      for (const tell of watchers) tell();
+    }
     return version;
   }
 
@@ -60,5 +67,35 @@ export class MemoryStore {
     checkString(version, 'version');
     checkString(value, 'value');
     return this.#records.get(key)?.version === version ? this.#put(key, value) : null;
+  }
+
+  /**
+   * Resolves to true once the record under `key` no longer has `version` (null: once it
+   * exists): at once if it already has not, else at the next write of it; to false after `ms`.
+   * @param {string} key
+   * @param {string | null} version
+   * @param {number} ms
+   * @returns {Promise<boolean>}
+   */
+  async changed(key, version, ms) {
+    checkString(key, 'key');
+    if (version !== null) checkString(version, 'version');
+    if (typeof ms !== 'number' || !(ms >= 0)) throw wrongType('ms', 'a number ≥ 0', ms);
+    if ((this.#records.get(key)?.version ?? null) !== version) return true;
+    return new Promise((resolve) => {
+      let watchers = this.#watchers.get(key);
+      if (watchers === undefined) this.#watchers.set(key, (watchers = new Set()));
+      const tell = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        const waiting = this.#watchers.get(key);
+        waiting?.delete(tell);
+        if (waiting?.size === 0) this.#watchers.delete(key);
+        resolve(false);
+      }, Math.min(ms, 2 ** 31 - 1));
+      watchers.add(tell);
+    });
   }
 }

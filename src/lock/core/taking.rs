@@ -50,6 +50,8 @@ enum Call {
     Idle,
     /// Paused (first a yield to other isolates, later between polls).
     Sleep,
+    /// Watching the record for a change (a store that tells changes).
+    Watch,
     Read,
     /// A create or CAS of a record with `fence`, stamped `stamp`; `takeover`: of a stale one.
     Write {
@@ -265,6 +267,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 self.took(ticket, version, fence, stamp, takeover, now);
                 Step::Held
             }
+            // A watch that failed changes nothing: the next pause polls.
+            (Call::Watch, Answer::Failed | Answer::TimedOut) => self.pause(ticket, now, random),
             (_, Answer::Failed | Answer::TimedOut)
             | (
                 Call::Write {
@@ -333,6 +337,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(name) = self.name_of(ticket) else {
             return Step::GiveUp;
         };
+        let tells_changes = self.store_tells_changes;
         let since = match &found {
             Some((version, _)) => self.known.saw(&name, version, now.mono),
             None => now.mono,
@@ -346,6 +351,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 attempt.contested = false;
             }
         }
+        let mut watch = None;
         let write = match found {
             // Gone (a store that expires records): the next attempt creates.
             None => {
@@ -354,6 +360,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             Some((version, record)) => {
                 let stale = stale(&record, since, attempt.options, now);
+                if tells_changes && !stale {
+                    watch = Some((
+                        version.clone(),
+                        stale_at(&record, since, attempt.options, now),
+                    ));
+                }
                 match record {
                     Ok(record) if !record.held => {
                         Some((version, record.fence.saturating_add(1), false))
@@ -374,6 +386,26 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         if let Some((version, fence, takeover)) = write {
             return self.write(ticket, version, fence, takeover, now);
         }
+        if now.mono >= attempt.deadline {
+            self.remove(ticket);
+            return Step::GiveUp;
+        }
+        if let Some((version, stale_at)) = watch {
+            attempt.call = Call::Watch;
+            // Bounded like every store call: a watch lasts `storeTimeoutMs` at most.
+            let until = stale_at
+                .min(attempt.deadline)
+                .min(now.mono + attempt.options.store_timeout());
+            return self.call(Step::Watch { version, until });
+        }
+        self.pause(ticket, now, random)
+    }
+
+    /// A pause between polls, with jitter, backing off; `GiveUp` past the deadline.
+    fn pause(&mut self, ticket: Ticket, now: Now, random: &impl Random) -> Step<V> {
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
         if now.mono >= attempt.deadline {
             self.remove(ticket);
             return Step::GiveUp;
@@ -401,5 +433,28 @@ fn stale(record: &Result<Record, NotARecord>, since: f64, options: LockOptions, 
             now.wall - record.at > lease + options.max_clock_skew_ms || now.mono - since > lease
         }
         Err(_) => now.mono - since > own,
+    }
+}
+
+/// When (monotonic) a record that is not stale yet becomes so by [`stale`]'s rules, with a
+/// millisecond to spare (they compare strictly): what a watch waits for at the latest.
+fn stale_at(
+    record: &Result<Record, NotARecord>,
+    since: f64,
+    options: LockOptions,
+    now: Now,
+) -> f64 {
+    let own = options.stale_ms;
+    match record {
+        // A free record is taken, not watched; never reached.
+        Ok(record) if !record.held => now.mono,
+        Ok(record) => {
+            let lease = record
+                .lease
+                .map_or(own, |promised| (promised as f64).max(own));
+            let by_age = now.mono + (record.at + lease + options.max_clock_skew_ms - now.wall);
+            by_age.min(since + lease) + 1.0
+        }
+        Err(_) => since + own + 1.0,
     }
 }

@@ -815,3 +815,122 @@ fn every_store_call_carries_its_bound_and_an_acquisition_ends_within_its_wait_an
     assert_eq!(core.step(d, answer, at(140.0), &random), Step::GiveUp);
     assert!(Step::<String>::Held.bound_ms().is_none());
 }
+
+#[test]
+fn over_a_store_that_tells_changes_the_head_watches_the_version_it_read_until_the_record_turns_stale(
+) {
+    let (store, random) = (MemoryStore::new(), SeededRandom::new(9));
+    // Another isolate holds `k`: its record, written at 0 with the default lease.
+    let mut other = Core::new();
+    let (_, step) = acquire(
+        &mut other,
+        &store,
+        "k",
+        1,
+        options(0.0, 2000.0),
+        0.0,
+        &random,
+    );
+    assert_eq!(step, Step::Held);
+    let held_version = store.get("k").unwrap().version;
+
+    let mut core = Core::new();
+    core.set_store_tells_changes(true);
+    let (b, step) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(5000.0, 2000.0),
+        10.0,
+        &random,
+    );
+    // Create (refused), read: then a watch of the version read, until the record would be stale
+    // (its `at` + lease + 1, before the wait's end).
+    assert_eq!(
+        step,
+        Step::Watch {
+            version: held_version.clone(),
+            until: 2001.0
+        }
+    );
+    assert_eq!(core.store_calls(), 3, "the watch is a store call");
+    // Woken (changed or not), it reads again; still held, it watches again — no poll between.
+    let step = core.step(b, Answer::Woke, at(500.0), &random);
+    let step = drive(&mut core, &store, "k", b, step, 500.0, &random);
+    assert!(matches!(step, Step::Watch { .. }), "{step:?}");
+    // A watch that failed is not the acquisition's failure: it polls next, with jitter.
+    let step = core.step(b, Answer::Failed, at(600.0), &random);
+    let Step::Sleep { until } = step else {
+        panic!("{step:?}")
+    };
+    assert!(until > 600.0 && until <= 600.0 + 25.0);
+    // Past the record's lease the watch's end comes, and the read takes the record over.
+    let step = core.step(b, Answer::Woke, at(2001.0), &random);
+    assert_eq!(
+        drive(&mut core, &store, "k", b, step, 2001.0, &random),
+        Step::Held
+    );
+    assert_eq!(core.lease(b).unwrap().fence, 2);
+}
+
+#[test]
+fn a_watch_never_outlasts_the_wait() {
+    let (store, random) = (MemoryStore::new(), SeededRandom::new(10));
+    let mut other = Core::new();
+    acquire(
+        &mut other,
+        &store,
+        "k",
+        1,
+        options(0.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let mut core = Core::new();
+    core.set_store_tells_changes(true);
+    let (b, step) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(100.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let Step::Watch { until, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(until, 100.0);
+    let step = core.step(b, Answer::Woke, at(100.0), &random);
+    assert_eq!(
+        drive(&mut core, &store, "k", b, step, 100.0, &random),
+        Step::GiveUp
+    );
+}
+
+#[test]
+fn a_watch_lasts_one_store_timeout_at_most() {
+    let (store, random) = (MemoryStore::new(), SeededRandom::new(11));
+    let mut other = Core::new();
+    acquire(
+        &mut other,
+        &store,
+        "k",
+        1,
+        options(0.0, 2000.0),
+        0.0,
+        &random,
+    );
+    let mut core = Core::new();
+    core.set_store_tells_changes(true);
+    let bounded = LockOptions {
+        store_timeout_ms: Some(50.0),
+        ..options(1000.0, 2000.0)
+    };
+    let (_, step) = acquire(&mut core, &store, "k", 2, bounded, 5.0, &random);
+    let Step::Watch { until, .. } = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(until, 55.0);
+}

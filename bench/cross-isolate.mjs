@@ -1,0 +1,58 @@
+// A hand-off across isolates: two package instances (the ESM entry and the CommonJS one, each
+// its own wasm instance, as two isolates would be) over one MemoryStore. A holds a name for
+// 30 ms while B asks for it; B's wait after A's release, and the store calls of both cycles
+// (A's acquire+release and B's), with the store's `changed` (wake-ups) and without (polls).
+//
+//   node bench/cross-isolate.mjs [--cycles N]
+//
+// Not a test: it asserts nothing about speed.
+import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import * as a from 'keyturn';
+
+const b = createRequire(import.meta.url)('keyturn');
+const args = process.argv.slice(2);
+const at = args.indexOf('--cycles');
+const cycles = at === -1 ? 40 : Number(args[at + 1]);
+const HOLD_MS = 30;
+
+function countingStore(tells) {
+  const inner = new a.MemoryStore();
+  const store = {
+    calls: 0,
+    create: (key, value) => (store.calls++, inner.create(key, value)),
+    read: (key) => (store.calls++, inner.read(key)),
+    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
+  };
+  if (tells) store.changed = (key, version, ms) => (store.calls++, inner.changed(key, version, ms));
+  return store;
+}
+
+const quantile = (values, q) => [...values].sort((x, y) => x - y)[Math.min(values.length - 1, Math.floor(q * values.length))];
+
+console.log(`a hand-off across two instances over one MemoryStore: A holds ${HOLD_MS} ms while B waits; ${cycles} cycles, node ${process.version}`);
+console.log('');
+console.log('store                     B after release p50 ms   max ms   calls per exchange p50   max');
+for (const tells of [true, false]) {
+  const store = countingStore(tells);
+  const waits = [];
+  const calls = [];
+  for (let i = 0; i < cycles; i++) {
+    const name = `k${i}`;
+    const before = store.calls;
+    const held = await a.acquireLock(store, name);
+    const asked = b.acquireLock(store, name, { waitMs: 1000 });
+    await sleep(HOLD_MS);
+    const released = performance.now();
+    await held.release();
+    const lock = await asked;
+    waits.push(performance.now() - released);
+    await lock.release();
+    calls.push(store.calls - before);
+  }
+  const label = tells ? 'with changed (wake-ups)' : 'three methods (polls)';
+  console.log(
+    `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
+  );
+}

@@ -1,0 +1,113 @@
+// Two package instances over one store, as two isolates would be: the ESM entry and the
+// CommonJS one, each with its own wasm instance and lock core. A store with `changed` wakes the
+// head of a name's line when a holder in the other instance lets go; one without is polled.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import * as a from 'keyturn';
+
+const b = createRequire(import.meta.url)('keyturn');
+
+/** A MemoryStore counting every call; `tells` keeps or hides its `changed`. */
+function countingStore(tells) {
+  const inner = new a.MemoryStore();
+  const store = {
+    calls: 0,
+    watches: 0,
+    create: (key, value) => (store.calls++, inner.create(key, value)),
+    read: (key) => (store.calls++, inner.read(key)),
+    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
+  };
+  if (tells) store.changed = (key, version, ms) => (store.calls++, store.watches++, inner.changed(key, version, ms));
+  return store;
+}
+
+/** A holds `name` for `holdMs` while B asks for it: B's wait after A let go, and the calls of both cycles. */
+async function handOff(store, name, holdMs) {
+  const held = await a.acquireLock(store, name);
+  const before = store.calls - 1;
+  const asked = b.acquireLock(store, name, { waitMs: 1000 });
+  await sleep(holdMs);
+  const released = performance.now();
+  await held.release();
+  const lock = await asked;
+  const waitedMs = performance.now() - released;
+  assert.ok(lock !== undefined, 'B got the name');
+  assert.ok(lock.fence > held.fence, 'its fence is above A\'s');
+  await lock.release();
+  return { waitedMs, calls: store.calls - before };
+}
+
+test('MemoryStore.changed: true at once for another version, at the next write for this one, false after ms', async () => {
+  const store = new a.MemoryStore();
+  assert.equal(await store.changed('k', null, 10), false); // still absent after 10 ms
+  const version = await store.create('k', 'v');
+  assert.equal(await store.changed('k', null, 10), true);
+  assert.equal(await store.changed('k', 'other', 10), true);
+  const pending = store.changed('k', version, 5000);
+  const started = performance.now();
+  await store.replace('k', version, 'w');
+  assert.equal(await pending, true);
+  assert.ok(performance.now() - started < 1000, 'told at the write, not at ms');
+  await assert.rejects(store.changed('k', version, -1), TypeError);
+  await assert.rejects(store.changed(1, version, 1), TypeError);
+});
+
+test('across instances, a store with changed hands a name on at the release, with no polls', async () => {
+  const store = countingStore(true);
+  for (let i = 0; i < 10; i++) {
+    const { waitedMs, calls } = await handOff(store, `k${i}`, 30);
+    // A: create, release; B: create (refused), read, watch, read, CAS, release.
+    assert.equal(calls, 8, `cycle ${i}: ${calls} calls`);
+    assert.ok(waitedMs < 25, `cycle ${i}: B waited ${waitedMs} ms after the release, a poll's pause or more`);
+  }
+  assert.equal(store.watches, 10);
+});
+
+test('across instances, a store without changed is polled as before, and still hands the name on', async () => {
+  const store = countingStore(false);
+  const { calls } = await handOff(store, 'k', 30);
+  assert.ok(calls > 8, `${calls} calls: polls`);
+  assert.equal(store.watches, 0);
+});
+
+test('a watch that fails is not reported: the head polls, and gets the name', async () => {
+  const store = countingStore(true);
+  store.changed = async () => {
+    store.calls++;
+    store.watches++;
+    throw new Error('no watching today');
+  };
+  const { calls } = await handOff(store, 'k', 30);
+  assert.ok(store.watches >= 1);
+  assert.ok(calls > 8);
+});
+
+test('a watch that never answers ends when the record would turn stale, and the name is taken over', async () => {
+  const store = countingStore(true);
+  store.changed = () => (store.calls++, store.watches++, new Promise(() => {}));
+  const dead = await a.acquireLock(store, 'k', { staleMs: 100 }); // never released: a dead holder
+  const started = performance.now();
+  const lock = await b.acquireLock(store, 'k', { waitMs: 2000, staleMs: 100 });
+  const tookMs = performance.now() - started;
+  assert.ok(lock !== undefined && lock.fence > dead.fence);
+  assert.ok(tookMs >= 90 && tookMs < 1500, `took over after ${tookMs} ms`);
+  assert.ok(store.watches <= 3, `${store.watches} watches`);
+  await lock.release();
+});
+
+test('an abort ends a watch at once', async () => {
+  const store = countingStore(true);
+  const held = await a.acquireLock(store, 'k');
+  const controller = new AbortController();
+  const asked = b.acquireLock(store, 'k', { waitMs: 5000, signal: controller.signal });
+  await sleep(20);
+  assert.equal(store.watches, 1);
+  const started = performance.now();
+  controller.abort(new Error('gone'));
+  await assert.rejects(asked, /gone/);
+  assert.ok(performance.now() - started < 50);
+  await held.release();
+});
