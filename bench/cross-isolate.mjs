@@ -1,7 +1,8 @@
 // A hand-off across isolates: two package instances (the ESM entry and the CommonJS one, each
 // its own wasm instance, as two isolates would be) over one MemoryStore. A holds a name for
 // 30 ms while B asks for it; B's wait after A's release, and the store calls of both cycles
-// (A's acquire+release and B's), with the store's `changed` (wake-ups) and without (polls).
+// (A's acquire+release and B's), with the store's `changed` (wake-ups) and without (polls);
+// then the same between two workerd isolates over the Durable Object store.
 //
 //   node bench/cross-isolate.mjs [--cycles N]
 //
@@ -55,4 +56,40 @@ for (const tells of [true, false]) {
   console.log(
     `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
   );
+}
+
+// The same exchange in workerd: two isolates (two workers) over one Durable Object namespace,
+// each op a request (tests/workerd/lease-worker.mjs). workerd's clocks move only across I/O, so
+// B's wait is taken here, between the two answers: A's comes once it released, B's once it got
+// the name and released it too.
+const { workerdPair } = await import('../tests/runtimes/workerd.mjs');
+const mf = workerdPair('tests/workerd/lease-worker.mjs');
+try {
+  const workers = { a: await mf.getWorker('a'), b: await mf.getWorker('b') };
+  const run = async (isolate, step) => {
+    const response = await workers[isolate].fetch('http://worker/', { method: 'POST', body: JSON.stringify(step) });
+    const body = await response.json();
+    return { ...body, at: performance.now() };
+  };
+  for (const polls of [false, true]) {
+    const waits = [];
+    const calls = [];
+    for (let i = 0; i < cycles; i++) {
+      const name = `do-${polls}-${i}`;
+      const script = { polls };
+      const holding = run('a', { op: 'acquire', name, holdMs: HOLD_MS, script });
+      await sleep(5);
+      const taker = await run('b', { op: 'acquire', name, waitMs: 2000, script });
+      const held = await holding;
+      if (!taker.held) throw new Error(`b did not get ${name}: ${JSON.stringify(taker)}`);
+      waits.push(taker.at - held.at);
+      calls.push(held.calls + taker.calls);
+    }
+    const label = polls ? 'DO, three methods (polls)' : 'DO, with changed';
+    console.log(
+      `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
+    );
+  }
+} finally {
+  await mf.dispose();
 }

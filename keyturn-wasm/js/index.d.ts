@@ -359,6 +359,7 @@ export class DurableObjectStore implements LockStore {
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
+  changed(key: string, version: string | null, ms: number): Promise<boolean>;
 }
 
 /**
@@ -371,6 +372,7 @@ export class LockDurableObject {
   create(key: string, value: string): string | null;
   read(key: string): { value: string; version: string } | null;
   replace(key: string, version: string, value: string): string | null;
+  changed(key: string, version: string | null, ms: number): boolean | Promise<boolean>;
 }
 
 /**

@@ -8,9 +8,10 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * `store` with one call scripted: the `nth` call (from 1) of `method` applies, then throws (its
- * answer was lost); every call of a method in `hang` never answers.
+ * answer was lost); every call of a method in `hang` never answers. It tells changes when
+ * `store` does, unless `polls`.
  */
-export function scripted(store, { lose, hang = [] } = {}) {
+export function scripted(store, { lose, hang = [], polls = false } = {}) {
   let calls = 0;
   const call = async (method, args) => {
     if (hang.includes(method)) return new Promise(() => {});
@@ -18,11 +19,13 @@ export function scripted(store, { lose, hang = [] } = {}) {
     if (lose?.method === method && ++calls === lose.nth) throw new Error(`the answer to ${method} was lost`);
     return answer;
   };
-  return {
+  const wrapper = {
     create: (...args) => call('create', args),
     read: (...args) => call('read', args),
     replace: (...args) => call('replace', args),
   };
+  if (typeof store.changed === 'function' && !polls) wrapper.changed = (...args) => call('changed', args);
+  return wrapper;
 }
 
 /** The lock options of a step: its clock (`ahead` of this isolate's, or `frozen` at a time). */
@@ -46,7 +49,8 @@ export const OPS = {
   /**
    * Acquires `name`: holds it for `holdMs` (renewing, as withLock, when `renewing`) then
    * releases it, or never releases it (`die`: as a holder that crashed). `abortAfterMs` aborts
-   * its signal. Answers whether it got the lock, its fence, and how long the acquisition took.
+   * its signal. Answers whether it got the lock, its fence, how long the acquisition took, and
+   * (released) the store calls of the whole op.
    */
   async acquire(api, stores, step) {
     const store = scripted(stores(step.store ?? 'plain'), step.script);
@@ -76,7 +80,7 @@ export const OPS = {
     if (step.die) return result;
     await sleep(step.holdMs ?? 0);
     await lock.release();
-    return result;
+    return { ...result, calls: api.lockStats(store).storeCalls };
   },
 
   /**

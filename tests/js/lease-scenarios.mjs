@@ -10,6 +10,27 @@ const HOUR = 3_600_000;
 
 export const SCENARIOS = [
   {
+    name: "a release in one isolate reaches the other's waiter promptly: woken by the store where it tells changes",
+    async run(run, tag) {
+      const name = `handoff-${tag}`;
+      const holding = run('a', { op: 'acquire', name, holdMs: 400 });
+      await sleep(50);
+      const taker = await run('b', { op: 'acquire', name, waitMs: 3000 });
+      const held = await holding;
+      assert.equal(taker.held, true, JSON.stringify(taker));
+      assert.ok(taker.fence > held.fence);
+      // It asked about 50 ms in, and waited out the rest of the hold plus at most a poll's pause.
+      assert.ok(taker.ms < 600, `got it after ${taker.ms} ms`);
+      if (tag === 'workerd') {
+        // The Durable Object tells changes: create (refused), read, one watch, read, CAS, release.
+        assert.ok(taker.calls <= 6, `${taker.calls} store calls`);
+      } else {
+        // Node's store here has no `changed`: it polls.
+        assert.ok(taker.calls > 6, `${taker.calls} store calls`);
+      }
+    },
+  },
+  {
     name: 'a dead holder whose clock ran an hour ahead is taken over after about one lease of watching',
     async run(run, tag) {
       const name = `ahead-${tag}`;

@@ -81,4 +81,16 @@ export class DurableObjectStore {
   replace(key, version, value) {
     return this.#object(key, 'replace').replace(key, version, value);
   }
+
+  /**
+   * Answered by the object when it next writes `key`'s record, or after `ms`.
+   * @param {string} key
+   * @param {string | null} version
+   * @param {number} ms
+   */
+  changed(key, version, ms) {
+    // Called as a method of the stub: every property of a stub, `call` too, is an RPC method.
+    const object = /** @type {Required<Store>} */ (this.#object(key, 'changed'));
+    return object.changed(key, version, ms);
+  }
 }

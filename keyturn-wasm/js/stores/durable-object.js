@@ -1,7 +1,8 @@
 // Durable Objects as a lock store: `LockDurableObject` keeps lock records in its SQLite storage,
 // and `DurableObjectStore` routes each lock name to its own object (`idFromName`), so locks
 // spread across objects and scale out. Each RPC method is one synchronous SQL statement inside
-// the object — nothing awaits between its read and its write — so each is atomic.
+// the object — nothing awaits between its read and its write — so each is atomic. `changed`
+// waits in the object's memory for its next write of a key, which answers it.
 //
 // In wrangler.toml:
 //   [[durable_objects.bindings]]
@@ -12,6 +13,8 @@
 //   new_sqlite_classes = ["LockDurableObject"]
 // and in the worker: `export { LockDurableObject } from 'keyturn';`
 import { DurableObject } from 'cloudflare:workers';
+
+import { Watchers } from './watchers.js';
 
 const newVersion = () => {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
@@ -24,6 +27,8 @@ const newVersion = () => {
 export class LockDurableObject extends DurableObject {
   /** @type {DurableObjectState['storage']['sql']} */
   #sql;
+  /** each key's `changed` calls waiting, in this object's memory */
+  #watchers = new Watchers();
   /**
    * @param {DurableObjectState} ctx
    * @param {unknown} env
@@ -41,7 +46,9 @@ export class LockDurableObject extends DurableObject {
   create(key, value) {
     const version = newVersion();
     const rows = this.#sql.exec('INSERT INTO keyturn_locks (key, value, version) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING version', key, value, version).toArray();
-    return rows.length === 1 ? version : null;
+    if (rows.length !== 1) return null;
+    this.#watchers.tell(key);
+    return version;
   }
 
   /** @param {string} key */
@@ -58,6 +65,21 @@ export class LockDurableObject extends DurableObject {
   replace(key, version, value) {
     const next = newVersion();
     const rows = this.#sql.exec('UPDATE keyturn_locks SET value = ?, version = ? WHERE key = ? AND version = ? RETURNING version', value, next, key, version).toArray();
-    return rows.length === 1 ? next : null;
+    if (rows.length !== 1) return null;
+    this.#watchers.tell(key);
+    return next;
+  }
+
+  /**
+   * True once `key`'s record no longer has `version` (null: once it exists): at once if it
+   * already has not, else at this object's next write of it; false after `ms`.
+   * @param {string} key
+   * @param {string | null} version
+   * @param {number} ms
+   * @returns {boolean | Promise<boolean>}
+   */
+  changed(key, version, ms) {
+    if ((this.read(key)?.version ?? null) !== version) return true;
+    return this.#watchers.next(key, Math.max(0, Number(ms) || 0));
   }
 }

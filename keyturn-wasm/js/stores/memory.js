@@ -3,6 +3,7 @@
 // costs no wasm; tests/js/stores.test.mjs holds it to the same contract as every store. Locks
 // over it exclude within one isolate only.
 import { wrongType } from '../arguments.js';
+import { Watchers } from './watchers.js';
 
 /**
  * @param {unknown} value
@@ -17,8 +18,8 @@ export class MemoryStore {
   /** @type {Map<string, { value: string, version: string }>} */
   #records = new Map();
   #versions = 0;
-  /** @type {Map<string, Set<() => void>>} each key's `changed` calls waiting */
-  #watchers = new Map();
+  /** each key's `changed` calls waiting */
+  #watchers = new Watchers();
 
   /**
    * @param {string} key
@@ -27,11 +28,7 @@ export class MemoryStore {
   #put(key, value) {
     const version = String(++this.#versions);
     this.#records.set(key, { value, version });
-    const watchers = this.#watchers.get(key);
-    if (watchers !== undefined) {
-      this.#watchers.delete(key);
-      for (const tell of watchers) tell();
-    }
+    this.#watchers.tell(key);
     return version;
   }
 
@@ -82,20 +79,6 @@ export class MemoryStore {
     if (version !== null) checkString(version, 'version');
     if (typeof ms !== 'number' || !(ms >= 0)) throw wrongType('ms', 'a number ≥ 0', ms);
     if ((this.#records.get(key)?.version ?? null) !== version) return true;
-    return new Promise((resolve) => {
-      let watchers = this.#watchers.get(key);
-      if (watchers === undefined) this.#watchers.set(key, (watchers = new Set()));
-      const tell = () => {
-        clearTimeout(timer);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        const waiting = this.#watchers.get(key);
-        waiting?.delete(tell);
-        if (waiting?.size === 0) this.#watchers.delete(key);
-        resolve(false);
-      }, Math.min(ms, 2 ** 31 - 1));
-      watchers.add(tell);
-    });
+    return this.#watchers.next(key, ms);
   }
 }

@@ -40,6 +40,9 @@ pub(super) struct Attempt {
     known_fence: u64,
     /// Another isolate wrote the record since this isolate freed it.
     contested: bool,
+    /// A watch of this attempt failed: it polls from then on (a store whose `changed` fails
+    /// once would cost a failed call per poll).
+    watch_failed: bool,
     call: Call,
 }
 
@@ -74,6 +77,7 @@ impl Attempt {
             exists: false,
             known_fence: 0,
             contested: false,
+            watch_failed: false,
             call: Call::Idle,
         }
     }
@@ -268,7 +272,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 Step::Held
             }
             // A watch that failed changes nothing: the next pause polls.
-            (Call::Watch, Answer::Failed | Answer::TimedOut) => self.pause(ticket, now, random),
+            (Call::Watch, Answer::Failed | Answer::TimedOut) => {
+                attempt.watch_failed = true;
+                self.pause(ticket, now, random)
+            }
             (_, Answer::Failed | Answer::TimedOut)
             | (
                 Call::Write {
@@ -360,7 +367,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             Some((version, record)) => {
                 let stale = stale(&record, since, attempt.options, now);
-                if tells_changes && !stale {
+                if tells_changes && !attempt.watch_failed && !stale {
                     watch = Some((
                         version.clone(),
                         stale_at(&record, since, attempt.options, now),

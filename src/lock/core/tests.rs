@@ -865,7 +865,11 @@ fn over_a_store_that_tells_changes_the_head_watches_the_version_it_read_until_th
         panic!("{step:?}")
     };
     assert!(until > 600.0 && until <= 600.0 + 25.0);
-    // Past the record's lease the watch's end comes, and the read takes the record over.
+    // ... and keeps polling: a store whose watch fails once is not asked again.
+    let step = core.step(b, Answer::Woke, at(until), &random);
+    let step = drive(&mut core, &store, "k", b, step, until, &random);
+    assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
+    // Past the record's lease the read takes the record over.
     let step = core.step(b, Answer::Woke, at(2001.0), &random);
     assert_eq!(
         drive(&mut core, &store, "k", b, step, 2001.0, &random),
