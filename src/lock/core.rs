@@ -96,8 +96,9 @@ pub enum Step<V> {
     /// Over a store that tells changes ([`LockCore::set_store_tells_changes`]): the head of a
     /// line found the name held by another isolate. `store.changed(name, version, until −
     /// now)` — bounded by `until`, past which it counts as answered — then [`Answer::Woke`]
-    /// (changed or not); [`Answer::Failed`] if it failed, and the next pause polls. `version` is
-    /// the one the read saw, so a release between that read and this call is not missed.
+    /// (changed or not); [`Answer::Failed`] if it failed, and the acquisition polls from then
+    /// on. `version` is the one the read saw, so a release between that read and this call is
+    /// not missed.
     Watch {
         /// The version the record had.
         version: V,

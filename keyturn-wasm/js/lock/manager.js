@@ -296,7 +296,7 @@ export class Manager {
    * The head's wait for a record held in another isolate to change (until `until`, monotonic):
    * `store.changed` from the version its read saw, raced with a timer of its own and cut short
    * by its abort. `WOKE` when it answered or the time came; `FAILED` when it threw, rejected or
-   * answered something not a boolean (not reported: the core polls next).
+   * answered something not a boolean (not reported: the acquisition polls from then on).
    * @param {Waiter} waiter
    * @param {string} name
    * @param {unknown} version

@@ -271,7 +271,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 self.took(ticket, version, fence, stamp, takeover, now);
                 Step::Held
             }
-            // A watch that failed changes nothing: the next pause polls.
+            // A watch that failed is no failure of the acquisition: it polls from then on.
             (Call::Watch, Answer::Failed | Answer::TimedOut) => {
                 attempt.watch_failed = true;
                 self.pause(ticket, now, random)
