@@ -2,7 +2,8 @@
 // its own wasm instance, as two isolates would be) over one MemoryStore. A holds a name for
 // 30 ms while B asks for it; B's wait after A's release, and the store calls of both cycles
 // (A's acquire+release and B's), with the store's `changed` (wake-ups) and without (polls);
-// then the same between two workerd isolates over the Durable Object store.
+// then the same over redis-server, and between two workerd isolates over the Durable Object
+// store.
 //
 //   node bench/cross-isolate.mjs [--cycles N]
 //
@@ -56,6 +57,61 @@ for (const tells of [true, false]) {
   console.log(
     `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
   );
+}
+
+// The same exchange over redis-server (a server of our own, stopped by PID): each instance with
+// its own connections, `subscribe` on a duplicate of its client as the README shows it.
+const { createClient } = await import('redis');
+const { startRedisServer } = await import('../tests/runtimes/redis-server.mjs');
+const server = await startRedisServer();
+const connections = [];
+const connected = async () => {
+  const client = createClient({ url: `redis://127.0.0.1:${server.port}` });
+  await client.connect();
+  connections.push(client);
+  return client;
+};
+async function redisStore(api, tells) {
+  const client = await connected();
+  const options = { prefix: `bench-${tells}:` };
+  if (tells) {
+    const subscriber = client.duplicate();
+    await subscriber.connect();
+    connections.push(subscriber);
+    options.subscribe = async (channel, onMessage) => {
+      await subscriber.subscribe(channel, onMessage);
+      return () => subscriber.unsubscribe(channel, onMessage);
+    };
+  }
+  const store = new api.RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }), options);
+  return { store, calls: () => api.lockStats(store).storeCalls };
+}
+try {
+  for (const tells of [true, false]) {
+    const [sa, sb] = [await redisStore(a, tells), await redisStore(b, tells)];
+    const waits = [];
+    const calls = [];
+    for (let i = 0; i < cycles; i++) {
+      const name = `k${i}`;
+      const before = sa.calls() + sb.calls();
+      const held = await a.acquireLock(sa.store, name);
+      const asked = b.acquireLock(sb.store, name, { waitMs: 1000 });
+      await sleep(HOLD_MS);
+      const released = performance.now();
+      await held.release();
+      const lock = await asked;
+      waits.push(performance.now() - released);
+      await lock.release();
+      calls.push(sa.calls() + sb.calls() - before);
+    }
+    const label = tells ? 'Redis, with subscribe' : 'Redis, three methods';
+    console.log(
+      `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
+    );
+  }
+} finally {
+  await Promise.all(connections.map((client) => client.quit().catch(() => {})));
+  server.stop();
 }
 
 // The same exchange in workerd: two isolates (two workers) over one Durable Object namespace,

@@ -35,7 +35,7 @@
 // acquisition's answer until the earlier of its release and its `heldUntil`.
 
 /** The violations of one history, and what it held. */
-export function check(history, { maxClockSkewMs, liveWithinMs }) {
+export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
   const violations = [];
   const clients = new Map();
   const leases = [];
@@ -106,7 +106,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs }) {
     const { ok, info, unanswered } = writes.get(final.resource) ?? { unanswered: new Set(), ok: 0, info: 0 };
     checkResource(final, { ok, info: info + unanswered.size }, violations);
   }
-  checkExclusion(leases, clients, maxClockSkewMs, violations);
+  checkExclusion(leases, clients, maxClockSkewMs, staleMs, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
   return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
 }
@@ -141,12 +141,16 @@ function checkResource({ resource, value, accepted }, { ok, info }, violations) 
 /**
  * Judged leases of one name never overlap in real time. Leases are judged by fences alone when
  * their clients' clocks differ by more than `maxClockSkewMs`, or when a holder was paused while
- * holding: such a lease, and any lease it overlapped, may have been taken over rightly.
+ * holding: such a lease, and any lease it overlapped, may have been taken over rightly. For that
+ * the overlap counts from the lease's record on — its stamp, `staleMs` before its `heldUntil`,
+ * when that is before its answer — since a skewed client can take a record over before its
+ * writer heard that it wrote it.
+ * @param {number | undefined} staleMs
  */
-function checkExclusion(leases, clients, maxClockSkewMs, violations) {
+function checkExclusion(leases, clients, maxClockSkewMs, staleMs, violations) {
   const paused = (lease) => clientOf(clients, lease.client).pauses.some(([from, to]) => from < lease.until && to > lease.at);
   const skewApart = (a, b) => Math.abs(clientOf(clients, a.client).skewMs - clientOf(clients, b.client).skewMs) > maxClockSkewMs;
-  const overlap = (a, b) => a.at < b.until && b.at < a.until;
+  const written = (lease) => (staleMs === undefined || lease.heldUntil === undefined ? lease.at : Math.min(lease.at, lease.heldUntil - staleMs));
   const byName = new Map();
   for (const lease of leases) {
     if (lease.until <= lease.at) continue;
@@ -155,17 +159,18 @@ function checkExclusion(leases, clients, maxClockSkewMs, violations) {
     byName.set(lease.name, list);
   }
   for (const [name, all] of byName) {
-    all.sort((a, b) => a.at - b.at);
     const outside = new Set(all.filter(paused));
-    for (let i = 0; i < all.length; i++) {
-      for (let j = i + 1; j < all.length && all[j].at < all[i].until; j++) {
-        const [a, b] = [all[i], all[j]];
+    const byRecord = [...all].sort((a, b) => written(a) - written(b));
+    for (let i = 0; i < byRecord.length; i++) {
+      for (let j = i + 1; j < byRecord.length && written(byRecord[j]) < byRecord[i].until; j++) {
+        const [a, b] = [byRecord[i], byRecord[j]];
         if (outside.has(a) || outside.has(b) || skewApart(a, b)) {
           outside.add(a);
           outside.add(b);
         }
       }
     }
+    all.sort((a, b) => a.at - b.at);
     let holding;
     for (const lease of all.filter((judged) => !outside.has(judged))) {
       if (holding !== undefined && lease.at < holding.until) {

@@ -1,7 +1,8 @@
 // One client process of the fault harness: its own keyturn instance over Redis (through its
-// own FaultProxy), contending on a few names with `withLock` or with the serializer over a
-// store, each turn a fenced increment of the name's counter. It prints its history as JSON
-// lines (see checker.mjs), the first saying it is ready, until SIGTERM.
+// own FaultProxy; woken by the store's `changed` through a subscription), contending on a few
+// names with `withLock` or with the serializer over a store, each turn a fenced increment of
+// the name's counter. It prints its history as JSON lines (see checker.mjs), the first saying
+// it is ready, until SIGTERM.
 //
 //   node faults/redis-client-process.mjs '<config JSON>'
 import { createClient } from 'redis';
@@ -32,8 +33,16 @@ return 1`;
 const redis = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: () => 20, connectTimeout: 1000 } });
 redis.on('error', () => {}); // connections the nemesis drops: node-redis reconnects
 await redis.connect();
+// Wake-ups: a connection of its own for subscriptions, through the same proxy and its faults.
+const subscriber = redis.duplicate();
+subscriber.on('error', () => {});
+await subscriber.connect();
+const subscribe = async (channel, onMessage) => {
+  await subscriber.subscribe(channel, onMessage);
+  return () => subscriber.unsubscribe(channel, onMessage);
+};
 emit({ kind: 'ready', client: id, pids: [] });
-const store = plantedStore(new RedisStore((script, keys, args) => redis.eval(script, { keys, arguments: args })), plant);
+const store = plantedStore(new RedisStore((script, keys, args) => redis.eval(script, { keys, arguments: args }), { subscribe }), plant);
 const api = { withLock, createKeyedSerializer };
 
 /** The fenced increment of a counter: 'ok', 'refused', or 'info' when its answer was lost. */

@@ -208,7 +208,7 @@ export interface LockStore {
    * once it exists), `false` after `ms` (it may resolve `true` spuriously). With it, the head of
    * a name's line waits for the holder in another isolate to let go instead of polling.
    */
-  changed?(key: string, version: string | null, ms: number): Promise<boolean>;
+  changed?: ((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined;
 }
 
 /** The embedded store: records in this isolate's memory, with exact create-if-absent and CAS. */
@@ -343,11 +343,22 @@ export class R2Store implements LockStore {
 export class RedisStore implements LockStore {
   constructor(
     evalFn: (script: string, keys: string[], args: string[]) => Promise<unknown>,
-    options?: { prefix?: string | undefined; evalShaFn?: ((sha: string, keys: string[], args: string[]) => Promise<unknown>) | undefined },
+    options?: {
+      prefix?: string | undefined;
+      evalShaFn?: ((sha: string, keys: string[], args: string[]) => Promise<unknown>) | undefined;
+      /**
+       * Subscribes to `channel` on a connection of its own, calling `onMessage` for each
+       * message; resolves, once subscribed, to a function that unsubscribes. With it the store
+       * has `changed`, and a waiter for a name held elsewhere is woken by the holder's release.
+       */
+      subscribe?: ((channel: string, onMessage: () => void) => Promise<(() => unknown) | void> | (() => unknown) | void) | undefined;
+    },
   );
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
+  /** With `options.subscribe` only. */
+  changed?: ((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined;
 }
 
 /**

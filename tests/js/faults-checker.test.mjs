@@ -118,3 +118,31 @@ test('the report counts operations, faults and violations per fault kind, and sk
   assert.deepEqual([summary.operations, summary.faults, summary.violations], [7, 4, 1]);
   assert.equal(lines.length, 6);
 });
+
+test('a lease a skewed client took over before its writer heard it wrote it is judged by fences, and so is the lease after', () => {
+  // `c` (its clock an hour ahead, beyond maxClockSkewMs) takes over `a`'s record 2 ms after `a`
+  // stamped it, before `a`'s answer came (at 6); `b` then takes it from `c` while `a` still
+  // believes it holds. The fences keep the counter right: a's write is refused.
+  const history = [
+    { kind: 'client', client: 'a', skewMs: 5000 },
+    { kind: 'client', client: 'b', skewMs: 0 },
+    { kind: 'client', client: 'c', skewMs: 3_600_000 },
+    { kind: 'acquired', client: 'c', name: 'n', token: 'tc', fence: 2, at: 3, heldUntil: 1003 },
+    { kind: 'released', client: 'c', name: 'n', token: 'tc', at: 4 },
+    { kind: 'acquired', client: 'a', name: 'n', token: 'ta', fence: 1, at: 6, heldUntil: 1001 },
+    { kind: 'acquired', client: 'b', name: 'n', token: 'tb', fence: 3, at: 8, heldUntil: 1008 },
+    { kind: 'write', client: 'c', resource: 'counter', token: 'tc', fence: 2, outcome: 'ok' },
+    { kind: 'write', client: 'a', resource: 'counter', token: 'ta', fence: 1, outcome: 'refused' },
+    { kind: 'write', client: 'b', resource: 'counter', token: 'tb', fence: 3, outcome: 'ok' },
+    { kind: 'released', client: 'b', name: 'n', token: 'tb', at: 10 },
+    { kind: 'released', client: 'a', name: 'n', token: 'ta', at: 11 },
+    { kind: 'final', resource: 'counter', value: 2, accepted: [{ fence: 2, token: 'tc' }, { fence: 3, token: 'tb' }] },
+  ];
+  const judged = { ...options, staleMs: 1000 };
+  assert.deepEqual(check(history, judged).violations, []);
+  // Judged from the answers alone, a and c never overlap, and a's lease is counted against b's.
+  assert.deepEqual(check(history, options).violations.map((v) => v.property), ['one holder at a time']);
+  // Between clients whose clocks agree, the same overlap is a violation still.
+  const agreeing = history.map((e) => (e.kind === 'client' && e.client === 'c' ? { ...e, skewMs: 0 } : e));
+  assert.deepEqual(check(agreeing, judged).violations.map((v) => v.property).filter((p) => p === 'one holder at a time').length > 0, true);
+});

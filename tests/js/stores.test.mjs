@@ -4,6 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 
 import { Miniflare } from 'miniflare';
 import { createClient } from 'redis';
@@ -204,6 +205,56 @@ describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }
       stores.push(new RedisStore(evalOf(client), i % 2 === 0 ? { evalShaFn: evalShaOf(client) } : {}));
     }
     return stores;
+  });
+
+  /** node-redis's subscribe, as the README shows it: a duplicate connection for subscriptions. */
+  const subscribeOf = async (client) => {
+    const subscriber = client.duplicate();
+    await subscriber.connect();
+    clients.push(subscriber);
+    return async (channel, onMessage) => {
+      await subscriber.subscribe(channel, onMessage);
+      return () => subscriber.unsubscribe(channel, onMessage);
+    };
+  };
+
+  test('RedisStore with subscribe: changed answers at the next write, and a write publishes only while someone waits', async () => {
+    const client = await connected();
+    const store = new RedisStore(evalOf(client), { subscribe: await subscribeOf(client), prefix: 'changed-test:' });
+    assert.equal(typeof new RedisStore(evalOf(client)).changed, 'undefined', 'no subscribe, no changed: the lock polls');
+    assert.equal(await store.changed('k', null, 20), false);
+    const version = await store.create('k', 'v');
+    assert.equal(await store.changed('k', null, 20), true, 'it exists');
+    const waiting = store.changed('k', version, 5000);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(await client.sendCommand(['PUBSUB', 'NUMSUB', 'changed-test:k']).then((reply) => Number(reply[1])), 1);
+    const started = performance.now();
+    assert.ok(await store.replace('k', version, 'w'));
+    assert.equal(await waiting, true);
+    assert.ok(performance.now() - started < 1000, 'told by the write');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(await client.sendCommand(['PUBSUB', 'NUMSUB', 'changed-test:k']).then((reply) => Number(reply[1])), 0, 'unsubscribed');
+    assert.throws(() => new RedisStore(evalOf(client), { subscribe: 1 }), TypeError);
+  });
+
+  test('two package instances over redis-server with subscribe: the waiter is woken by the release, not by polling', async () => {
+    const [a, b] = [await connected(), await connected()];
+    const storeA = new RedisStore(evalOf(a), { subscribe: await subscribeOf(a), prefix: 'handoff-test:' });
+    const storeB = new RedisStore(evalOf(b), { subscribe: await subscribeOf(b), prefix: 'handoff-test:' });
+    const other = createRequire(import.meta.url)('keyturn');
+    for (let i = 0; i < 5; i++) {
+      const before = other.lockStats(storeB).storeCalls;
+      const held = await acquireLock(storeA, `k${i}`);
+      const asked = other.acquireLock(storeB, `k${i}`, { waitMs: 2000 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const callsWhileHeld = other.lockStats(storeB).storeCalls - before;
+      await held.release();
+      const lock = await asked;
+      assert.ok(lock !== undefined && lock.fence > held.fence);
+      // Create (refused), read, one watch over the 300 ms: no polls.
+      assert.equal(callsWhileHeld, 3, `cycle ${i}: ${callsWhileHeld} calls`);
+      await lock.release();
+    }
   });
 
   test('RedisStore with evalShaFn sends a script again after SCRIPT FLUSH', async () => {

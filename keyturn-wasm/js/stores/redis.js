@@ -20,20 +20,30 @@
 // Each `sha` is its source's SHA-1 (tests/js/stores.test.mjs fails if one is not).
 import { OptionNames, wrongType } from '../arguments.js';
 
-const OPTIONS = new OptionNames(['prefix', 'evalShaFn']);
+const OPTIONS = new OptionNames(['prefix', 'evalShaFn', 'subscribe']);
 
 /**
  * Runs a script (by its source, or by its SHA-1) on `keys` with `args`: its reply.
  * @typedef {(script: string, keys: string[], args: string[]) => unknown} EvalFn
  */
 
+/**
+ * Subscribes to `channel`, calling `onMessage` for each message: resolves (or returns), once the
+ * subscription is active, a function that unsubscribes.
+ * @typedef {(channel: string, onMessage: () => void) => unknown} SubscribeFn
+ */
+
 /** @typedef {{ source: string, sha: string }} Script */
 
-// SET NX: the create is Redis's own create-if-absent.
+// SET NX: the create is Redis's own create-if-absent. Each write publishes on the record's key
+// as a channel when someone subscribed to it (a `changed` waiting), and only then.
 const CREATE = {
-  source: `if redis.call('SET', KEYS[1], ARGV[2] .. ARGV[1], 'NX') then return 1 end
+  source: `if redis.call('SET', KEYS[1], ARGV[2] .. ARGV[1], 'NX') then
+  if redis.call('PUBSUB', 'NUMSUB', KEYS[1])[2] > 0 then redis.call('PUBLISH', KEYS[1], '') end
+  return 1
+end
 return false`,
-  sha: 'aee59c701726386bcf3b34ea0c9d7e62ee4c17ab',
+  sha: '5a6200f1441d3ed258c00448425a1ddd54c7c611',
 };
 
 const READ = {
@@ -45,8 +55,9 @@ const REPLACE = {
   source: `local record = redis.call('GET', KEYS[1])
 if not record or string.sub(record, 1, 32) ~= ARGV[1] then return false end
 redis.call('SET', KEYS[1], ARGV[3] .. ARGV[2])
+if redis.call('PUBSUB', 'NUMSUB', KEYS[1])[2] > 0 then redis.call('PUBLISH', KEYS[1], '') end
 return 1`,
-  sha: '30ae0cfa83b12938f8c8af4887a7e97712887de7',
+  sha: '5d3141d46232760fd87c2023c26b65d94f7e94b0',
 };
 
 /**
@@ -101,8 +112,14 @@ export class RedisStore {
   #id = '';
   #writes = 0;
   /**
+   * With `subscribe`: true once `key`'s record no longer has `version` (null: once it exists),
+   * false after `ms`. Without, there is none, and a lock over this store polls.
+   * @type {((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined}
+   */
+  changed;
+  /**
    * @param {EvalFn} evalFn
-   * @param {{ prefix?: string, evalShaFn?: EvalFn }} [options]
+   * @param {{ prefix?: string, evalShaFn?: EvalFn, subscribe?: SubscribeFn }} [options]
    */
   constructor(evalFn, options) {
     if (typeof evalFn !== 'function') throw wrongType('evalFn', 'a function (script, keys, args) => reply', evalFn);
@@ -113,9 +130,48 @@ export class RedisStore {
     if (evalShaFn !== undefined && typeof evalShaFn !== 'function') {
       throw wrongType('options.evalShaFn', 'a function (sha, keys, args) => reply, or undefined', evalShaFn);
     }
+    const subscribe = options?.subscribe;
+    if (subscribe !== undefined && typeof subscribe !== 'function') {
+      throw wrongType('options.subscribe', 'a function (channel, onMessage) => unsubscribe, or undefined', subscribe);
+    }
     this.#eval = evalFn;
     this.#evalSha = evalShaFn;
     this.#prefix = prefix;
+    if (subscribe !== undefined) this.changed = (key, version, ms) => this.#changed(subscribe, key, version, ms);
+  }
+
+  /**
+   * Subscribes to the record's key as a channel, then reads the record (a write between the
+   * caller's read and the subscription is seen here), then waits for a message or `ms`; the
+   * subscription goes at the end. A write publishes only while someone is subscribed.
+   * @param {SubscribeFn} subscribe
+   * @param {string} key
+   * @param {string | null} version
+   * @param {number} ms
+   * @returns {Promise<boolean>}
+   */
+  async #changed(subscribe, key, version, ms) {
+    if (typeof key !== 'string') throw wrongType('key', 'a string', key);
+    /** @type {() => void} */
+    let tell = () => {};
+    /** @type {Promise<boolean>} */
+    const told = new Promise((resolve) => {
+      tell = () => resolve(true);
+    });
+    const unsubscribe = await subscribe(this.#prefix + key, () => tell());
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let timer;
+    try {
+      if (((await this.read(key))?.version ?? null) !== version) return true;
+      /** @type {Promise<boolean>} */
+      const timeout = new Promise((resolve) => {
+        timer = setTimeout(() => resolve(false), Math.min(Math.max(0, ms), 2 ** 31 - 1));
+      });
+      return await Promise.race([told, timeout]);
+    } finally {
+      clearTimeout(timer);
+      if (typeof unsubscribe === 'function') await Promise.resolve(unsubscribe()).catch(() => {});
+    }
   }
 
   /**
