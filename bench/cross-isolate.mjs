@@ -33,6 +33,25 @@ function countingStore(tells) {
 
 const quantile = (values, q) => [...values].sort((x, y) => x - y)[Math.min(values.length - 1, Math.floor(q * values.length))];
 
+/** One row: B's waits after the release (p50, max) and the calls per exchange (p50, max). */
+const row = (label, waits, calls) =>
+  console.log(
+    `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
+  );
+
+/** A holds `name` (in instance a, over `storeA`) while B asks (b, `storeB`): B's wait after the release, in ms. */
+async function exchange(storeA, storeB, name) {
+  const held = await a.acquireLock(storeA, name);
+  const asked = b.acquireLock(storeB, name, { waitMs: 1000 });
+  await sleep(HOLD_MS);
+  const released = performance.now();
+  await held.release();
+  const lock = await asked;
+  const waited = performance.now() - released;
+  await lock.release();
+  return waited;
+}
+
 console.log(`a hand-off across two instances over one MemoryStore: A holds ${HOLD_MS} ms while B waits; ${cycles} cycles, node ${process.version}`);
 console.log('');
 console.log('store                     B after release p50 ms   max ms   calls per exchange p50   max');
@@ -41,22 +60,11 @@ for (const tells of [true, false]) {
   const waits = [];
   const calls = [];
   for (let i = 0; i < cycles; i++) {
-    const name = `k${i}`;
     const before = store.calls;
-    const held = await a.acquireLock(store, name);
-    const asked = b.acquireLock(store, name, { waitMs: 1000 });
-    await sleep(HOLD_MS);
-    const released = performance.now();
-    await held.release();
-    const lock = await asked;
-    waits.push(performance.now() - released);
-    await lock.release();
+    waits.push(await exchange(store, store, `k${i}`));
     calls.push(store.calls - before);
   }
-  const label = tells ? 'with changed (wake-ups)' : 'three methods (polls)';
-  console.log(
-    `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
-  );
+  row(tells ? 'with changed (wake-ups)' : 'three methods (polls)', waits, calls);
 }
 
 // The same exchange over redis-server (a server of our own, stopped by PID): each instance with
@@ -92,22 +100,11 @@ try {
     const waits = [];
     const calls = [];
     for (let i = 0; i < cycles; i++) {
-      const name = `k${i}`;
       const before = sa.calls() + sb.calls();
-      const held = await a.acquireLock(sa.store, name);
-      const asked = b.acquireLock(sb.store, name, { waitMs: 1000 });
-      await sleep(HOLD_MS);
-      const released = performance.now();
-      await held.release();
-      const lock = await asked;
-      waits.push(performance.now() - released);
-      await lock.release();
+      waits.push(await exchange(sa.store, sb.store, `k${i}`));
       calls.push(sa.calls() + sb.calls() - before);
     }
-    const label = tells ? 'Redis, with subscribe' : 'Redis, three methods';
-    console.log(
-      `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
-    );
+    row(tells ? 'Redis, with subscribe' : 'Redis, three methods', waits, calls);
   }
 } finally {
   await Promise.all(connections.map((client) => client.quit().catch(() => {})));
@@ -141,10 +138,7 @@ try {
       waits.push(taker.at - held.at);
       calls.push(held.calls + taker.calls);
     }
-    const label = polls ? 'DO, three methods (polls)' : 'DO, with changed';
-    console.log(
-      `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
-    );
+    row(polls ? 'DO, three methods (polls)' : 'DO, with changed', waits, calls);
   }
 } finally {
   await mf.dispose();

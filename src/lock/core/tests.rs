@@ -816,11 +816,10 @@ fn every_store_call_carries_its_bound_and_an_acquisition_ends_within_its_wait_an
     assert!(Step::<String>::Held.bound_ms().is_none());
 }
 
-#[test]
-fn over_a_store_that_tells_changes_the_head_watches_the_version_it_read_until_the_record_turns_stale(
-) {
-    let (store, random) = (MemoryStore::new(), SeededRandom::new(9));
-    // Another isolate holds `k`: its record, written at 0 with the default lease.
+/// `k` held by another isolate (its record written at 0 with a 2000 ms lease), and this
+/// isolate's core over a store that tells changes.
+fn held_elsewhere(seed: u64) -> (MemoryStore, SeededRandom, Core) {
+    let (store, random) = (MemoryStore::new(), SeededRandom::new(seed));
     let mut other = Core::new();
     let (_, step) = acquire(
         &mut other,
@@ -832,10 +831,15 @@ fn over_a_store_that_tells_changes_the_head_watches_the_version_it_read_until_th
         &random,
     );
     assert_eq!(step, Step::Held);
-    let held_version = store.get("k").unwrap().version;
-
     let mut core = Core::new();
     core.set_store_tells_changes(true);
+    (store, random, core)
+}
+
+#[test]
+fn a_head_watches_the_version_it_read_until_the_record_turns_stale() {
+    let (store, random, mut core) = held_elsewhere(9);
+    let held_version = store.get("k").unwrap().version;
     let (b, step) = acquire(
         &mut core,
         &store,
@@ -880,19 +884,7 @@ fn over_a_store_that_tells_changes_the_head_watches_the_version_it_read_until_th
 
 #[test]
 fn a_watch_never_outlasts_the_wait() {
-    let (store, random) = (MemoryStore::new(), SeededRandom::new(10));
-    let mut other = Core::new();
-    acquire(
-        &mut other,
-        &store,
-        "k",
-        1,
-        options(0.0, 2000.0),
-        0.0,
-        &random,
-    );
-    let mut core = Core::new();
-    core.set_store_tells_changes(true);
+    let (store, random, mut core) = held_elsewhere(10);
     let (b, step) = acquire(
         &mut core,
         &store,
@@ -915,19 +907,7 @@ fn a_watch_never_outlasts_the_wait() {
 
 #[test]
 fn a_watch_lasts_one_store_timeout_at_most() {
-    let (store, random) = (MemoryStore::new(), SeededRandom::new(11));
-    let mut other = Core::new();
-    acquire(
-        &mut other,
-        &store,
-        "k",
-        1,
-        options(0.0, 2000.0),
-        0.0,
-        &random,
-    );
-    let mut core = Core::new();
-    core.set_store_tells_changes(true);
+    let (store, random, mut core) = held_elsewhere(11);
     let bounded = LockOptions {
         store_timeout_ms: Some(50.0),
         ..options(1000.0, 2000.0)
