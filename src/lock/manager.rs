@@ -368,7 +368,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     let ms = (until - inner.clock.monotonic_ms()).max(0.0);
                     let watch = inner.store.changed(name, Some(&version), ms);
                     // Changed, or `until` came: either way the core reads again. A failed
-                    // watch is not reported; the core polls next.
+                    // watch is not reported; the acquisition polls from then on.
                     match bounded(watch, Some(inner.sleep_until(until)?)).await {
                         Some(Err(_)) => Answer::Failed,
                         _ => Answer::Woke,

@@ -200,13 +200,8 @@ export class InContextScheduler {
 
   /**
    * A reaction of `job` (`reaction`, of its `caller` when it coalesces), in that caller's
-   * context, to `value`: what the tail it waited on settled with, or its own outcome.
-   *
-   * Until its turn came, a reaction is to the tail of the job ahead: when its turn has come, it
-   * starts a microtask later — deadline timer, controller, work — as `keyed-serializer.js`'s
-   * `bounded` then `Promise.resolve().then(work)` do. Until then it still waits (and a caller's
-   * abort takes it out of the line). Of a shared job's callers, the first still waiting whose
-   * reaction finds its turn come starts it. After that, its own reaction is its end. workerd
+   * context, to `value`: what the tail it waited on settled with, or its own outcome. Until
+   * the job started, it is to its turn (`turn`); after, its own reaction is its end. workerd
    * runs reactions of different requests in no set order: a coalescing job's first caller may
    * hear of its turn only after a joined caller started it, and that is not its end.
    *
@@ -218,14 +213,27 @@ export class InContextScheduler {
    * @returns {boolean | undefined}
    */
   reacted(job, reaction, caller, value) {
-    if (job.starter === null) {
-      if (reaction === job.react && job.options?.callers?.settled !== false) return this.jobDone(job);
-      return undefined;
-    }
+    if (job.starter !== null) this.turn(job, reaction, caller, value);
+    else if (reaction === job.react && job.options?.callers?.settled !== false) return this.jobDone(job);
+    return undefined;
+  }
+
+  /**
+   * A waiting job's reaction to the tail of the job ahead (`value`): when its turn has come, it
+   * starts a microtask later — deadline timer, controller, work — as `keyed-serializer.js`'s
+   * `bounded` then `Promise.resolve().then(work)` do. Until then it still waits (and a caller's
+   * abort takes it out of the line). Of a shared job's callers, the first still waiting whose
+   * reaction finds its turn come starts it.
+   * @param {InContextJob} job
+   * @param {Reaction} reaction
+   * @param {Caller | undefined} caller
+   * @param {unknown} value
+   */
+  turn(job, reaction, caller, value) {
     const serializer = this.serializer;
-    if (serializer.instance.failure !== undefined) return undefined; // its waiting jobs were told already
+    if (serializer.instance.failure !== undefined) return; // its waiting jobs were told already
     if (job.starter === undefined) {
-      if (caller !== undefined && caller.left) return undefined;
+      if (caller !== undefined && caller.left) return;
       // The job it waited for settled. When that one ran (its tail settled with `true`), the
       // core moved the line on and this one is the head; when it left the line early (its
       // caller's signal), or this is a joined caller's first reaction, this one waits on the
@@ -237,21 +245,21 @@ export class InContextScheduler {
           slot = this.core.jobAhead(job.ticket);
         } catch (error) {
           serializer.failed(error);
-          return undefined;
+          return;
         }
         if (slot !== undefined) {
           const ahead = /** @type {InContextJob} */ (serializer.job(slot));
           job.prev = ahead;
           ahead.tail.then(reaction);
-          return undefined;
+          return;
         }
       }
       job.starter = reaction;
       microtask(reaction);
-      return undefined;
+      return;
     }
     // Its starter left in the one microtask since: it starts from that context all the same.
-    if (job.starter !== reaction) return undefined;
+    if (job.starter !== reaction) return;
     job.starter = null;
     let timeoutMs;
     try {
@@ -260,9 +268,9 @@ export class InContextScheduler {
       timeoutMs = this.core.startTicket(job.ticket);
     } catch (error) {
       serializer.failed(error);
-      return undefined;
+      return;
     }
-    if (timeoutMs === undefined) return undefined;
+    if (timeoutMs === undefined) return;
     try {
       // A closure rather than `setTimeout(f, ms, job)`: workerd takes nearly twice as long to
       // arm and clear a timer given an argument to pass. A deadline must not keep a Node
@@ -271,10 +279,9 @@ export class InContextScheduler {
     } catch (error) {
       // A job whose deadline cannot be armed does not run; its caller gets the host's error.
       job.reject(error);
-      return undefined;
+      return;
     }
     serializer.begin(job);
-    return undefined;
   }
 
   /** @param {InContextJob} job */

@@ -367,12 +367,6 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             Some((version, record)) => {
                 let stale = stale(&record, since, attempt.options, now);
-                if tells_changes && !attempt.watch_failed && !stale {
-                    watch = Some((
-                        version.clone(),
-                        stale_at(&record, since, attempt.options, now),
-                    ));
-                }
                 match record {
                     Ok(record) if !record.held => {
                         Some((version, record.fence.saturating_add(1), false))
@@ -386,7 +380,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                         attempt.takeovers += 1;
                         Some((version, (now.wall.floor() as u64).max(1), true))
                     }
-                    _ => None,
+                    // Held elsewhere, live: watched where the store tells changes.
+                    held => {
+                        if tells_changes && !attempt.watch_failed && !stale {
+                            let until = stale_at(&held, since, attempt.options, now);
+                            watch = Some((version, until));
+                        }
+                        None
+                    }
                 }
             }
         };
@@ -434,13 +435,19 @@ fn stale(record: &Result<Record, NotARecord>, since: f64, options: LockOptions, 
     match record {
         Ok(record) if !record.held => false,
         Ok(record) => {
-            let lease = record
-                .lease
-                .map_or(own, |promised| (promised as f64).max(own));
+            let lease = judged_lease(record, own);
             now.wall - record.at > lease + options.max_clock_skew_ms || now.mono - since > lease
         }
         Err(_) => now.mono - since > own,
     }
+}
+
+/// The lease a taker judges a held record by: the longer of the one its holder promised and
+/// the taker's own (`own`).
+fn judged_lease(record: &Record, own: f64) -> f64 {
+    record
+        .lease
+        .map_or(own, |promised| (promised as f64).max(own))
 }
 
 /// When (monotonic) a record that is not stale yet becomes so by [`stale`]'s rules, with a
@@ -453,12 +460,10 @@ fn stale_at(
 ) -> f64 {
     let own = options.stale_ms;
     match record {
-        // A free record is taken, not watched; never reached.
+        // A free record is taken, not watched.
         Ok(record) if !record.held => now.mono,
         Ok(record) => {
-            let lease = record
-                .lease
-                .map_or(own, |promised| (promised as f64).max(own));
+            let lease = judged_lease(record, own);
             let by_age = now.mono + (record.at + lease + options.max_clock_skew_ms - now.wall);
             by_age.min(since + lease) + 1.0
         }
