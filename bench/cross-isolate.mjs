@@ -31,7 +31,7 @@ function countingStore(tells) {
   return store;
 }
 
-const quantile = (values, q) => [...values].sort((x, y) => x - y)[Math.min(values.length - 1, Math.floor(q * values.length))];
+import { busyKey, quantile } from '../tests/js/busy-key.mjs';
 
 /** One row: B's waits after the release (p50, max) and the calls per exchange (p50, max). */
 const row = (label, waits, calls) =>
@@ -65,6 +65,23 @@ for (const tells of [true, false]) {
     calls.push(store.calls - before);
   }
   row(tells ? 'with changed (wake-ups)' : 'three methods (polls)', waits, calls);
+}
+
+// A busy key (tests/js/busy-key.mjs): A keeps 4 works of 1 ms in flight, B calls every 50 ms.
+console.log('');
+console.log('a busy key over one MemoryStore: A keeps 4 works in flight, B calls every 50 ms, 6 s');
+console.log('');
+console.log('store                     B wait p50 ms   max ms   B calls per B turn   all calls per B turn   turns of B   of A');
+/** One busy-key row: what B paid, over `storeA` (A's instance) and `storeB` (B's). */
+async function busyRow(label, storeA, storeB, calls) {
+  const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = await busyKey({ a, b, storeA, storeB, calls, ms: 6000 });
+  console.log(
+    `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(13)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${callsOfBPerTurn.toFixed(1).padStart(20)} ${callsPerTurnOfB.toFixed(1).padStart(22)} ${String(waits.length).padStart(12)} ${String(turnsOfA).padStart(6)}`,
+  );
+}
+for (const tells of [true, false]) {
+  const store = countingStore(tells);
+  await busyRow(tells ? 'with changed (wake-ups)' : 'three methods (polls)', store, store, () => store.calls);
 }
 
 // The same exchange over redis-server (a server of our own, stopped by PID): each instance with
@@ -105,6 +122,12 @@ try {
       calls.push(sa.calls() + sb.calls() - before);
     }
     row(tells ? 'Redis, with subscribe' : 'Redis, three methods', waits, calls);
+  }
+  console.log('');
+  console.log('the busy key over redis-server (one connection per instance)');
+  for (const tells of [true, false]) {
+    const [sa, sb] = [await redisStore(a, tells), await redisStore(b, tells)];
+    await busyRow(tells ? 'Redis, with subscribe' : 'Redis, three methods', sa.store, sb.store, () => sa.calls() + sb.calls());
   }
 } finally {
   await Promise.all(connections.map((client) => client.quit().catch(() => {})));

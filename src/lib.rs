@@ -63,6 +63,7 @@
 
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod asks;
 mod clock;
 mod deadlines;
 mod key;

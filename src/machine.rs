@@ -21,6 +21,7 @@
 //! any release before 1.0 without a major version; the rest of the crate's API is the stable
 //! one.
 
+pub use crate::asks::{Ask, AskId, Asks, ASK_ID_LEN, MAX_ASKS, OFFER_MS};
 pub use crate::lock::core::{Answer, LeaseView, LockCore, Now, Step, Succession, Woken};
 pub use crate::queue::{LineId, Pushed, Ticket, MAX_ENTRIES};
 pub use crate::record::{NotARecord, Record, FORMAT, MAX_FENCE};

@@ -17,11 +17,15 @@
 //!   hash of the value never sees a version come back.
 //! - `lease`: the lease its holder promised itself (its `staleMs`, whole milliseconds), on held
 //!   records: a taker waits out the longer of it and its own. A free record has none.
+//! - `asks` (optional): the isolates waiting for the name, in the order they asked
+//!   ([`Asks`](crate::asks::Asks)). A string, so a record stays a flat object.
 //!
 //! Unknown fields are ignored, so a later version can add some; anything that does not parse
 //! as this format is a record that is not ours and is never released by us.
 
 use core::fmt;
+
+use crate::asks::Asks;
 
 /// The format version this crate writes and reads.
 pub const FORMAT: u32 = 1;
@@ -43,6 +47,8 @@ pub struct Record {
     /// The lease its holder promised itself, in milliseconds: `Some` on held records, `None` on
     /// free ones.
     pub lease: Option<u64>,
+    /// The isolates waiting for the name, oldest first.
+    pub asks: Asks,
 }
 
 /// Why a stored text is not a record of ours.
@@ -67,6 +73,7 @@ impl Record {
             fence,
             at,
             lease: Some(u64::from(crate::lock::LOCK_STALE_MS)),
+            asks: Asks::default(),
         }
     }
 
@@ -79,13 +86,21 @@ impl Record {
             fence,
             at,
             lease: None,
+            asks: Asks::default(),
         }
     }
 
     /// The record as stored.
     #[cfg(test)]
     pub fn encode(&self) -> String {
-        encode(self.held, &self.token, self.fence, self.at, self.lease)
+        encode(
+            self.held,
+            &self.token,
+            self.fence,
+            self.at,
+            self.lease,
+            &self.asks,
+        )
     }
 
     /// Reads a stored text; an error for anything that is not a record of this format.
@@ -97,8 +112,17 @@ impl Record {
             fence,
             at,
             lease,
+            asks,
         } = Reader::new(text).object()?;
-        Record::from_fields(format, state.as_deref(), token, fence, at, lease)
+        Record::from_fields(
+            format,
+            state.as_deref(),
+            token,
+            fence,
+            at,
+            lease,
+            asks.as_deref(),
+        )
     }
 }
 
@@ -113,6 +137,7 @@ impl Record {
         fence: Option<f64>,
         at: Option<f64>,
         lease: Option<f64>,
+        asks: Option<&str>,
     ) -> Result<Record, NotARecord> {
         if format != Some(f64::from(FORMAT)) {
             return Err(NotARecord("no \"keyturn\": 1"));
@@ -145,6 +170,7 @@ impl Record {
             fence: fence as u64,
             at,
             lease,
+            asks: asks.map(Asks::parse).unwrap_or_default(),
         })
     }
 }
@@ -152,9 +178,9 @@ impl Record {
 /// The stored text of a record with these fields; a token that is not ours is escaped so the
 /// JSON stays valid.
 #[cfg(test)]
-fn encode(held: bool, token: &str, fence: u64, at: f64, lease: Option<u64>) -> String {
-    if token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        return encode_ours(held, token, fence, at, lease);
+fn encode(held: bool, token: &str, fence: u64, at: f64, lease: Option<u64>, asks: &Asks) -> String {
+    if is_plain(token) {
+        return encode_ours(held, token, fence, at, lease, asks);
     }
     let mut escaped = String::with_capacity(token.len() + 8);
     for c in token.chars() {
@@ -170,7 +196,12 @@ fn encode(held: bool, token: &str, fence: u64, at: f64, lease: Option<u64>) -> S
             c => escaped.push(c),
         }
     }
-    encode_ours(held, &escaped, fence, at, lease)
+    encode_ours(held, &escaped, fence, at, lease, asks)
+}
+
+/// Whether a token needs no escaping in a record's JSON (ours are hex).
+pub(crate) fn is_plain(token: &str) -> bool {
+    token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
 /// [`encode`] for a token of ours (hex, or empty), which needs no escaping: what the lock core
@@ -181,9 +212,11 @@ pub(crate) fn encode_ours(
     fence: u64,
     at: f64,
     lease: Option<u64>,
+    asks: &Asks,
 ) -> String {
-    // Room for the longest record (a 32-digit token, 20-digit numbers): one allocation.
-    let mut out = String::with_capacity(160);
+    // Room for the longest record (a 32-digit token, 20-digit numbers) and a few asks: one
+    // allocation.
+    let mut out = String::with_capacity(160 + 34 * asks.len());
     out.push_str("{\"keyturn\":1,\"state\":\"");
     out.push_str(if held { "held" } else { "free" });
     out.push_str("\",\"token\":\"");
@@ -196,6 +229,7 @@ pub(crate) fn encode_ours(
         out.push_str(",\"lease\":");
         push_decimal(&mut out, lease);
     }
+    asks.push_field(&mut out);
     out.push('}');
     out
 }
@@ -210,6 +244,7 @@ struct Fields {
     fence: Option<f64>,
     at: Option<f64>,
     lease: Option<f64>,
+    asks: Option<String>,
 }
 
 /// A scalar value of a record's text.
@@ -231,6 +266,8 @@ impl Fields {
             ("fence", Value::Number(n)) => self.fence = Some(n),
             ("at", Value::Number(n)) => self.at = Some(n),
             ("lease", Value::Number(n)) => self.lease = Some(n),
+            // Asks only order waiters: one of another type is left out, as a bad entry is.
+            ("asks", Value::String(text)) => self.asks = Some(text),
             ("keyturn" | "state" | "token" | "fence" | "at" | "lease", _) => {
                 return Err(NotARecord("a field has the wrong type"))
             }
@@ -542,6 +579,7 @@ mod tests {
             fields.3,
             fields.4,
             fields.5,
+            None,
         )
         .ok()
     }

@@ -103,6 +103,8 @@ pub struct RecordFields {
     pub at: Option<f64>,
     /// `lease`.
     pub lease: Option<f64>,
+    /// `asks`.
+    pub asks: Option<String>,
 }
 
 /// The answer to a read: the version and the fields of the record found, or none.
@@ -115,6 +117,7 @@ pub fn read_answer<V>(found: Option<(V, RecordFields)>) -> Answer<V> {
             fields.fence,
             fields.at,
             fields.lease,
+            fields.asks.as_deref(),
         );
         (version, record)
     }))
@@ -316,11 +319,13 @@ mod tests {
             fence: Some(4.0),
             at: Some(10.0),
             lease: Some(2000.0),
+            asks: Some("0123456789abcdef:99".into()),
         };
         let Answer::Read(Some((version, Ok(record)))) = read_answer(Some(("v", fields))) else {
             panic!("a record of ours")
         };
         assert_eq!((version, record.fence, record.lease), ("v", 4, Some(2000)));
+        assert_eq!(record.asks.position(b"0123456789abcdef"), Some(0));
         let mistyped = RecordFields {
             fence: Some(f64::NAN),
             ..RecordFields::default()

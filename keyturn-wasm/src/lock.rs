@@ -148,6 +148,7 @@ impl LockCoreBinding {
         fence: Option<f64>,
         at_ms: Option<f64>,
         lease: Option<f64>,
+        asks: Option<String>,
         wall: f64,
         mono: f64,
     ) -> f64 {
@@ -162,6 +163,7 @@ impl LockCoreBinding {
                 fence,
                 at: at_ms,
                 lease,
+                asks,
             };
             (version, fields)
         });

@@ -35,6 +35,7 @@ use core::fmt;
 use std::rc::Rc;
 
 use super::{LockError, LockOptions, MAX_LOCAL_STREAK_MS};
+use crate::asks::{AskId, Asks};
 use crate::deadlines::Deadlines;
 use crate::key::validate_name;
 use crate::queue::{KeyedQueue, Ticket};
@@ -277,6 +278,9 @@ struct Lease<V> {
     uncertain: bool,
     /// Another isolate wrote the record between this isolate's last two acquisitions.
     contested: bool,
+    /// The isolates that asked for the name, as this holder last saw its record: its writes
+    /// keep them, and its release offers them the name.
+    asks: Asks,
 }
 
 impl<V> Lease<V> {
@@ -380,6 +384,9 @@ pub struct LockCore<V, W> {
     stats: LockStats,
     /// The store answers `changed`: a contender waits on the record instead of polling.
     store_tells_changes: bool,
+    /// This isolate's id in the asks of records (drawn at its first ask): one place in a
+    /// name's queue per isolate, kept by its next acquisitions.
+    ask_id: Option<AskId>,
 }
 
 impl<V, W> fmt::Debug for LockCore<V, W> {
@@ -407,6 +414,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             woken: Vec::new(),
             stats: LockStats::default(),
             store_tells_changes: false,
+            ask_id: None,
         }
     }
 

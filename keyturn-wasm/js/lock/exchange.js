@@ -191,7 +191,7 @@ export class Exchange {
     const { ticket } = this;
     const { core } = this.manager;
     if (code === LOCK_READ) {
-      if (answer === null || answer === undefined) return core.answerRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, undefined, wall, mono);
+      if (answer === null || answer === undefined) return core.answerRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, wall, mono);
       const { value, version } = /** @type {{ value?: unknown, version?: unknown }} */ (answer);
       if (typeof answer === 'object' && typeof value === 'string' && typeof version === 'string') {
         const record = parsed(value);
@@ -204,6 +204,7 @@ export class Exchange {
           numberField(record.fence),
           numberField(record.at),
           numberField(record.lease),
+          stringField(record.asks),
           wall,
           mono,
         );

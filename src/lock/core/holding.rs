@@ -7,8 +7,13 @@
 //! sees a version come back, and a watcher sees every renewal). A holder that renews while it
 //! works does so `staleMs / 3` apart, whatever the last renewal answered: a failed one is tried
 //! again while the lease has time left. A lease past its end is lost for good.
+//!
+//! A write refused because the version moved reads the record: still held with this lease's
+//! token and fence, it was another isolate asking for the name (`asks`), and the write is made
+//! again on the new version, keeping the asks — at most [`REFRESHES`] times per write.
 
 use super::{is_written, Answer, Entry, Lease, LeaseView, LockCore, Now, Stamp, State, Step};
+use crate::asks::MAX_ASKS;
 use crate::queue::Ticket;
 use crate::record::{encode_ours, NotARecord, Record};
 
@@ -17,7 +22,14 @@ use crate::record::{encode_ours, NotARecord, Record};
 pub(super) struct Renewal {
     stamp: Stamp,
     phase: Phase,
+    /// Reads after a refused write so far.
+    refreshes: u8,
 }
+
+/// The most times one write of a lease is made again after asks moved the record's version:
+/// each isolate asks once per turn and a queue holds [`MAX_ASKS`] of them, so more means a store
+/// that answers wrongly.
+pub(super) const REFRESHES: u8 = 2 * MAX_ASKS as u8;
 
 /// Where a write of a held lease is: reading the record first (the last write's outcome was
 /// unknown), writing, or reading back a write whose call failed.
@@ -33,6 +45,15 @@ impl<V> Lease<V> {
     /// fence (at any time: an unknown write of its own may have moved it).
     pub(super) fn owns(&self, record: &Result<Record, NotARecord>) -> bool {
         matches!(record, Ok(found) if found.held && found.token == self.token && found.fence == self.record_fence)
+    }
+
+    /// Goes on from the record the store has, found to be this lease's: its version, and the
+    /// asks other isolates added.
+    pub(super) fn adopt(&mut self, version: V, record: Result<Record, NotARecord>) {
+        self.version = version;
+        if let Ok(record) = record {
+            self.asks = record.asks;
+        }
     }
 
     /// The stamp of this lease's next write: now, and at least 1 past its record's `at`, so no
@@ -64,6 +85,7 @@ impl<V> Lease<V> {
             self.record_fence,
             stamp.at,
             self.promised(),
+            &self.asks.live(stamp.at),
         )
     }
 }
@@ -144,6 +166,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             lease.renewing = Some(Renewal {
                 stamp,
                 phase: Phase::ReadFirst,
+                refreshes: 0,
             });
             let bound_ms = lease.store_timeout_ms;
             return self.call(Step::Read { bound_ms });
@@ -151,6 +174,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         lease.renewing = Some(Renewal {
             stamp,
             phase: Phase::Write,
+            refreshes: 0,
         });
         let step = lease.write(stamp);
         self.call(step)
@@ -161,17 +185,36 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(lease) = self.lease_mut(ticket) else {
             return Step::Lost;
         };
-        let Some(Renewal { stamp, phase }) = lease.renewing else {
+        let Some(Renewal {
+            stamp,
+            phase,
+            refreshes,
+        }) = lease.renewing
+        else {
             // A wake-up (a waiter handed the lease), or nothing in flight.
             return Step::Held;
         };
         let write = |lease: &mut Lease<V>, phase| {
-            lease.renewing = Some(Renewal { stamp, phase });
+            lease.renewing = Some(Renewal {
+                stamp,
+                phase,
+                refreshes,
+            });
         };
         match (phase, answer) {
             (Phase::Write, Answer::Replaced(Some(version))) => {
                 self.renewed(ticket, version, stamp, now);
                 Step::Held
+            }
+            // The version moved: an ask, or a takeover. The read says which.
+            (Phase::Write, Answer::Replaced(None)) if refreshes < REFRESHES => {
+                lease.renewing = Some(Renewal {
+                    stamp,
+                    phase: Phase::ReadFirst,
+                    refreshes: refreshes + 1,
+                });
+                let bound_ms = lease.store_timeout_ms;
+                self.call(Step::Read { bound_ms })
             }
             (Phase::Write, Answer::Failed | Answer::TimedOut) => {
                 write(lease, Phase::ReadBack);
@@ -205,7 +248,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // The record is this lease's, at a version an unknown write of its own left: go on
             // from there.
             (Phase::ReadFirst, Answer::Read(Some((version, record)))) if lease.owns(&record) => {
-                lease.version = version;
+                lease.adopt(version, record);
                 lease.uncertain = false;
                 write(lease, Phase::Write);
                 let step = lease.write(stamp);

@@ -27,6 +27,10 @@ struct Known<V> {
     /// it arrived then.
     since: f64,
     freed: Option<Freed>,
+    /// The fence and `at` of the held record at `version`: a later version with both unchanged
+    /// differs only in its asks, so the watch goes on (other isolates asking do not keep a
+    /// dead holder's record from being taken over).
+    holder: Option<(u64, f64)>,
 }
 
 /// Known records by name, in the crate's one map type.
@@ -57,13 +61,45 @@ impl<V: PartialEq> KnownRecords<V> {
     where
         V: Clone,
     {
+        self.saw_held(name, version, None, mono)
+    }
+
+    /// [`saw`](Self::saw) a held record with `holder`'s fence and `at`: a version that only
+    /// added asks to the one watched keeps the watch.
+    pub(super) fn saw_held(
+        &mut self,
+        name: &Rc<str>,
+        version: &V,
+        holder: Option<(u64, f64)>,
+        mono: f64,
+    ) -> f64
+    where
+        V: Clone,
+    {
         if let Some(known) = self.get_mut(name) {
             if known.version == *version {
                 return known.since;
             }
+            if holder.is_some() && known.holder == holder && known.freed.is_none() {
+                known.version = version.clone();
+                return known.since;
+            }
         }
         self.set(name, version.clone(), mono, None);
+        if let Some(known) = self.get_mut(name) {
+            known.holder = holder;
+        }
         mono
+    }
+
+    /// This isolate's ask moved `name`'s record to `version`, keeping its holder: the watch
+    /// goes on.
+    pub(super) fn asked(&mut self, name: &Rc<str>, version: &V, mono: f64)
+    where
+        V: Clone,
+    {
+        let holder = self.get_mut(name).and_then(|known| known.holder);
+        self.saw_held(name, version, holder, mono);
     }
 
     /// This isolate left `name`'s record at `version` free (or held by nobody), written at
@@ -105,6 +141,7 @@ impl<V: PartialEq> KnownRecords<V> {
             version,
             since,
             freed,
+            holder: None,
         };
         match self.get_mut(name) {
             Some(slot) => *slot = known,

@@ -8,12 +8,18 @@
 //! local head pauses one poll, so other isolates get their turn. With nobody waiting here the
 //! record is freed, keeping its fence.
 //!
+//! A holder whose record carries asks (other isolates waiting, see `crate::asks`) frees it at
+//! its release, whoever waits here: the free record, keeping the asks, is offered to them in
+//! order. A release refused because the version moved reads the record, as a renewal does: an
+//! ask came in, and the release is made again on the new version — now a free.
+//!
 //! A release whose write failed reads the record back once, as every write of a lease does; one
 //! that follows a write whose outcome stayed unknown (a renewal its driver stopped waiting for)
 //! reads the record first, and releases only a record that is still this lease's.
 
-use super::holding::Phase;
+use super::holding::{Phase, REFRESHES};
 use super::{is_written, promised, Answer, Entry, Lease, LockCore, Now, Stamp, State, Step};
+use crate::asks::Asks;
 use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS};
 use crate::queue::Ticket;
 use crate::random::Random;
@@ -27,6 +33,8 @@ pub(super) struct Release<V> {
     /// The stamp of the record the release writes.
     stamp: Stamp,
     phase: Phase,
+    /// Reads after a refused write so far.
+    refreshes: u8,
 }
 
 /// What a release writes, and what comes of it.
@@ -69,6 +77,7 @@ impl<V: Clone> Batch<V> {
             lapsed: false,
             uncertain: false,
             contested,
+            asks: Asks::default(),
         }
     }
 }
@@ -82,10 +91,35 @@ impl<V> Release<V> {
                 last_fence,
                 lease,
                 ..
-            } => encode_ours(true, token, *last_fence, self.stamp.at, Some(*lease)),
-            AfterRelease::Free { .. } => {
-                encode_ours(false, "", self.lease.record_fence, self.stamp.at, None)
-            }
+            } => encode_ours(
+                true,
+                token,
+                *last_fence,
+                self.stamp.at,
+                Some(*lease),
+                &Asks::default(),
+            ),
+            AfterRelease::Free { .. } => encode_ours(
+                false,
+                "",
+                self.lease.record_fence,
+                self.stamp.at,
+                None,
+                &self.offered(),
+            ),
+        }
+    }
+
+    /// The asks a free record of this release offers the name to.
+    fn offered(&self) -> Asks {
+        self.lease.asks.live(self.stamp.at)
+    }
+
+    /// Another isolate asked since this release was decided: a hand-off here becomes a free
+    /// offered to it.
+    fn asked(&mut self) {
+        if !self.offered().is_empty() {
+            self.then = AfterRelease::Free { capped: false };
         }
     }
 
@@ -171,7 +205,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::Done;
         };
         let uncertain = lease.uncertain || lease.renewing.is_some();
-        let next = self.lines.next_in_line(ticket);
+        // Other isolates asked: they go first, whoever waits here.
+        let asked = !lease.asks.live(now.wall).is_empty();
+        let next = self.lines.next_in_line(ticket).filter(|_| !asked);
         // Waiters behind the next one, here or announced: each gets one of the fences the
         // hand-off CAS reserves.
         let behind = next.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
@@ -206,7 +242,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             // Waiters left when a streak ended at its bound: they let others in first.
             (None, _) => AfterRelease::Free {
-                capped: next.is_some() && streak_since.is_some(),
+                capped: !asked && next.is_some() && streak_since.is_some(),
             },
         };
         self.begin_release(ticket, then, uncertain, now)
@@ -261,6 +297,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             lease,
             then,
             phase: Phase::ReadFirst,
+            refreshes: 0,
         };
         let step = if uncertain {
             release.read()
@@ -293,6 +330,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 let step = release.read();
                 self.call(step)
             }
+            // The version moved: an ask, or a takeover. The read says which.
+            (Phase::Write, Answer::Replaced(None)) if release.refreshes < REFRESHES => {
+                release.phase = Phase::ReadFirst;
+                release.refreshes += 1;
+                let step = release.read();
+                self.call(step)
+            }
             (Phase::ReadBack, Answer::Read(Some((version, record)))) if release.wrote(&record) => {
                 self.stats.read_backs_applied += 1;
                 self.released(ticket, version, now);
@@ -302,7 +346,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             (Phase::ReadFirst, Answer::Read(Some((version, record))))
                 if release.lease.owns(&record) =>
             {
-                release.lease.version = version;
+                release.lease.adopt(version, record);
+                release.asked();
                 let step = release.write();
                 self.call(step)
             }
@@ -336,6 +381,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(State::Releasing(release)) = self.take_state(ticket) else {
             return;
         };
+        let offered = !release.offered().is_empty();
         let Release {
             lease, then, stamp, ..
         } = release;
@@ -370,6 +416,15 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             (AfterRelease::HandOff { last_fence, .. }, None) => {
                 self.known
                     .freed(&name, version, now.mono, last_fence, lease.contested);
+            }
+            // Offered to the isolates that asked: this isolate's next acquisition reads it.
+            (AfterRelease::Free { .. }, _) if offered => {
+                self.known.saw(&name, &version, now.mono);
+                if let Some(state) = self.lines.line_data_mut(line) {
+                    state.yield_first = false;
+                    state.streak_since = None;
+                    state.batch = None;
+                }
             }
             (AfterRelease::Free { capped }, _) => {
                 self.known.freed(

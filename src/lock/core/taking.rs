@@ -14,13 +14,21 @@
 //!
 //! A record that is not ours is taken over only by watching. A write whose call failed is read
 //! back once: the record holding exactly what it wrote means the write took.
+//!
+//! **Asking** (`crate::asks`): a contender that finds the name held elsewhere, live, adds its
+//! ask to the record with one CAS that keeps every other field, then waits (watching the
+//! record, or polling, its pauses ending by when the record turns stale or its offer comes). A free record that carries asks is
+//! taken only as [`Asks::may_take`] says — the first ask at once, the others each after the
+//! offers before theirs ran — and its taker keeps the asks still waiting, so its own release
+//! offers them the name in turn.
 
 use super::Lease;
 use super::{is_written, promised, Answer, Entry, LockCore, Now, Stamp, State, Step};
+use crate::asks::{AskId, Asks, ASK_ID_LEN};
 use crate::lock::{LockOptions, MAX_POLL_MS, TAKEOVERS};
 use crate::queue::Ticket;
 use crate::random::Random;
-use crate::record::{encode_ours, NotARecord, Record};
+use crate::record::{encode_ours, is_plain, NotARecord, Record};
 
 /// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
 const FIRST_POLL_MS: f64 = 2.0;
@@ -43,7 +51,23 @@ pub(super) struct Attempt {
     /// A watch of this attempt failed: it polls from then on (a store whose `changed` fails
     /// once would cost a failed call per poll).
     watch_failed: bool,
+    /// The asks the record this attempt writes carries (what it took over, or was offered).
+    asks: Asks,
+    /// When (monotonic) to look at the record again at the latest: a held one turns stale, or
+    /// a free one offered to others first becomes this attempt's to take.
+    look_at: Option<f64>,
     call: Call,
+}
+
+/// What a read leads to.
+enum Next<V> {
+    /// A create or CAS taking the name: the version, the fence, a takeover, the asks it keeps.
+    Write(V, u64, bool, Asks),
+    /// A CAS adding this attempt's ask.
+    Ask(V, String),
+    /// Wait for the record at this version to change.
+    Wait(V),
+    Poll,
 }
 
 /// The step an attempt is in.
@@ -56,6 +80,8 @@ enum Call {
     /// Watching the record for a change (a store that tells changes).
     Watch,
     Read,
+    /// A CAS adding this attempt's ask to a record held elsewhere.
+    Ask,
     /// A create or CAS of a record with `fence`, stamped `stamp`; `takeover`: of a stale one.
     Write {
         fence: u64,
@@ -78,6 +104,8 @@ impl Attempt {
             known_fence: 0,
             contested: false,
             watch_failed: false,
+            asks: Asks::default(),
+            look_at: None,
             call: Call::Idle,
         }
     }
@@ -89,15 +117,35 @@ impl Attempt {
         bound.min(self.deadline + bound - now.mono).max(0.0)
     }
 
-    /// The record this attempt writes: held, with its token and `fence`, stamped `stamp`.
-    fn record(&self, fence: u64, stamp: Stamp) -> String {
+    /// The record this attempt writes: held, with its token and `fence`, stamped `stamp`,
+    /// carrying the asks of the isolates still waiting.
+    fn record(&self, fence: u64, stamp: Stamp, asks: &Asks) -> String {
         encode_ours(
             true,
             &self.token,
             fence,
             stamp.at,
             Some(promised(self.options.stale_ms)),
+            asks,
         )
+    }
+
+    /// `record` with this attempt's ask added, waiting until its deadline (on the wall clock
+    /// of `now`): `None` when the queue is full, or the record cannot be written back as it
+    /// is (a token that would need escaping is no token of ours).
+    fn asked(&self, record: &Record, asks: &Asks, id: &AskId, now: Now) -> Option<String> {
+        let until = now.wall + (self.deadline - now.mono);
+        let asks = asks.with(id, until)?;
+        is_plain(&record.token).then(|| {
+            encode_ours(
+                record.held,
+                &record.token,
+                record.fence,
+                record.at,
+                record.lease,
+                &asks,
+            )
+        })
     }
 }
 
@@ -123,6 +171,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::GiveUp;
         };
         let freed = self.known.take_freed(&name).filter(|_| !yield_first);
+        // A record this isolate has seen (records are never deleted): read it, not create.
+        let seen = freed.is_none() && self.known.key(&name).is_some();
         let Some(attempt) = self.attempt_mut(ticket) else {
             return Step::GiveUp;
         };
@@ -150,9 +200,19 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             Some((version, freed)) => {
                 attempt.known_fence = freed.fence;
                 attempt.exists = true;
-                self.write(ticket, version, freed.fence + 1, false, now)
+                self.write(
+                    ticket,
+                    version,
+                    freed.fence + 1,
+                    false,
+                    Asks::default(),
+                    now,
+                )
             }
-            None => self.attempt(ticket, now),
+            None => {
+                attempt.exists = seen;
+                self.attempt(ticket, now)
+            }
         }
     }
 
@@ -174,17 +234,21 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             takeover: false,
             read_back: false,
         };
-        let (value, bound_ms) = (attempt.record(1, stamp), attempt.bound(now));
+        let (value, bound_ms) = (
+            attempt.record(1, stamp, &Asks::default()),
+            attempt.bound(now),
+        );
         self.call(Step::Create { value, bound_ms })
     }
 
-    /// A CAS on `version` writing this attempt's record with `fence`.
+    /// A CAS on `version` writing this attempt's record with `fence` and `asks`.
     fn write(
         &mut self,
         ticket: Ticket,
         version: V,
         fence: u64,
         takeover: bool,
+        asks: Asks,
         now: Now,
     ) -> Step<V> {
         let Some(attempt) = self.attempt_mut(ticket) else {
@@ -197,7 +261,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             takeover,
             read_back: false,
         };
-        let (value, bound_ms) = (attempt.record(fence, stamp), attempt.bound(now));
+        let (value, bound_ms) = (attempt.record(fence, stamp, &asks), attempt.bound(now));
+        attempt.asks = asks;
         self.call(Step::Replace {
             version,
             value,
@@ -271,6 +336,17 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 self.took(ticket, version, fence, stamp, takeover, now);
                 Step::Held
             }
+            // Asked: wait for the record to change (the version is this attempt's own write).
+            (Call::Ask, Answer::Replaced(Some(version))) => {
+                if let Some(name) = self.name_of(ticket) {
+                    self.known.asked(&name, &version, now.mono);
+                }
+                self.wait_for_record(ticket, version, now, random)
+            }
+            // Somebody wrote in between: read again at once.
+            (Call::Ask, Answer::Replaced(None)) => self.attempt(ticket, now),
+            // An ask whose outcome is unknown: the next read shows whether it took.
+            (Call::Ask, Answer::Failed | Answer::TimedOut) => self.pause(ticket, now, random),
             // A watch that failed is no failure of the acquisition: it polls from then on.
             (Call::Watch, Answer::Failed | Answer::TimedOut) => {
                 attempt.watch_failed = true;
@@ -325,6 +401,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             lapsed: false,
             uncertain: false,
             contested: attempt.contested,
+            asks: std::mem::take(&mut attempt.asks),
         };
         if takeover {
             self.stats.takeovers += 1;
@@ -333,7 +410,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.hold(ticket, lease);
     }
 
-    /// What to do about the record a read found: take it, take it over, or wait.
+    /// What to do about the record a read found: take it, take it over, ask for it, or wait.
     fn decide(
         &mut self,
         ticket: Ticket,
@@ -344,9 +421,22 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(name) = self.name_of(ticket) else {
             return Step::GiveUp;
         };
-        let tells_changes = self.store_tells_changes;
+        let id = *self.ask_id.get_or_insert_with(|| {
+            let token = random.token();
+            let mut id = [b'0'; ASK_ID_LEN];
+            id.iter_mut()
+                .zip(token.bytes())
+                .for_each(|(to, from)| *to = from);
+            id
+        });
         let since = match &found {
-            Some((version, _)) => self.known.saw(&name, version, now.mono),
+            Some((version, record)) => {
+                let holder = match record {
+                    Ok(record) if record.held => Some((record.fence, record.at)),
+                    _ => None,
+                };
+                self.known.saw_held(&name, version, holder, now.mono)
+            }
             None => now.mono,
         };
         let Some(attempt) = self.attempt_mut(ticket) else {
@@ -358,55 +448,112 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 attempt.contested = false;
             }
         }
-        let mut watch = None;
-        let write = match found {
+        attempt.look_at = None;
+        let next = match found {
             // Gone (a store that expires records): the next attempt creates.
             None => {
                 attempt.exists = false;
-                None
+                Next::Poll
             }
-            Some((version, record)) => {
-                let stale = stale(&record, since, attempt.options, now);
-                match record {
-                    Ok(record) if !record.held => {
-                        Some((version, record.fence.saturating_add(1), false))
-                    }
-                    Ok(record) if stale && attempt.takeovers < TAKEOVERS => {
-                        attempt.takeovers += 1;
-                        Some((version, record.fence.saturating_add(1), true))
-                    }
-                    // Not ours: its fence is lost; epoch milliseconds outgrow any count.
-                    Err(_) if stale && attempt.takeovers < TAKEOVERS => {
-                        attempt.takeovers += 1;
-                        Some((version, (now.wall.floor() as u64).max(1), true))
-                    }
-                    // Held elsewhere, live: watched where the store tells changes.
-                    held => {
-                        if tells_changes && !attempt.watch_failed && !stale {
-                            let until = stale_at(&held, since, attempt.options, now);
-                            watch = Some((version, until));
+            Some((version, Err(not_ours))) => {
+                let record = Err(not_ours);
+                if stale(&record, since, attempt.options, now) && attempt.takeovers < TAKEOVERS {
+                    attempt.takeovers += 1;
+                    // Its fence is lost; epoch milliseconds outgrow any count.
+                    let fence = (now.wall.floor() as u64).max(1);
+                    Next::Write(version, fence, true, Asks::default())
+                } else {
+                    attempt.look_at = Some(stale_at(&record, since, attempt.options, now));
+                    Next::Wait(version)
+                }
+            }
+            Some((version, Ok(record))) => {
+                let asks = record.asks.live(now.wall);
+                let queued = asks.position(&id).is_some();
+                let fence = record.fence.saturating_add(1);
+                let wrapped = Ok(record);
+                let stale = stale(&wrapped, since, attempt.options, now);
+                let Ok(record) = wrapped else {
+                    return Step::GiveUp;
+                };
+                let id = &id;
+                if !record.held && asks.may_take(id, record.at, now.wall) {
+                    let asks = asks.taken(id, Some(record.at), now.wall);
+                    Next::Write(version, fence, false, asks)
+                } else if record.held && stale && attempt.takeovers < TAKEOVERS {
+                    attempt.takeovers += 1;
+                    let asks = asks.taken(id, None, now.wall);
+                    Next::Write(version, fence, true, asks)
+                } else {
+                    // Held elsewhere, or offered to others first: ask, then wait for the
+                    // record to change — at the latest until it turns stale, or this
+                    // attempt's offer comes.
+                    attempt.look_at = Some(if record.held {
+                        stale_at(&Ok(record.clone()), since, attempt.options, now)
+                    } else {
+                        now.mono + (asks.offer_at(id, record.at) - now.wall)
+                    });
+                    let ask = (!queued && !stale)
+                        .then(|| attempt.asked(&record, &asks, id, now))
+                        .flatten();
+                    match ask {
+                        Some(value) => Next::Ask(version, value),
+                        // Stale, with no takeover left: polls, as before asks.
+                        None if stale => {
+                            attempt.look_at = None;
+                            Next::Poll
                         }
-                        None
+                        None => Next::Wait(version),
                     }
                 }
             }
         };
-        if let Some((version, fence, takeover)) = write {
-            return self.write(ticket, version, fence, takeover, now);
+        if let Next::Write(version, fence, takeover, asks) = next {
+            return self.write(ticket, version, fence, takeover, asks, now);
         }
         if now.mono >= attempt.deadline {
             self.remove(ticket);
             return Step::GiveUp;
         }
-        if let Some((version, stale_at)) = watch {
-            attempt.call = Call::Watch;
-            // Bounded like every store call: a watch lasts `storeTimeoutMs` at most.
-            let until = stale_at
-                .min(attempt.deadline)
-                .min(now.mono + attempt.options.store_timeout());
-            return self.call(Step::Watch { version, until });
+        match next {
+            Next::Ask(version, value) => {
+                attempt.call = Call::Ask;
+                let bound_ms = attempt.bound(now);
+                self.call(Step::Replace {
+                    version,
+                    value,
+                    bound_ms,
+                })
+            }
+            Next::Wait(version) => self.wait_for_record(ticket, version, now, random),
+            _ => self.pause(ticket, now, random),
         }
-        self.pause(ticket, now, random)
+    }
+
+    /// Waits for the record at `version` to change: watched where the store tells changes
+    /// (bounded by the attempt's deadline, its `look_at` and one `storeTimeoutMs`), else a poll.
+    fn wait_for_record(
+        &mut self,
+        ticket: Ticket,
+        version: V,
+        now: Now,
+        random: &impl Random,
+    ) -> Step<V> {
+        let tells_changes = self.store_tells_changes;
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
+        if !tells_changes || attempt.watch_failed {
+            return self.pause(ticket, now, random);
+        }
+        attempt.call = Call::Watch;
+        // Bounded like every store call: a watch lasts `storeTimeoutMs` at most.
+        let until = attempt
+            .look_at
+            .unwrap_or(f64::INFINITY)
+            .min(attempt.deadline)
+            .min(now.mono + attempt.options.store_timeout());
+        self.call(Step::Watch { version, until })
     }
 
     /// A pause between polls, with jitter, backing off; `GiveUp` past the deadline.
@@ -418,7 +565,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             self.remove(ticket);
             return Step::GiveUp;
         }
-        let pause = (attempt.poll * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now.mono);
+        // A poll comes back by `look_at` at the latest, if that is still ahead.
+        let look_at = attempt
+            .look_at
+            .filter(|at| *at > now.mono)
+            .map_or(f64::INFINITY, |at| at - now.mono);
+        let pause = (attempt.poll * (0.5 + random.unit() / 2.0))
+            .min(attempt.deadline - now.mono)
+            .min(look_at);
         attempt.poll = (attempt.poll * 2.0).min(MAX_POLL_MS);
         attempt.call = Call::Sleep;
         Step::Sleep {

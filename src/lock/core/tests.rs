@@ -839,7 +839,7 @@ fn held_elsewhere(seed: u64) -> (MemoryStore, SeededRandom, Core) {
 #[test]
 fn a_head_watches_the_version_it_read_until_the_record_turns_stale() {
     let (store, random, mut core) = held_elsewhere(9);
-    let held_version = store.get("k").unwrap().version;
+    let before = stored(&store, "k");
     let (b, step) = acquire(
         &mut core,
         &store,
@@ -849,16 +849,23 @@ fn a_head_watches_the_version_it_read_until_the_record_turns_stale() {
         10.0,
         &random,
     );
-    // Create (refused), read: then a watch of the version read, until the record would be stale
-    // (its `at` + lease + 1, before the wait's end).
+    // Create (refused), read, its ask added (the holder's fields as they were): then a watch of
+    // the version its ask wrote, until the record would be stale (its `at` + lease + 1, before
+    // the wait's end).
+    let asked = stored(&store, "k");
+    assert_eq!(asked.asks.len(), 1);
+    assert_eq!(
+        (asked.token.as_str(), asked.fence, asked.at, asked.lease),
+        (before.token.as_str(), before.fence, before.at, before.lease)
+    );
     assert_eq!(
         step,
         Step::Watch {
-            version: held_version.clone(),
+            version: store.get("k").unwrap().version,
             until: 2001.0
         }
     );
-    assert_eq!(core.store_calls(), 3, "the watch is a store call");
+    assert_eq!(core.store_calls(), 4, "the watch is a store call");
     // Woken (changed or not), it reads again; still held, it watches again — no poll between.
     let step = core.step(b, Answer::Woke, at(500.0), &random);
     let step = drive(&mut core, &store, "k", b, step, 500.0, &random);
@@ -917,4 +924,144 @@ fn a_watch_lasts_one_store_timeout_at_most() {
         panic!("{step:?}")
     };
     assert_eq!(until, 55.0);
+}
+
+#[test]
+fn isolates_take_a_name_in_the_order_they_asked() {
+    let (store, random) = (MemoryStore::new(), SeededRandom::new(12));
+    let (mut a, mut b, mut c) = (Core::new(), Core::new(), Core::new());
+    let (held, step) = acquire(&mut a, &store, "k", 1, options(0.0, 2000.0), 0.0, &random);
+    assert_eq!(step, Step::Held);
+    // B asks first, then C: each one CAS adding its ask, the holder's fields untouched.
+    let (tb, step) = acquire(
+        &mut b,
+        &store,
+        "k",
+        2,
+        options(5000.0, 2000.0),
+        1.0,
+        &random,
+    );
+    assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
+    let (tc, step) = acquire(
+        &mut c,
+        &store,
+        "k",
+        3,
+        options(5000.0, 2000.0),
+        2.0,
+        &random,
+    );
+    assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
+    assert_eq!(stored(&store, "k").asks.len(), 2);
+    assert!(stored(&store, "k").held);
+    // A's release is refused (the asks moved the version), reads, and frees the record for them.
+    let step = a.release(held, at(10.0), &random);
+    assert_eq!(
+        drive(&mut a, &store, "k", held, step, 10.0, &random),
+        Step::Done
+    );
+    let freed = stored(&store, "k");
+    assert!(!freed.held);
+    assert_eq!(freed.asks.len(), 2, "offered to both, in order");
+    // A again: it may not take what is offered to others; it asks, behind them.
+    let (ta, step) = acquire(
+        &mut a,
+        &store,
+        "k",
+        4,
+        options(5000.0, 2000.0),
+        11.0,
+        &random,
+    );
+    assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
+    assert_eq!(stored(&store, "k").asks.len(), 3);
+    // C, second in line, polls within B's offer: it waits.
+    let step = c.step(tc, Answer::Woke, at(20.0), &random);
+    assert!(matches!(
+        drive(&mut c, &store, "k", tc, step, 20.0, &random),
+        Step::Sleep { .. }
+    ));
+    // B, first, takes it at once; C and A stay queued in the record B holds.
+    let step = b.step(tb, Answer::Woke, at(21.0), &random);
+    assert_eq!(
+        drive(&mut b, &store, "k", tb, step, 21.0, &random),
+        Step::Held
+    );
+    assert_eq!(stored(&store, "k").asks.len(), 2);
+    let step = b.release(tb, at(30.0), &random);
+    assert_eq!(
+        drive(&mut b, &store, "k", tb, step, 30.0, &random),
+        Step::Done
+    );
+    // C is first now: it takes; then A.
+    let step = c.step(tc, Answer::Woke, at(31.0), &random);
+    assert_eq!(
+        drive(&mut c, &store, "k", tc, step, 31.0, &random),
+        Step::Held
+    );
+    let step = c.release(tc, at(40.0), &random);
+    assert_eq!(
+        drive(&mut c, &store, "k", tc, step, 40.0, &random),
+        Step::Done
+    );
+    let step = a.step(ta, Answer::Woke, at(41.0), &random);
+    assert_eq!(
+        drive(&mut a, &store, "k", ta, step, 41.0, &random),
+        Step::Held
+    );
+    assert_eq!(a.lease(ta).unwrap().fence, 4, "fences rose with every turn");
+    assert!(stored(&store, "k").asks.is_empty());
+}
+
+#[test]
+fn an_ask_whose_isolate_died_costs_the_name_one_offer() {
+    let (store, random) = (MemoryStore::new(), SeededRandom::new(13));
+    let (mut a, mut dead, mut c) = (Core::new(), Core::new(), Core::new());
+    let (held, _) = acquire(&mut a, &store, "k", 1, options(0.0, 2000.0), 0.0, &random);
+    // An isolate asks, then dies (its core is never called again).
+    let (_, step) = acquire(
+        &mut dead,
+        &store,
+        "k",
+        2,
+        options(5000.0, 2000.0),
+        1.0,
+        &random,
+    );
+    assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
+    let step = a.release(held, at(10.0), &random);
+    assert_eq!(
+        drive(&mut a, &store, "k", held, step, 10.0, &random),
+        Step::Done
+    );
+    // C, who did not ask, asks; it may take once the dead one's offer ran: 100 ms after the
+    // release, and not before.
+    let (tc, step) = acquire(
+        &mut c,
+        &store,
+        "k",
+        3,
+        options(5000.0, 2000.0),
+        20.0,
+        &random,
+    );
+    assert!(
+        matches!(step, Step::Sleep { until } if until <= 110.0),
+        "{step:?}"
+    );
+    let step = c.step(tc, Answer::Woke, at(109.0), &random);
+    assert!(matches!(
+        drive(&mut c, &store, "k", tc, step, 109.0, &random),
+        Step::Sleep { .. }
+    ));
+    let step = c.step(tc, Answer::Woke, at(110.0), &random);
+    assert_eq!(
+        drive(&mut c, &store, "k", tc, step, 110.0, &random),
+        Step::Held
+    );
+    assert!(
+        stored(&store, "k").asks.is_empty(),
+        "the dead ask is dropped"
+    );
 }
