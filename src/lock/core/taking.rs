@@ -455,55 +455,47 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 attempt.exists = false;
                 Next::Poll
             }
-            Some((version, Err(not_ours))) => {
-                let record = Err(not_ours);
-                if stale(&record, since, attempt.options, now) && attempt.takeovers < TAKEOVERS {
-                    attempt.takeovers += 1;
-                    // Its fence is lost; epoch milliseconds outgrow any count.
-                    let fence = (now.wall.floor() as u64).max(1);
-                    Next::Write(version, fence, true, Asks::default())
-                } else {
-                    attempt.look_at = Some(stale_at(&record, since, attempt.options, now));
-                    Next::Wait(version)
-                }
-            }
-            Some((version, Ok(record))) => {
-                let asks = record.asks.live(now.wall);
-                let queued = asks.position(&id).is_some();
-                let fence = record.fence.saturating_add(1);
-                let wrapped = Ok(record);
-                let stale = stale(&wrapped, since, attempt.options, now);
-                let Ok(record) = wrapped else {
-                    return Step::GiveUp;
-                };
-                let id = &id;
-                if !record.held && asks.may_take(id, record.at, now.wall) {
-                    let asks = asks.taken(id, Some(record.at), now.wall);
-                    Next::Write(version, fence, false, asks)
-                } else if record.held && stale && attempt.takeovers < TAKEOVERS {
-                    attempt.takeovers += 1;
-                    let asks = asks.taken(id, None, now.wall);
-                    Next::Write(version, fence, true, asks)
-                } else {
-                    // Held elsewhere, or offered to others first: ask, then wait for the
-                    // record to change — at the latest until it turns stale, or this
-                    // attempt's offer comes.
-                    attempt.look_at = Some(if record.held {
-                        stale_at(&Ok(record.clone()), since, attempt.options, now)
-                    } else {
-                        now.mono + (asks.offer_at(id, record.at) - now.wall)
-                    });
-                    let ask = (!queued && !stale)
-                        .then(|| attempt.asked(&record, &asks, id, now))
-                        .flatten();
-                    match ask {
-                        Some(value) => Next::Ask(version, value),
-                        // Stale, with no takeover left: polls, as before asks.
-                        None if stale => {
-                            attempt.look_at = None;
+            Some((version, record)) => {
+                let stale = stale(&record, since, attempt.options, now);
+                match &record {
+                    Err(_) if stale && attempt.takeovers < TAKEOVERS => {
+                        attempt.takeovers += 1;
+                        // Not ours: its fence is lost; epoch milliseconds outgrow any count.
+                        let fence = (now.wall.floor() as u64).max(1);
+                        Next::Write(version, fence, true, Asks::default())
+                    }
+                    Err(_) => {
+                        attempt.look_at = Some(stale_at(&record, since, attempt.options, now));
+                        Next::Wait(version)
+                    }
+                    Ok(found) => {
+                        let asks = found.asks.live(now.wall);
+                        let fence = found.fence.saturating_add(1);
+                        if !found.held && asks.may_take(&id, found.at, now.wall) {
+                            let asks = asks.taken(&id, Some(found.at), now.wall);
+                            Next::Write(version, fence, false, asks)
+                        } else if found.held && stale && attempt.takeovers < TAKEOVERS {
+                            attempt.takeovers += 1;
+                            let asks = asks.taken(&id, None, now.wall);
+                            Next::Write(version, fence, true, asks)
+                        } else if stale {
+                            // Stale, with no takeover left: polls, as before asks.
                             Next::Poll
+                        } else {
+                            // Held elsewhere, or offered to others first: ask, then wait for
+                            // the record to change — at the latest until it turns stale, or
+                            // this attempt's offer comes.
+                            attempt.look_at = Some(if found.held {
+                                stale_at(&record, since, attempt.options, now)
+                            } else {
+                                now.mono + (asks.offer_at(&id, found.at) - now.wall)
+                            });
+                            let queued = asks.position(&id).is_some();
+                            match (!queued).then(|| attempt.asked(found, &asks, &id, now)) {
+                                Some(Some(value)) => Next::Ask(version, value),
+                                _ => Next::Wait(version),
+                            }
                         }
-                        None => Next::Wait(version),
                     }
                 }
             }

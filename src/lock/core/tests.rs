@@ -926,6 +926,30 @@ fn a_watch_lasts_one_store_timeout_at_most() {
     assert_eq!(until, 55.0);
 }
 
+/// Releases `ticket`'s lease on `k` at `now`, driving the release's store calls.
+fn release(
+    core: &mut Core,
+    store: &MemoryStore,
+    ticket: Ticket,
+    now: f64,
+    random: &SeededRandom,
+) -> Step<String> {
+    let step = core.release(ticket, at(now), random);
+    drive(core, store, "k", ticket, step, now, random)
+}
+
+/// Wakes `ticket` (a sleep or a watch ended) at `now` and drives it on, on `k`.
+fn wake(
+    core: &mut Core,
+    store: &MemoryStore,
+    ticket: Ticket,
+    now: f64,
+    random: &SeededRandom,
+) -> Step<String> {
+    let step = core.step(ticket, Answer::Woke, at(now), random);
+    drive(core, store, "k", ticket, step, now, random)
+}
+
 #[test]
 fn isolates_take_a_name_in_the_order_they_asked() {
     let (store, random) = (MemoryStore::new(), SeededRandom::new(12));
@@ -956,11 +980,7 @@ fn isolates_take_a_name_in_the_order_they_asked() {
     assert_eq!(stored(&store, "k").asks.len(), 2);
     assert!(stored(&store, "k").held);
     // A's release is refused (the asks moved the version), reads, and frees the record for them.
-    let step = a.release(held, at(10.0), &random);
-    assert_eq!(
-        drive(&mut a, &store, "k", held, step, 10.0, &random),
-        Step::Done
-    );
+    assert_eq!(release(&mut a, &store, held, 10.0, &random), Step::Done);
     let freed = stored(&store, "k");
     assert!(!freed.held);
     assert_eq!(freed.asks.len(), 2, "offered to both, in order");
@@ -977,39 +997,18 @@ fn isolates_take_a_name_in_the_order_they_asked() {
     assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
     assert_eq!(stored(&store, "k").asks.len(), 3);
     // C, second in line, polls within B's offer: it waits.
-    let step = c.step(tc, Answer::Woke, at(20.0), &random);
     assert!(matches!(
-        drive(&mut c, &store, "k", tc, step, 20.0, &random),
+        wake(&mut c, &store, tc, 20.0, &random),
         Step::Sleep { .. }
     ));
     // B, first, takes it at once; C and A stay queued in the record B holds.
-    let step = b.step(tb, Answer::Woke, at(21.0), &random);
-    assert_eq!(
-        drive(&mut b, &store, "k", tb, step, 21.0, &random),
-        Step::Held
-    );
+    assert_eq!(wake(&mut b, &store, tb, 21.0, &random), Step::Held);
     assert_eq!(stored(&store, "k").asks.len(), 2);
-    let step = b.release(tb, at(30.0), &random);
-    assert_eq!(
-        drive(&mut b, &store, "k", tb, step, 30.0, &random),
-        Step::Done
-    );
+    assert_eq!(release(&mut b, &store, tb, 30.0, &random), Step::Done);
     // C is first now: it takes; then A.
-    let step = c.step(tc, Answer::Woke, at(31.0), &random);
-    assert_eq!(
-        drive(&mut c, &store, "k", tc, step, 31.0, &random),
-        Step::Held
-    );
-    let step = c.release(tc, at(40.0), &random);
-    assert_eq!(
-        drive(&mut c, &store, "k", tc, step, 40.0, &random),
-        Step::Done
-    );
-    let step = a.step(ta, Answer::Woke, at(41.0), &random);
-    assert_eq!(
-        drive(&mut a, &store, "k", ta, step, 41.0, &random),
-        Step::Held
-    );
+    assert_eq!(wake(&mut c, &store, tc, 31.0, &random), Step::Held);
+    assert_eq!(release(&mut c, &store, tc, 40.0, &random), Step::Done);
+    assert_eq!(wake(&mut a, &store, ta, 41.0, &random), Step::Held);
     assert_eq!(a.lease(ta).unwrap().fence, 4, "fences rose with every turn");
     assert!(stored(&store, "k").asks.is_empty());
 }
@@ -1030,11 +1029,7 @@ fn an_ask_whose_isolate_died_costs_the_name_one_offer() {
         &random,
     );
     assert!(matches!(step, Step::Sleep { .. }), "{step:?}");
-    let step = a.release(held, at(10.0), &random);
-    assert_eq!(
-        drive(&mut a, &store, "k", held, step, 10.0, &random),
-        Step::Done
-    );
+    assert_eq!(release(&mut a, &store, held, 10.0, &random), Step::Done);
     // C, who did not ask, asks; it may take once the dead one's offer ran: 100 ms after the
     // release, and not before.
     let (tc, step) = acquire(
@@ -1050,16 +1045,11 @@ fn an_ask_whose_isolate_died_costs_the_name_one_offer() {
         matches!(step, Step::Sleep { until } if until <= 110.0),
         "{step:?}"
     );
-    let step = c.step(tc, Answer::Woke, at(109.0), &random);
     assert!(matches!(
-        drive(&mut c, &store, "k", tc, step, 109.0, &random),
+        wake(&mut c, &store, tc, 109.0, &random),
         Step::Sleep { .. }
     ));
-    let step = c.step(tc, Answer::Woke, at(110.0), &random);
-    assert_eq!(
-        drive(&mut c, &store, "k", tc, step, 110.0, &random),
-        Step::Held
-    );
+    assert_eq!(wake(&mut c, &store, tc, 110.0, &random), Step::Held);
     assert!(
         stored(&store, "k").asks.is_empty(),
         "the dead ask is dropped"
