@@ -5,11 +5,15 @@
 // every process), whatever skew a client's own `now` was given.
 //
 // Events (plain objects, `kind` first):
-// - `client`   { client, skewMs }                  — a client, and how far its `now` was moved
-// - `acquired` { client, name, token, fence, at, heldUntil }
-//                                                  — its acquisition answered at `at`; its lease
-//                                                    ends at `heldUntil` (real time) unless released
+// - `client`   { client, skewMs, inFlight }        — a client, how far its `now` was moved, and
+//                                                    how many turns it keeps in flight
+// - `acquired` { client, name, token, fence, at, heldUntil, waitedMs }
+//                                                  — its acquisition answered at `at`, asked for
+//                                                    `waitedMs` before; its lease ends at
+//                                                    `heldUntil` (real time) unless released
 // - `released` { client, name, token, at }         — it began releasing at `at`
+// - `asked`    { client, name, at }                — its isolate's ask reached the record (a
+//                                                    replace that added it answered at `at`)
 // - `paused`   { client, from, to }                — SIGSTOP..SIGCONT
 // - `killed`   { client, at }                      — SIGKILL
 // - `failed`   { client, name, error }             — a turn that failed (LockUnavailable, a store
@@ -34,8 +38,13 @@
 // Definitions and properties as the fault-harness issue states them: a lease is held from its
 // acquisition's answer until the earlier of its release and its `heldUntil`.
 
-/** The violations of one history, and what it held. */
+/**
+ * The violations of one history, and what it held; `order` says how many waits the order check
+ * judged, and the most turns one client started ahead of one of them.
+ */
 export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
+  const faults = [];
+  const asks = [];
   const violations = [];
   const clients = new Map();
   const leases = [];
@@ -48,7 +57,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
   for (const event of history) {
     switch (event.kind) {
       case 'client':
-        clients.set(event.client, { skewMs: event.skewMs, pauses: [], killedAt: Infinity });
+        clients.set(event.client, { skewMs: event.skewMs, inFlight: event.inFlight ?? 1, pauses: [], killedAt: Infinity });
         break;
       case 'acquired': {
         const lease = { ...event, until: event.heldUntil };
@@ -62,6 +71,9 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
         if (lease !== undefined) lease.until = Math.min(lease.until, event.at);
         break;
       }
+      case 'asked':
+        asks.push(event);
+        break;
       case 'paused':
         clientOf(clients, event.client).pauses.push([event.from, event.to]);
         break;
@@ -96,6 +108,8 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
         violations.push({ property: 'no crash', detail: `${event.client}: ${event.detail}`, clients: [event.client] });
         break;
       case 'fault':
+        faults.push([event.from, event.to]);
+        break;
       case 'disposed':
         break;
       default:
@@ -108,13 +122,14 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
   }
   checkExclusion(leases, clients, maxClockSkewMs, staleMs, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
-  return { violations, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
+  const order = checkOrder(acquisitions, asks, clients, faults, staleMs ?? 0, violations);
+  return { violations, order, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
 }
 
 function clientOf(clients, client) {
   let known = clients.get(client);
   if (known === undefined) {
-    known = { skewMs: 0, pauses: [], killedAt: Infinity };
+    known = { skewMs: 0, inFlight: 1, pauses: [], killedAt: Infinity };
     clients.set(client, known);
   }
   return known;
@@ -195,4 +210,52 @@ function checkLiveness(heals, acquisitions, clients, liveWithinMs, violations) {
       if (!served) violations.push({ property: 'live after healing', at: healedAt, clients: [client], detail: `${client} acquired nothing within ${liveWithinMs} ms of the heal at ${healedAt.toFixed(1)}` });
     }
   }
+}
+
+/**
+ * No client is overtaken beyond the bound of "Turns round isolates": a client's turns asked
+ * for after another's wait reached the store — the wait's first ask in the record, or its start
+ * if it asked none — start before that wait ends at most once per turn the client keeps in
+ * flight: the batch whose hand-off raced the ask. Judged only where the lock promises an order:
+ * in waits that no fault came within `staleMs` of, between clients whose clocks agree (an ask
+ * lapses on its asker's clock, an offer runs on its releaser's), and in which no client with
+ * another clock took the name (its take may drop the asks it reads as lapsed).
+ */
+function checkOrder(acquisitions, asks, clients, faults, staleMs, violations) {
+  let judged = 0;
+  let most = 0; // the most turns one client started ahead of one judged wait
+  const skewOf = (client) => clientOf(clients, client).skewMs;
+  const faulty = (from, to) => faults.some(([start, end]) => start < to && end + staleMs > from);
+  const asksOf = new Map(); // `${client} ${name}` → its asks' times, in order
+  for (const { client, name, at } of asks) asksOf.set(`${client} ${name}`, [...(asksOf.get(`${client} ${name}`) ?? []), at]);
+  const byName = new Map();
+  for (const a of acquisitions) {
+    if (a.waitedMs === undefined) continue;
+    byName.set(a.name, [...(byName.get(a.name) ?? []), { ...a, asked: a.at - a.waitedMs }]);
+  }
+  for (const [name, all] of byName) {
+    all.sort((a, b) => a.at - b.at);
+    for (const [i, wait] of all.entries()) {
+      if (faulty(wait.asked, wait.at)) continue;
+      const during = [];
+      for (let j = i - 1; j >= 0 && all[j].at > wait.asked; j--) if (all[j].client !== wait.client && all[j].at < wait.at) during.push(all[j]);
+      if (during.some((other) => skewOf(other.client) !== skewOf(wait.client))) continue;
+      judged += 1;
+      const reached = (asksOf.get(`${wait.client} ${name}`) ?? []).find((at) => at >= wait.asked && at <= wait.at) ?? wait.asked;
+      const overtakes = new Map();
+      for (const other of during) if (other.asked > reached) overtakes.set(other.client, (overtakes.get(other.client) ?? 0) + 1);
+      for (const [client, count] of overtakes) {
+        most = Math.max(most, count);
+        const bound = clientOf(clients, client).inFlight;
+        if (count <= bound) continue;
+        violations.push({
+          property: 'no client overtaken beyond the bound',
+          at: wait.at,
+          clients: [wait.client, client],
+          detail: `${name}: ${client} started ${count} turns asked for after ${wait.client}'s wait reached the store (bound ${bound}), while it waited ${wait.waitedMs.toFixed(1)} ms until ${wait.at.toFixed(1)}`,
+        });
+      }
+    }
+  }
+  return { judged, most };
 }

@@ -19,7 +19,7 @@ const run = fileURLToPath(new URL('./run.mjs', import.meta.url));
 const engines = ['redis', 'durable-objects'];
 const runs = [
   ...engines.map((engine) => ({ engine, seconds })),
-  ...(profile === 'short' ? ['skew', 'release', 'read-back'].map((plant) => ({ engine: 'redis', seconds: '12', plant })) : []),
+  ...(profile === 'short' ? ['skew', 'release', 'read-back', 'hog'].map((plant) => ({ engine: 'redis', seconds: '12', plant })) : []),
 ];
 
 let failed = false;

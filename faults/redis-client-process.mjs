@@ -6,9 +6,9 @@
 //
 //   node faults/redis-client-process.mjs '<config JSON>'
 import { createClient } from 'redis';
-import { RedisStore, createKeyedSerializer, withLock } from 'keyturn';
+import { RedisStore, SERIALIZE_PREFIX, createKeyedSerializer, withLock } from 'keyturn';
 
-import { makeSerializer, makeTurn, plantedStore } from './turn.mjs';
+import { clientStore, makeSerializer, makeTurn } from './turn.mjs';
 
 const config = JSON.parse(process.argv[2]);
 const { id, port, names, skewMs, plant } = config;
@@ -42,7 +42,8 @@ const subscribe = async (channel, onMessage) => {
   return () => subscriber.unsubscribe(channel, onMessage);
 };
 emit({ kind: 'ready', client: id, pids: [] });
-const store = plantedStore(new RedisStore((script, keys, args) => redis.eval(script, { keys, arguments: args }), { subscribe }), plant);
+const redisStore = new RedisStore((script, keys, args) => redis.eval(script, { keys, arguments: args }), { subscribe });
+const store = clientStore(redisStore, config, { emit, real, serializePrefix: SERIALIZE_PREFIX });
 const api = { withLock, createKeyedSerializer };
 
 /** The fenced increment of a counter: 'ok', 'refused', or 'info' when its answer was lost. */
@@ -61,16 +62,22 @@ process.on('SIGTERM', () => {
   stopping = true;
 });
 let ops = 0;
-while (!stopping) {
-  const name = names[ops++ % names.length];
-  try {
-    await turn(name);
-  } catch (error) {
-    emit({ kind: 'failed', client: id, name, error: error?.name ?? String(error) });
+/** One caller: a turn after another, alternating names. */
+async function caller() {
+  while (!stopping) {
+    const name = names[ops++ % names.length];
+    try {
+      await turn(name);
+    } catch (error) {
+      emit({ kind: 'failed', client: id, name, error: error?.name ?? String(error) });
+    }
+    // A client thinks between turns, as a service between requests; a busy one (several
+    // callers) calls again at once, so its works of a name always queue behind each other.
+    await new Promise((resolve) => setTimeout(resolve, busy ? 0 : 5 + Math.random() * 25));
   }
-  // A client thinks between turns, as a service between requests: the lock promises no
-  // fairness across isolates, and clients in a tight loop could keep another out for good.
-  await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 25));
 }
+// `inFlight` callers at once.
+const busy = (config.inFlight ?? 1) > 1;
+await Promise.all(Array.from({ length: config.inFlight ?? 1 }, caller));
 await redis.quit().catch(() => {});
 process.exit(0);

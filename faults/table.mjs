@@ -12,7 +12,7 @@ function row(kind, injected, events, violations) {
 }
 
 /** `{ lines, summary }`: the table's lines, and the totals for the run's last JSON line. */
-export function faultTable(history, { violations, leases, writes }) {
+export function faultTable(history, { violations, leases, writes, order }) {
   const operations = history.filter((e) => e.kind === 'acquired' || e.kind === 'write');
   const windows = new Map(); // fault kind → [[from, to], …]
   for (const { fault, from, to } of history.filter((e) => e.kind === 'fault')) windows.set(fault, [...(windows.get(fault) ?? []), [from, to]]);
@@ -21,13 +21,14 @@ export function faultTable(history, { violations, leases, writes }) {
   // Skew is not on the schedule: the skewed clients run skewed from start to end.
   const skewed = new Set(history.filter((e) => e.kind === 'client' && e.skewMs !== 0).map((e) => e.client));
   const original = new Set([...skewed].map((client) => client.split('#')[0]));
-  rows.push(row('clock skew (±5 s, +1 h)', original.size, operations.filter((e) => skewed.has(e.client)), violations.filter((v) => v.clients?.some((c) => skewed.has(c)))));
+  rows.push(row('clock skew (+10 s, +1 h)', original.size, operations.filter((e) => skewed.has(e.client)), violations.filter((v) => v.clients?.some((c) => skewed.has(c)))));
   const all = row('all', rows.reduce((n, r) => n + r.injected, 0), operations, violations);
   const lines = [
     'fault kind                      operations  injected  violations  p50 ms  p99 ms',
     ...[...rows, all].map((r) => `${r.kind.padEnd(31)} ${String(r.operations).padStart(10)} ${String(r.injected).padStart(9)} ${String(r.violations).padStart(11)} ${ms(r.p50Ms).padStart(7)} ${ms(r.p99Ms).padStart(7)}`),
     `operations: ${leases} acquisitions, ${writes} fenced writes, ${history.filter((e) => e.kind === 'failed').length} failed turns`,
+    `order: ${order.judged} waits judged; one client started at most ${order.most} turns ahead of one`,
   ];
-  const summary = { operations: all.operations, faults: all.injected, violations: all.violations, p50Ms: all.p50Ms, p99Ms: all.p99Ms, kinds: Object.fromEntries(rows.map(({ kind, ...rest }) => [kind, rest])) };
+  const summary = { operations: all.operations, ordered: order.judged, faults: all.injected, violations: all.violations, p50Ms: all.p50Ms, p99Ms: all.p99Ms, kinds: Object.fromEntries(rows.map(({ kind, ...rest }) => [kind, rest])) };
   return { lines, summary };
 }

@@ -13,9 +13,25 @@
  * - `read-back`: a read-back that counts any record as its own — after a write that failed
  *   (one in four is lost before it reaches the store), the next read of that key shows the
  *   record holding what the failed write carried, whatever the store holds.
+ * - `hog`: a holder that never hands on — its reads show records without the asks of the
+ *   isolates waiting (so it never learns that anyone waits, and its writes drop their asks);
+ *   it keeps its wake-ups.
  * (`skew`, a takeover that ignores skew, is planted through the options: see `leaseOptions`.)
  */
 export function plantedStore(store, plant) {
+  if (plant === 'hog') {
+    const withoutAsks = (record) => {
+      if (record === null) return null;
+      const { asks, ...rest } = JSON.parse(record.value);
+      return { ...record, value: JSON.stringify(rest) };
+    };
+    return {
+      create: (key, value) => store.create(key, value),
+      replace: (key, version, value) => store.replace(key, version, value),
+      read: async (key) => withoutAsks(await store.read(key)),
+      ...(store.changed === undefined ? {} : { changed: (key, version, ms) => store.changed(key, version, ms) }),
+    };
+  }
   if (plant === 'release') {
     return {
       create: (key, value) => store.create(key, value),
@@ -49,6 +65,42 @@ export function plantedStore(store, plant) {
     };
   }
   return store;
+}
+
+/**
+ * A client's store: `store` with its planted bug if any (`plantedStore`), recording when this
+ * isolate's ask reached the store — an `asked` event { client, name, at } for each replace that
+ * added an ask to the record it replaced, as the order check counts from it (checker.mjs).
+ */
+export function clientStore(store, { id, plant }, { emit, real, serializePrefix }) {
+  const planted = plantedStore(store, plant);
+  const read = new Map(); // key → the record last read
+  const asks = (value) => {
+    try {
+      return String(JSON.parse(value).asks ?? '').split(',').filter((ask) => ask !== '').map((ask) => ask.split(':')[0]);
+    } catch {
+      return [];
+    }
+  };
+  const name = (key) => (key.startsWith(serializePrefix) ? `turns:${key.slice(serializePrefix.length)}` : key);
+  return {
+    create: (key, value) => planted.create(key, value),
+    async read(key) {
+      const record = await planted.read(key);
+      read.set(key, record);
+      return record;
+    },
+    async replace(key, version, value) {
+      const before = read.get(key);
+      const written = await planted.replace(key, version, value);
+      if (written !== null && before?.version === version) {
+        const had = new Set(asks(before.value));
+        if (asks(value).some((ask) => !had.has(ask))) await emit({ kind: 'asked', client: id, name: name(key), at: real() });
+      }
+      return written;
+    },
+    ...(planted.changed === undefined ? {} : { changed: (key, version, ms) => planted.changed(key, version, ms) }),
+  };
 }
 
 /** The lease options of a client: `skew` plants a takeover that ignores clock skew. */

@@ -8,8 +8,8 @@
 // Its times: `Date.now()` (the machine's wall clock, which in workerd moves only across I/O, so
 // it reads when the last answer came) less CONFIG.offsetMs, the wall clock's distance from the
 // machine's monotonic clock that every process of the harness shares.
-import { DurableObjectStore, createKeyedSerializer, withLock } from '../../pkg/workerd.js';
-import { makeSerializer, makeTurn, plantedStore } from '../turn.mjs';
+import { DurableObjectStore, SERIALIZE_PREFIX, createKeyedSerializer, withLock } from '../../pkg/workerd.js';
+import { clientStore, makeSerializer, makeTurn } from '../turn.mjs';
 
 /** Records an event with the driving process; a driver gone meanwhile loses it. */
 const emit = (event) => fetch('http://history/', { method: 'POST', body: JSON.stringify(event) }).then(() => {}, () => {});
@@ -26,7 +26,8 @@ function setUp(env) {
   const config = env.CONFIG;
   clientId = config.id;
   const api = { withLock, createKeyedSerializer };
-  const store = plantedStore(new DurableObjectStore(env.LOCKS), config.plant);
+  const real = () => Date.now() - config.offsetMs;
+  const store = clientStore(new DurableObjectStore(env.LOCKS), config, { emit, real, serializePrefix: SERIALIZE_PREFIX });
   const counters = env.COUNTERS;
   const write = async (resource, fence, token) => {
     try {
@@ -40,7 +41,7 @@ function setUp(env) {
     store,
     serialize: makeSerializer(api, store, config),
     write,
-    real: () => Date.now() - config.offsetMs,
+    real,
     now: () => Date.now() + config.skewMs,
     emit,
     config,

@@ -33,7 +33,7 @@ function cleanHistory() {
 const replace = (history, index, event) => history.map((e, i) => (i === index ? event : e));
 
 test('a clean history, an indeterminate write either way, breaks nothing', () => {
-  assert.deepEqual(check(cleanHistory(), options), { violations: [], leases: 4, writes: 3, failed: 0 });
+  assert.deepEqual(check(cleanHistory(), options), { violations: [], order: { judged: 0, most: 0 }, leases: 4, writes: 3, failed: 0 });
   const notApplied = cleanHistory();
   notApplied[notApplied.length - 1] = { ...notApplied.at(-1), value: 2, accepted: [{ fence: 1, token: 't1' }, { fence: 3, token: 't3' }] };
   assert.deepEqual(properties(notApplied), []);
@@ -114,9 +114,9 @@ test('the report counts operations, faults and violations per fault kind, and sk
   const { lines, summary } = faultTable(overlap, check(overlap, options));
   assert.deepEqual(summary.kinds.latency, { operations: 4, injected: 2, violations: 1, p50Ms: 2, p99Ms: 4 });
   assert.deepEqual(summary.kinds.killed, { operations: 0, injected: 1, violations: 0, p50Ms: NaN, p99Ms: NaN });
-  assert.deepEqual(summary.kinds['clock skew (±5 s, +1 h)'], { operations: 3, injected: 1, violations: 1, p50Ms: 4, p99Ms: 4 });
+  assert.deepEqual(summary.kinds['clock skew (+10 s, +1 h)'], { operations: 3, injected: 1, violations: 1, p50Ms: 4, p99Ms: 4 });
   assert.deepEqual([summary.operations, summary.faults, summary.violations], [7, 4, 1]);
-  assert.equal(lines.length, 6);
+  assert.equal(lines.length, 7);
 });
 
 test('a lease a skewed client took over before its writer heard it wrote it is judged by fences, and so is the lease after', () => {
@@ -145,4 +145,32 @@ test('a lease a skewed client took over before its writer heard it wrote it is j
   // Between clients whose clocks agree, the same overlap is a violation still.
   const agreeing = history.map((e) => (e.kind === 'client' && e.client === 'c' ? { ...e, skewMs: 0 } : e));
   assert.deepEqual(check(agreeing, judged).violations.map((v) => v.property).filter((p) => p === 'one holder at a time').length > 0, true);
+});
+
+test('a client that starts more turns than it keeps in flight ahead of a wait that reached the store is caught', () => {
+  // a waits from 10 to 40 and its ask reaches the record at 12; b (2 turns in flight) starts
+  // turns asked for at 11 (before the ask: allowed), and at 13, 15 and 17 (after it).
+  const turn = (client, asked, at) => ({ kind: 'acquired', client, name: 'n', token: `${client}${at}`, fence: at, at, heldUntil: at, waitedMs: at - asked });
+  const history = [
+    { kind: 'client', client: 'a', skewMs: 0, inFlight: 1 },
+    { kind: 'client', client: 'b', skewMs: 0, inFlight: 2 },
+    { kind: 'asked', client: 'a', name: 'n', at: 12 },
+    turn('b', 11, 14),
+    turn('b', 13, 16),
+    turn('b', 15, 18),
+    turn('b', 17, 20),
+    turn('a', 10, 40),
+  ];
+  const found = check(history, options);
+  assert.deepEqual(found.violations.map((v) => [v.property, v.clients]), [['no client overtaken beyond the bound', ['a', 'b']]]);
+  assert.deepEqual(found.order, { judged: 5, most: 3 });
+  // Within b's bound once one of those turns is gone; a wait that asked nothing counts from its start.
+  assert.deepEqual(properties(history.filter((e) => e.at !== 20)), []);
+  assert.deepEqual(properties(history.filter((e) => e.kind !== 'asked' && e.at !== 20)), ['no client overtaken beyond the bound']);
+  // Not judged: a wait a fault came within staleMs of, or one in which a client with another clock took the name.
+  const judged = (fault) => check([...history, { kind: 'fault', fault: 'latency', client: 'b', ...fault }], { ...options, staleMs: 1000 }).order.judged;
+  assert.equal(judged({ from: 0, to: 5 }), 0);
+  assert.equal(judged({ from: -2000, to: -1500 }), 5);
+  const skewed = [{ kind: 'client', client: 'c', skewMs: 5000 }, { ...turn('c', 19, 21), heldUntil: 22 }];
+  assert.deepEqual(properties([...history, ...skewed]), []);
 });
