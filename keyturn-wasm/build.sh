@@ -18,9 +18,14 @@ for module in wasm:serializer:3: lock:lock:2:-inline-threshold=175; do
   IFS=: read -r name feature level llvm <<<"$module"
   RUSTFLAGS="${llvm:+-C llvm-args=$llvm}" CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
     -p keyturn-wasm --target wasm32-unknown-unknown --features "$feature" --target-dir "target/$name"
+  # A panic traps the module whatever std's panic handler does first (panic = "abort"), and on
+  # wasm32-unknown-unknown what it does first is format a message nobody sees: its body is
+  # replaced by the trap, and wasm-opt then drops the formatting code only it reached.
+  wasm=target/$name/wasm32-unknown-unknown/release/keyturn_wasm
+  wasm-snip --snip-rust-panicking-code "$wasm.wasm" -o "$wasm.snipped.wasm"
   # The reset-state function lets the package's JS make a fresh instance after a trap.
   wasm-bindgen --target web --experimental-reset-state-function --out-dir pkg --out-name "keyturn_$name" \
-    "target/$name/wasm32-unknown-unknown/release/keyturn_wasm.wasm"
+    "$wasm.snipped.wasm"
   # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
   node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers --strip-target-features \
     --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \

@@ -21,6 +21,13 @@ if [ "$have" != "$want" ]; then
   cargo install wasm-bindgen-cli --version "$want" --locked || cargo install wasm-bindgen-cli --version "$want"
 fi
 
+# wasm-snip, which the build uses to cut the panic machinery out of the wasm modules.
+WASM_SNIP_VERSION=0.4.0
+if [ "$(wasm-snip --version 2>/dev/null | awk '{ print $2 }' || true)" != "$WASM_SNIP_VERSION" ]; then
+  say "installing wasm-snip $WASM_SNIP_VERSION"
+  cargo install wasm-snip --version "$WASM_SNIP_VERSION" --locked
+fi
+
 # Browsers and their drivers for the wasm tests, Redis for the store tests: Debian's packages;
 # geckodriver from crates.io.
 missing=()
