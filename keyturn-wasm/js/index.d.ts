@@ -282,6 +282,12 @@ export interface LockStats {
   storeTimeouts: number;
   /** Failed writes that a read-back found applied after all. */
   readBacksApplied: number;
+  /** Waits on the store's `changed` instead of polling (each one store call, in `storeCalls` too). */
+  watches: number;
+  /** ... of those, ended by the store saying the record changed. */
+  wakeUps: number;
+  /** Reads a poller would have made while those watches waited: the polls they saved. */
+  pollsSaved: number;
 }
 
 /** What the locks of `store` (acquireLock, withLock, serializers over it) did in this isolate; zeros for a store not used yet. */
@@ -391,8 +397,17 @@ export class LockDurableObject {
  * live under the key prefix (default `['keyturn-lock']`).
  */
 export class DenoKvStore implements LockStore {
-  constructor(kv: { get(key: unknown[]): Promise<{ value: unknown; versionstamp: string | null }>; atomic(): unknown }, options?: { prefix?: unknown[] | undefined });
+  constructor(
+    kv: {
+      get(key: unknown[]): Promise<{ value: unknown; versionstamp: string | null }>;
+      atomic(): unknown;
+      watch?(keys: unknown[][]): ReadableStream<{ versionstamp: string | null }[]>;
+    },
+    options?: { prefix?: unknown[] | undefined },
+  );
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;
+  /** When the handle has `watch` (`kv.watch`): a waiter for a name held elsewhere is woken by its release. */
+  changed?: ((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined;
 }

@@ -218,6 +218,15 @@ describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }
     };
   };
 
+  storeContract('RedisStore with subscribe', async (n) => {
+    const stores = [];
+    for (let i = 0; i < n; i++) {
+      const client = await connected();
+      stores.push(new RedisStore(evalOf(client), { subscribe: await subscribeOf(client), prefix: 'contract-changed:' }));
+    }
+    return stores;
+  });
+
   test('RedisStore with subscribe: changed answers at the next write, and a write publishes only while someone waits', async () => {
     const client = await connected();
     const store = new RedisStore(evalOf(client), { subscribe: await subscribeOf(client), prefix: 'changed-test:' });

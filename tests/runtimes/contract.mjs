@@ -2,7 +2,8 @@
 // creates and CASes, and lock contention over it. Plain checks that answer a list of failures,
 // so any runtime runs it — Node (tests/js/stores.test.mjs), workerd, Deno — and reports JSON.
 // `makeStore()` is called for each store object wanted: several objects over one backend stand
-// for several isolates, each with its own lock manager.
+// for several isolates, each with its own lock manager. A store with the optional `changed`
+// passes its part too.
 const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function contract(makeStore, acquireLock) {
@@ -58,6 +59,34 @@ export async function contract(makeStore, acquireLock) {
   check(counter === fences.length, 'no lost update');
   check(fences.every((f, i) => i === 0 || f > fences[i - 1]), 'fences rise in hold order');
   check(fences.length === 96, `every round held the lock (${fences.length} of 96)`);
+  if (typeof store.changed === 'function') await changedContract(stores, check, acquireLock);
   return failures;
+}
+
+/**
+ * The optional `changed`, for a store that has it: from null, from another version and from the
+ * current one; a write through another store object answers a wait in progress; and a lock
+ * waiting in one store object is handed the name by a release in another, woken by it.
+ */
+async function changedContract(stores, check, acquireLock) {
+  const [store, other] = stores;
+  const key = `changed-${crypto.randomUUID()}`;
+  check((await store.changed(key, null, 20)) === false, 'changed of an absent record from null is false after ms');
+  const v1 = await other.create(key, 'one');
+  check((await store.changed(key, null, 5000)) === true, 'changed from null is true once the record exists');
+  check((await store.changed(key, `${v1}-not`, 5000)) === true, 'changed from another version is true');
+  check((await store.changed(key, v1, 20)) === false, 'changed from the current version is false after ms, the record unchanged');
+  const waiting = store.changed(key, v1, 10_000);
+  await wait(30);
+  check(typeof (await other.replace(key, v1, 'two')) === 'string', 'the write meanwhile applies');
+  check((await waiting) === true, 'a write through another store object answers a changed in progress');
+  const name = `changed-lock-${crypto.randomUUID()}`;
+  const held = await acquireLock(stores[2], name);
+  const asked = acquireLock(stores[3], name, { waitMs: 10_000 });
+  await wait(50);
+  await held.release();
+  const lock = await asked;
+  check(lock !== undefined && lock.fence > held.fence, 'a lock woken by changed takes the name the other store object released');
+  await lock?.release();
 }
 
