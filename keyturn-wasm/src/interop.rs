@@ -70,7 +70,8 @@ impl<V> StepView<V> {
 }
 
 /// The answer to a create or a replace (`kind` `CREATED` or `REPLACED`, with the new version or
-/// none), a wake-up (`WOKE`), a failed call (`FAILED`) or one past its bound (`TIMED_OUT`).
+/// none), a wake-up (`WOKE`), a watch the store ended (`CHANGED`), a failed call (`FAILED`) or
+/// one past its bound (`TIMED_OUT`).
 pub fn answer<V>(kind: f64, version: Option<V>) -> Answer<V> {
     if kind == lock::CREATED {
         Answer::Created(version)
@@ -78,6 +79,8 @@ pub fn answer<V>(kind: f64, version: Option<V>) -> Answer<V> {
         Answer::Replaced(version)
     } else if kind == lock::WOKE {
         Answer::Woke
+    } else if kind == lock::CHANGED {
+        Answer::Changed
     } else if kind == lock::TIMED_OUT {
         Answer::TimedOut
     } else {
@@ -232,6 +235,9 @@ pub fn lock_stat(stats: &LockStats, index: u32) -> f64 {
         6 => stats.store_failures,
         7 => stats.store_timeouts,
         8 => stats.read_backs_applied,
+        9 => stats.watches,
+        10 => stats.wake_ups,
+        11 => stats.polls_saved,
         _ => 0,
     };
     value as f64
@@ -302,6 +308,7 @@ mod tests {
             Answer::Replaced(Some(2))
         ));
         assert!(matches!(answer::<u8>(lock::WOKE, None), Answer::Woke));
+        assert!(matches!(answer::<u8>(lock::CHANGED, None), Answer::Changed));
         assert!(matches!(
             answer::<u8>(lock::TIMED_OUT, None),
             Answer::TimedOut
@@ -423,10 +430,13 @@ mod tests {
             store_failures: 7,
             store_timeouts: 8,
             read_backs_applied: 9,
+            watches: 10,
+            wake_ups: 11,
+            polls_saved: 12,
         };
         for index in 0..wire::lock::STATS.len() as u32 {
             assert_eq!(lock_stat(&lock, index), f64::from(index + 1));
         }
-        assert_eq!(lock_stat(&lock, 9), 0.0, "past the names");
+        assert_eq!(lock_stat(&lock, 12), 0.0, "past the names");
     }
 }

@@ -99,6 +99,8 @@ pub mod lock {
             FAILED = 3.0,
             /// Answer: the store call did not answer within its bound.
             TIMED_OUT = 4.0,
+            /// Answer: a watch ended because the store said the record changed.
+            CHANGED = 5.0,
             /// Refused: the name is empty.
             NAME_EMPTY = -5.0,
             /// Refused: the name is over `MAX_KEY_BYTES` in UTF-8.
@@ -118,7 +120,7 @@ pub mod lock {
     pub const STORE_METHODS: [&str; 3] = ["create", "read", "replace"];
 
     /// `lockStats(store)`'s fields, in the order the binding answers their values.
-    pub const STATS: [&str; 9] = [
+    pub const STATS: [&str; 12] = [
         "held",
         "waiting",
         "acquisitions",
@@ -128,6 +130,9 @@ pub mod lock {
         "storeFailures",
         "storeTimeouts",
         "readBacksApplied",
+        "watches",
+        "wakeUps",
+        "pollsSaved",
     ];
 }
 

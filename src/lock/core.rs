@@ -96,9 +96,9 @@ pub enum Step<V> {
     },
     /// Over a store that tells changes ([`LockCore::set_store_tells_changes`]): the head of a
     /// line found the name held by another isolate. `store.changed(name, version, until −
-    /// now)` — bounded by `until`, past which it counts as answered — then [`Answer::Woke`]
-    /// (changed or not); [`Answer::Failed`] if it failed, and the acquisition polls from then
-    /// on. `version` is the one the read saw, so a release between that read and this call is
+    /// now)` — bounded by `until`, past which it counts as answered — then
+    /// [`Answer::Changed`] when it answered `true`, [`Answer::Woke`] when it answered `false` or
+    /// `until` came; [`Answer::Failed`] if it failed, and the acquisition polls from then on. `version` is the one the read saw, so a release between that read and this call is
     /// not missed.
     Watch {
         /// The version the record had.
@@ -183,8 +183,10 @@ pub enum Answer<V> {
     Read(Option<(V, Result<Record, NotARecord>)>),
     /// `replace` answered: the new version, or `None` if the version had changed.
     Replaced(Option<V>),
-    /// A sleep or a wait ended.
+    /// A sleep or a wait ended (a watch included, unless the store said the record changed).
     Woke,
+    /// A watch ([`Step::Watch`]) ended because the store said the record changed.
+    Changed,
     /// The store call failed (the driver keeps the error, to report it on [`Step::Failed`]).
     Failed,
     /// The store call did not answer within its bound: failed, its outcome unknown.
@@ -237,6 +239,14 @@ pub struct LockStats {
     pub store_timeouts: u64,
     /// Failed writes that a read-back found applied after all.
     pub read_backs_applied: u64,
+    /// Waits on the store's `changed` instead of polling ([`Step::Watch`]; each one store
+    /// call, counted in `store_calls` too).
+    pub watches: u64,
+    /// ... of those, ended by the store saying the record changed.
+    pub wake_ups: u64,
+    /// Reads a poller would have made while those watches waited, at the backoff it had then:
+    /// the polls the watches saved.
+    pub polls_saved: u64,
 }
 
 /// When a record was written: `at` on the writer's wall clock (whole milliseconds, as the

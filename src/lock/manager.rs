@@ -266,7 +266,8 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
 
     /// What this manager's locks did, and what is live now: names held and acquisitions
     /// waiting; since it was made, acquisitions (and hand-offs among them), takeovers, store
-    /// calls, failures, timeouts, and failed writes a read-back found applied.
+    /// calls, failures, timeouts, failed writes a read-back found applied, and the waits on the
+    /// store's `changed` (watches, wake-ups, the polls they saved).
     pub fn stats(&self) -> LockStats {
         self.inner.core.borrow().stats()
     }
@@ -371,6 +372,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     // watch is not reported; the acquisition polls from then on.
                     match bounded(watch, Some(inner.sleep_until(until)?)).await {
                         Some(Err(_)) => Answer::Failed,
+                        Some(Ok(true)) => Answer::Changed,
                         _ => Answer::Woke,
                     }
                 }

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import * as a from 'keyturn';
 
-import { busyKey, quantile } from './busy-key.mjs';
+import { busyKey, localHolder, quantile } from './busy-key.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
 
@@ -67,6 +67,11 @@ test('across instances, a store with changed hands a name on at the release, wit
     assert.ok(waitedMs < 25, `cycle ${i}: B waited ${waitedMs} ms after the release, a poll's pause or more`);
   }
   assert.equal(store.watches, 10);
+  // Every watch of B's was ended by A's release (a wake-up), each in place of a poll or more.
+  const stats = b.lockStats(store);
+  assert.equal(stats.watches, 10);
+  assert.equal(stats.wakeUps, 10);
+  assert.ok(stats.pollsSaved >= 10 * 3, `${stats.pollsSaved} polls saved`);
 });
 
 test('across instances, a store without changed is polled as before, and still hands the name on', async () => {
@@ -119,7 +124,9 @@ test('an abort ends a watch at once', async () => {
 for (const tells of [true, false]) {
   test(`a busy key: a remote caller waits about one batch of the holder's, not for it to idle (${tells ? 'wake-ups' : 'three methods'})`, async () => {
     const store = countingStore(tells);
-    const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = await busyKey({ a, b, storeA: store, storeB: store, calls: () => store.calls, ms: 2000 });
+    const serializeB = b.createKeyedSerializer({ store, timeoutMs: 10_000 });
+    const callsOfB = () => b.lockStats(store).storeCalls;
+    const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = await busyKey({ holder: localHolder(a, store), serializeB, callsOfB, ms: 2000 });
     const [p50, max] = [quantile(waits, 0.5), quantile(waits, 1)];
     const report = `p50 ${p50.toFixed(1)} ms, max ${max.toFixed(1)} ms, B's calls ${callsOfBPerTurn.toFixed(1)} and both's ${callsPerTurnOfB.toFixed(1)} per turn of B, ${waits.length} turns of B, ${turnsOfA} of A`;
     assert.ok(waits.length >= 30, report);

@@ -8,6 +8,7 @@
 import * as glue from '../keyturn_lock.js';
 import { InstanceHost } from '../instance.js';
 import {
+  LOCK_CHANGED,
   LOCK_CREATE,
   LOCK_FAILED,
   LOCK_GIVE_UP,
@@ -295,8 +296,9 @@ export class Manager {
   /**
    * The head's wait for a record held in another isolate to change (until `until`, monotonic):
    * `store.changed` from the version its read saw, raced with a timer of its own and cut short
-   * by its abort. `WOKE` when it answered or the time came; `FAILED` when it threw, rejected or
-   * answered something not a boolean (not reported: the acquisition polls from then on).
+   * by its abort. `CHANGED` when it answered true; `WOKE` when it answered false or the time
+   * came; `FAILED` when it threw, rejected or answered something not a boolean (not reported:
+   * the acquisition polls from then on).
    * @param {Waiter} waiter
    * @param {string} name
    * @param {unknown} version
@@ -326,7 +328,7 @@ export class Manager {
       const timer = setTimeout(wake, ms);
       waiter.wake = wake;
       answer.then(
-        (changed) => settle(typeof changed === 'boolean' ? LOCK_WOKE : LOCK_FAILED),
+        (changed) => settle(changed === true ? LOCK_CHANGED : changed === false ? LOCK_WOKE : LOCK_FAILED),
         () => settle(LOCK_FAILED),
       );
     });

@@ -77,8 +77,11 @@ enum Call {
     Idle,
     /// Paused (first a yield to other isolates, later between polls).
     Sleep,
-    /// Watching the record for a change (a store that tells changes).
-    Watch,
+    /// Watching the record for a change (a store that tells changes), since `since`
+    /// (monotonic).
+    Watch {
+        since: f64,
+    },
     Read,
     /// A CAS adding this attempt's ask to a record held elsewhere.
     Ask,
@@ -348,9 +351,18 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // An ask whose outcome is unknown: the next read shows whether it took.
             (Call::Ask, Answer::Failed | Answer::TimedOut) => self.pause(ticket, now, random),
             // A watch that failed is no failure of the acquisition: it polls from then on.
-            (Call::Watch, Answer::Failed | Answer::TimedOut) => {
+            (Call::Watch { .. }, Answer::Failed | Answer::TimedOut) => {
                 attempt.watch_failed = true;
                 self.pause(ticket, now, random)
+            }
+            // Changed, or its time came: read again, at once.
+            (Call::Watch { since }, answer) => {
+                let saved = polls_in(now.mono - since, attempt.poll);
+                self.stats.polls_saved += saved;
+                if matches!(answer, Answer::Changed) {
+                    self.stats.wake_ups += 1;
+                }
+                self.attempt(ticket, now)
             }
             (_, Answer::Failed | Answer::TimedOut)
             | (
@@ -538,13 +550,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         if !tells_changes || attempt.watch_failed {
             return self.pause(ticket, now, random);
         }
-        attempt.call = Call::Watch;
+        attempt.call = Call::Watch { since: now.mono };
         // Bounded like every store call: a watch lasts `storeTimeoutMs` at most.
         let until = attempt
             .look_at
             .unwrap_or(f64::INFINITY)
             .min(attempt.deadline)
             .min(now.mono + attempt.options.store_timeout());
+        self.stats.watches += 1;
         self.call(Step::Watch { version, until })
     }
 
@@ -571,6 +584,22 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             until: now.mono + pause,
         }
     }
+}
+
+/// The reads a poller makes in `ms` from a pause of `poll` on, backing off as
+/// `pause` does (each pause at its mean jitter, three quarters of its length).
+fn polls_in(ms: f64, mut poll: f64) -> u64 {
+    let (mut left, mut polls) = (ms, 0);
+    while poll < MAX_POLL_MS {
+        let pause = poll * 0.75;
+        if left < pause {
+            return polls;
+        }
+        left -= pause;
+        polls += 1;
+        poll = (poll * 2.0).min(MAX_POLL_MS);
+    }
+    polls + (left.max(0.0) / (MAX_POLL_MS * 0.75)).floor() as u64
 }
 
 /// Whether a held record (or one that is not ours) may be taken over: aged past its lease and

@@ -890,6 +890,43 @@ fn a_head_watches_the_version_it_read_until_the_record_turns_stale() {
 }
 
 #[test]
+fn stats_count_watches_the_wake_ups_among_them_and_the_polls_they_saved() {
+    let (store, random, mut core) = held_elsewhere(13);
+    let (b, step) = acquire(
+        &mut core,
+        &store,
+        "k",
+        2,
+        options(5000.0, 2000.0),
+        0.0,
+        &random,
+    );
+    assert!(matches!(step, Step::Watch { .. }), "{step:?}");
+    // Its time came with nothing changed, 100 ms on: a poller from 2 ms would have read after
+    // 1.5, 3, 6 and 12 ms of pause (its backoff's mean), then every 18.75 ms: 4 + 4 reads.
+    let step = core.step(b, Answer::Woke, at(100.0), &random);
+    let step = drive(&mut core, &store, "k", b, step, 100.0, &random);
+    assert!(matches!(step, Step::Watch { .. }), "{step:?}");
+    let stats = core.stats();
+    assert_eq!(
+        (stats.watches, stats.wake_ups, stats.polls_saved),
+        (2, 0, 8)
+    );
+    // The store said it changed, at once: a wake-up that saved no poll.
+    let step = core.step(b, Answer::Changed, at(101.0), &random);
+    drive(&mut core, &store, "k", b, step, 101.0, &random);
+    let stats = core.stats();
+    assert_eq!(
+        (stats.watches, stats.wake_ups, stats.polls_saved),
+        (3, 1, 8)
+    );
+    assert_eq!(
+        stats.store_calls, 8,
+        "create, read, ask, watch, read, watch, read, watch"
+    );
+}
+
+#[test]
 fn a_watch_never_outlasts_the_wait() {
     let (store, random, mut core) = held_elsewhere(10);
     let (b, step) = acquire(
