@@ -11,6 +11,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 
 use common::{Executor, Record};
 use keyturn::{
@@ -24,8 +25,9 @@ type Log = Rc<RefCell<Vec<(u64, String)>>>;
 /// A store whose answers a case scripts: the calls it names (by number, from 1) fail (`fail`),
 /// apply and then fail (`lose`: the answer was lost), or never answer (`hang`); versions are
 /// counters, or the value itself (`"versions": "values"`, as a store whose version hashes the
-/// value). It logs every call with the record it writes (with its `at` and `lease` when the
-/// case asks for `detail`) and its answer.
+/// value). With `"changed": true` it tells changes, answering `changed` at the write that
+/// changes the record. It logs every call with the record it writes (its asks, and its `at` and
+/// `lease` when the case asks for `detail`) and its answer.
 #[derive(Clone)]
 struct Scripted {
     records: Rc<RefCell<BTreeMap<String, Versioned>>>,
@@ -34,6 +36,8 @@ struct Scripted {
     calls: Rc<Cell<u64>>,
     versions: Rc<Cell<u64>>,
     script: Rc<Script>,
+    /// The `changed` calls waiting, each woken at every write.
+    watchers: Rc<RefCell<Vec<Waker>>>,
 }
 
 #[derive(Default)]
@@ -43,7 +47,11 @@ struct Script {
     hang: Vec<u64>,
     versions_are_values: bool,
     detail: bool,
+    changed: bool,
 }
+
+/// Another isolate's ask, as it adds itself to a record's queue: its id, waiting for good.
+const OTHER_ASK: &str = "eeeeeeeeeeeeeeee:9999999999";
 
 /// What the script does with a call.
 #[derive(PartialEq)]
@@ -89,13 +97,45 @@ impl Scripted {
                 version: version.clone(),
             },
         );
+        self.watchers.borrow_mut().drain(..).for_each(Waker::wake);
         version
+    }
+
+    /// What another isolate does to the record under `key` at `t` (`store.others`): `ask` adds
+    /// its ask, keeping every other field; `free` lets go of a held record (fence and asks kept).
+    fn other(&self, key: &str, does: &str, t: u64) {
+        let found = self.records.borrow()[key].value.clone();
+        let mut record: Value = serde_json::from_str(&found).unwrap();
+        match does {
+            "ask" => {
+                record["asks"] = match record.get("asks").and_then(Value::as_str) {
+                    Some(asks) => format!("{asks},{OTHER_ASK}"),
+                    None => OTHER_ASK.to_owned(),
+                }
+                .into();
+            }
+            "free" => {
+                let asks = record.get("asks").cloned();
+                record = serde_json::json!({
+                    "keyturn": 1, "state": "free", "token": "", "fence": record["fence"], "at": t,
+                });
+                if let Some(asks) = asks {
+                    record["asks"] = asks;
+                }
+            }
+            other => panic!("unknown thing another isolate does: {other}"),
+        }
+        self.put(key, &record.to_string());
     }
 
     fn written(&self, method: &str, value: &str, answer: &str) {
         let record = Record::decode(value).expect("the lock writes its own records");
         let state = if record.held { "held" } else { "free" };
         let mut line = format!("{method} {state} f{}", record.fence);
+        let fields: Value = serde_json::from_str(value).unwrap();
+        if let Some(asks) = fields.get("asks").and_then(Value::as_str) {
+            line += &format!(" asks {}", asks.split(',').count());
+        }
         if self.script.detail {
             line += &format!(" @{}", record.at);
             if let Some(lease) = record.lease {
@@ -191,6 +231,48 @@ impl LockStore for Scripted {
         })
         .await
     }
+    fn tells_changes(&self) -> bool {
+        self.script.changed
+    }
+    async fn changed(
+        &self,
+        key: &str,
+        version: Option<&String>,
+        ms: f64,
+    ) -> Result<bool, StoreError> {
+        let fate = self.fate();
+        let line = match fate {
+            Fate::Answer => "changed",
+            Fate::Hang => "changed → hang",
+            _ => "changed → fail",
+        };
+        self.log.borrow_mut().push((self.now(), line.into()));
+        match fate {
+            Fate::Answer => {}
+            Fate::Hang => return std::future::pending().await,
+            _ => return Err(injected()),
+        }
+        let mut timeout = self.clock.sleep(ms).ok();
+        std::future::poll_fn(|cx| {
+            let current = self
+                .records
+                .borrow()
+                .get(key)
+                .map(|found| found.version.clone());
+            if current.as_ref() != version {
+                return Poll::Ready(Ok(true));
+            }
+            if timeout
+                .as_mut()
+                .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
+            {
+                return Poll::Ready(Ok(false));
+            }
+            self.watchers.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
 }
 
 /// This isolate's clock as a case sets it: the wall clock `ahead` of the monotonic one (the
@@ -282,7 +364,9 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
             hang: calls("hang"),
             versions_are_values: store_script["versions"] == "values",
             detail: case["detail"] == true,
+            changed: store_script["changed"] == true,
         }),
+        watchers: Rc::default(),
     };
     if let Some(records) = store_script.get("records").and_then(Value::as_object) {
         for (name, record) in records {
@@ -293,7 +377,11 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                 at: record["at"].as_f64().unwrap(),
                 lease: record["lease"].as_u64(),
             };
-            store.put(name, &seeded.encode());
+            let mut value: Value = serde_json::from_str(&seeded.encode()).unwrap();
+            if let Some(asks) = record.get("asks") {
+                value["asks"] = asks.clone();
+            }
+            store.put(name, &value.to_string());
         }
     }
     let case_clock = CaseClock {
@@ -323,12 +411,23 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    let others = store_script
+        .get("others")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let until = case["until"].as_u64().unwrap();
     for t in 0..=until {
         for steal in &steals {
             if steal["at"].as_u64() == Some(t) {
                 let thief = Record::held("thief", 99, t as f64);
                 store.put(steal["name"].as_str().unwrap(), &thief.encode());
+            }
+        }
+        for other in &others {
+            if other["at"].as_u64() == Some(t) {
+                let (name, does) = (other["name"].as_str(), other["does"].as_str());
+                store.other(name.unwrap(), does.unwrap(), t);
             }
         }
         for (i, action) in actions.iter().enumerate() {
@@ -440,6 +539,9 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
             "storeFailures": lock_stats.store_failures,
             "storeTimeouts": lock_stats.store_timeouts,
             "readBacksApplied": lock_stats.read_backs_applied,
+            "watches": lock_stats.watches,
+            "wakeUps": lock_stats.wake_ups,
+            "pollsSaved": lock_stats.polls_saved,
         },
     });
     let events: Vec<String> = log

@@ -19,13 +19,16 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * A store whose answers a case scripts: the calls it names (by number, from 1) fail (`fail`),
  * apply and then fail (`lose`: the answer was lost), or never answer (`hang`); versions are
- * counters, or the value itself (`versions: 'values'`). It logs each call, with the record
- * written (its `at` and `lease` too with `detail`).
+ * counters, or the value itself (`versions: 'values'`). With `changed: true` it has `changed`
+ * too, answered at the write that changes the record. It logs each call, with the record
+ * written (its asks, and its `at` and `lease` too with `detail`).
  */
 class Scripted {
   #records = new Map();
   #versions = 0;
   #calls = 0;
+  /** @type {Set<() => void>} the `changed` calls waiting, each told of every write */
+  #watchers = new Set();
 
   constructor(log, script, detail) {
     this.log = log;
@@ -34,12 +37,42 @@ class Scripted {
     this.hang = new Set(script.hang ?? []);
     this.valuesAreVersions = script.versions === 'values';
     this.detail = detail;
+    if (script.changed === true) this.changed = (key, version, ms) => this.#changed(key, version, ms);
   }
 
   put(key, value) {
     const version = this.valuesAreVersions ? value : String(++this.#versions);
     this.#records.set(key, { value, version });
+    for (const tell of [...this.#watchers]) tell();
     return version;
+  }
+
+  /** The record under `key` as another isolate rewrote it: `change` of its fields, kept otherwise. */
+  rewrite(key, change) {
+    const found = this.#records.get(key);
+    this.put(key, JSON.stringify(change(JSON.parse(found.value))));
+  }
+
+  #changed(key, version, ms) {
+    const fate = this.#fate();
+    this.log(fate === 'answer' ? 'changed' : `changed → ${fate === 'hang' ? 'hang' : 'fail'}`);
+    if (fate === 'hang') return new Promise(() => {});
+    if (fate !== 'answer') return Promise.reject(new Error('injected failure'));
+    const moved = () => (this.#records.get(key)?.version ?? null) !== version;
+    return new Promise((resolve) => {
+      if (moved()) return resolve(true);
+      const tell = () => {
+        if (!moved()) return;
+        this.#watchers.delete(tell);
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#watchers.delete(tell);
+        resolve(false);
+      }, ms);
+      this.#watchers.add(tell);
+    });
   }
 
   /** The next call's fate: 'answer', 'fail', 'lose' or 'hang'. */
@@ -52,6 +85,7 @@ class Scripted {
   #written(method, value, answer) {
     const record = JSON.parse(value);
     let line = `${method} ${record.state} f${record.fence}`;
+    if (record.asks !== undefined) line += ` asks ${record.asks.split(',').length}`;
     if (this.detail) line += ` @${record.at}${record.lease === undefined ? '' : ` lease ${record.lease}`}`;
     this.log(`${line} → ${answer}`);
   }
@@ -94,7 +128,19 @@ class Scripted {
   }
 }
 
-const record = (state, token, fence, at, lease) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease });
+const record = (state, token, fence, at, lease, asks) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease, asks });
+
+/** Another isolate's ask, as it adds itself to a record's queue: its id, waiting for good. */
+const OTHER_ASK = `${'e'.repeat(16)}:9999999999`;
+
+/**
+ * What another isolate does to a record at a case's time (`store.others`): `ask` adds its ask,
+ * keeping every other field; `free` lets go of a held record (its fence and asks kept).
+ */
+const others = {
+  ask: (found) => ({ ...found, asks: found.asks === undefined ? OTHER_ASK : `${found.asks},${OTHER_ASK}` }),
+  free: (found, t) => ({ keyturn: 1, state: 'free', token: '', fence: found.fence, at: t, asks: found.asks }),
+};
 
 /** Events grouped by their millisecond, each group sorted: order within one millisecond is each front end's own. */
 function group(events) {
@@ -113,7 +159,7 @@ async function runCase(mode, scenario) {
   const { staleMs = 2000, waitMs = 100, timeoutMs = 30000, maxClockSkewMs, storeTimeoutMs } = scenario.options ?? {};
   const script = scenario.store ?? {};
   const store = new Scripted(say, script, scenario.detail === true);
-  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease));
+  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease, seeded.asks));
   const serialize = mode.createKeyedSerializer({ store, staleMs, timeoutMs, maxClockSkewMs, storeTimeoutMs });
   // This isolate's wall clock, as the case sets it: `ahead` of the monotonic one, or `frozen` there.
   const { ahead = 0, frozen = false } = scenario.clock ?? {};
@@ -121,6 +167,7 @@ async function runCase(mode, scenario) {
   const lockOptions = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, now };
   for (let t = 0; t <= scenario.until; t++) {
     for (const steal of script.steals ?? []) if (steal.at === t) store.put(steal.name, record('held', 'thief', 99, t, LOCK_STALE_MS));
+    for (const other of script.others ?? []) if (other.at === t) store.rewrite(other.name, (found) => others[other.does](found, t));
     scenario.actions.forEach((action, i) => {
       if (action.at !== t) return;
       const said = (line) => say(`${i} ${line}`);
