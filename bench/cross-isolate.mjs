@@ -31,7 +31,7 @@ function countingStore(tells) {
   return store;
 }
 
-import { busyKey, quantile } from '../tests/js/busy-key.mjs';
+import { busyKey, localHolder, quantile } from '../tests/js/busy-key.mjs';
 
 /** One row: B's waits after the release (p50, max) and the calls per exchange (p50, max). */
 const row = (label, waits, calls) =>
@@ -74,7 +74,9 @@ console.log('');
 console.log('store                     B wait p50 ms   max ms   B calls per B turn   all calls per B turn   turns of B   of A');
 /** One busy-key row: what B paid, over `storeA` (A's instance) and `storeB` (B's). */
 async function busyRow(label, storeA, storeB, calls) {
-  const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = await busyKey({ a, b, storeA, storeB, calls, ms: 6000 });
+  const serializeB = b.createKeyedSerializer({ store: storeB, timeoutMs: 10_000 });
+  const callsOfB = () => b.lockStats(storeB).storeCalls;
+  const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = await busyKey({ holder: localHolder(a, storeA), serializeB, callsOfB, ms: 6000 });
   console.log(
     `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(13)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${callsOfBPerTurn.toFixed(1).padStart(20)} ${callsPerTurnOfB.toFixed(1).padStart(22)} ${String(waits.length).padStart(12)} ${String(turnsOfA).padStart(6)}`,
   );

@@ -32,6 +32,29 @@ export const SCENARIOS = [
     },
   },
   {
+    name: 'an isolate that asked and then left (its request ended) costs the next taker one offer, 100 ms, never a lease',
+    async run(run, tag) {
+      const name = `gone-${tag}`;
+      const holding = run('a', { op: 'acquire', name, holdMs: 300, staleMs: 5000 });
+      await sleep(50);
+      // B asks, then its request ends: its wait is cut short at 100 ms, its ask left behind.
+      const gone = await run('b', { op: 'acquire', name, waitMs: 5000, staleMs: 5000, abortAfterMs: 100 });
+      assert.equal(gone.held, false, JSON.stringify(gone));
+      await holding;
+      // A's release found the ask: the record is free, offered to B first.
+      const { record } = await run('b', { op: 'read', name });
+      assert.equal(record.state, 'free');
+      assert.equal(record.asks.split(',').length, 1, JSON.stringify(record));
+      // A again: it waits out B's offer (100 ms from the release), then takes the name, B's
+      // ask dropped — far from the 5 s lease a dead holder would cost.
+      const next = await run('a', { op: 'acquire', name, waitMs: 3000, staleMs: 5000 });
+      assert.equal(next.held, true, JSON.stringify(next));
+      assert.ok(next.ms < 1000, `taken after ${next.ms} ms`);
+      const after = await run('b', { op: 'read', name });
+      assert.equal(after.record.asks, undefined, 'the lapsed ask is gone');
+    },
+  },
+  {
     name: 'a dead holder whose clock ran an hour ahead is taken over after about one lease of watching',
     async run(run, tag) {
       const name = `ahead-${tag}`;

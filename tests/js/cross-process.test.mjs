@@ -1,0 +1,120 @@
+// Two processes over one redis-server, as two isolates elsewhere would be: this test's process
+// and a child (tests/runtimes/redis-keyturn-process.mjs), each its own keyturn instance with its
+// own connections. A busy key in the child does not overtake this process's calls without bound,
+// with wake-ups (`subscribe`) and without; a process killed after it asked for a name costs the
+// next taker one offer, never a lease. The server is this test's own, stopped by its PID.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+import { createClient } from 'redis';
+import { acquireLock, createKeyedSerializer, lockStats, RedisStore } from 'keyturn';
+
+import { busyKey, quantile } from './busy-key.mjs';
+import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
+
+const child = fileURLToPath(new URL('../runtimes/redis-keyturn-process.mjs', import.meta.url));
+
+describe('two processes over redis-server', { skip: !haveRedisServer() && 'no redis-server' }, () => {
+  let server;
+  const clients = [];
+  const processes = [];
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    for (const process of processes) process.kill('SIGKILL');
+    await Promise.all(clients.map((client) => client.quit().catch(() => {})));
+    server?.stop();
+  });
+
+  /** This process's store over the test's server, with `subscribe` when `tells`. */
+  async function storeHere(prefix, tells) {
+    const client = await createClient({ url: `redis://127.0.0.1:${server.port}` }).connect();
+    clients.push(client);
+    const options = { prefix };
+    if (tells) {
+      const subscriber = await client.duplicate().connect();
+      clients.push(subscriber);
+      options.subscribe = async (channel, onMessage) => {
+        await subscriber.subscribe(channel, onMessage);
+        return () => subscriber.unsubscribe(channel, onMessage);
+      };
+    }
+    return new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }), options);
+  }
+
+  /** The other process: `send(command)` answers its reply (one JSON line each, in order). */
+  function other(prefix, tells) {
+    const process = spawn(globalThis.process.execPath, [child, JSON.stringify({ port: server.port, prefix, subscribe: tells })], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    processes.push(process);
+    const replies = createInterface({ input: process.stdout })[Symbol.asyncIterator]();
+    return {
+      process,
+      async send(command) {
+        process.stdin.write(`${JSON.stringify(command)}\n`);
+        const { value, done } = await replies.next();
+        if (done) throw new Error('the other process ended');
+        return JSON.parse(value);
+      },
+    };
+  }
+
+  for (const tells of [true, false]) {
+    test(`a busy key in the other process: a call here waits about one batch of its, not for it to idle (${tells ? 'wake-ups' : 'three methods'})`, async () => {
+      const prefix = `busy-${tells}:`;
+      const holder = other(prefix, tells);
+      const store = await storeHere(prefix, tells);
+      const serializeB = createKeyedSerializer({ store, timeoutMs: 10_000 });
+      const result = await busyKey({
+        holder: {
+          start: () => holder.send({ op: 'start' }),
+          calls: async () => (await holder.send({ op: 'calls' })).calls,
+          stop: async () => (await holder.send({ op: 'stop' })).turns,
+        },
+        serializeB,
+        callsOfB: () => lockStats(store).storeCalls,
+        ms: 2000,
+      });
+      const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = result;
+      const [p50, max] = [quantile(waits, 0.5), quantile(waits, 1)];
+      const report = `p50 ${p50.toFixed(1)} ms, max ${max.toFixed(1)} ms, B's calls ${callsOfBPerTurn.toFixed(1)} and both's ${callsPerTurnOfB.toFixed(1)} per turn of B, ${waits.length} turns of B, ${turnsOfA} of A`;
+      assert.ok(waits.length >= 30, report);
+      assert.ok(turnsOfA > 200, `A keeps its pace: ${report}`);
+      // The bounds of "Turns round isolates", with room for a loaded machine (bench/README.md
+      // has the figures).
+      assert.ok(p50 <= (tells ? 15 : 60), report);
+      assert.ok(max <= (tells ? 100 : 250), report);
+      assert.ok(callsOfBPerTurn <= (tells ? 16 : 40), report);
+      holder.process.stdin.end();
+    });
+  }
+
+  test('a process killed after it asked for a name costs the next taker one offer (100 ms), never a lease', async () => {
+    const prefix = 'killed:';
+    const store = await storeHere(prefix, true);
+    const held = await acquireLock(store, 'k', { staleMs: 5000 });
+    const asker = other(prefix, true);
+    await asker.send({ op: 'acquire', name: 'k', waitMs: 10_000 });
+    // Its ask reaches the record, then the process dies.
+    for (let i = 0; i < 200 && JSON.parse((await store.read('k')).value).asks === undefined; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.ok(JSON.parse((await store.read('k')).value).asks, 'the other process asked');
+    const exited = new Promise((resolve) => asker.process.once('exit', resolve));
+    asker.process.kill('SIGKILL');
+    await exited;
+    await held.release();
+    const started = performance.now();
+    const lock = await acquireLock(store, 'k', { staleMs: 5000, waitMs: 3000 });
+    const ms = performance.now() - started;
+    assert.ok(lock !== undefined && lock.fence > held.fence);
+    // The release offered the name to the dead asker first, for 100 ms; then it is this
+    // taker's, the dead ask dropped — not the 5 s lease a dead holder costs.
+    assert.ok(ms >= 50 && ms < 1000, `taken after ${ms} ms`);
+    assert.equal(JSON.parse((await store.read('k')).value).asks, undefined);
+    await lock.release();
+  });
+});
