@@ -35,6 +35,7 @@ export class Watchers {
    * @param {string} key
    */
   tell(key) {
+    if (this.#waiting.size === 0) return;
     const waiting = this.#waiting.get(key);
     if (waiting === undefined) return;
     this.#waiting.delete(key);
