@@ -405,6 +405,9 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         .unwrap(),
     );
     let executor = Executor::new();
+    // Guards on busy lines, as the package's JavaScript keeps them always.
+    let guards = locks.clone();
+    executor.spawn(async move { guards.watch_for_asks().await });
     let actions = case["actions"].as_array().unwrap().clone();
     let steals = store_script
         .get("steals")

@@ -540,11 +540,12 @@ fn sixteen_local_contenders(hold_ms: f64, stale_ms: f64) -> (Vec<(usize, u64)>, 
 fn local_contenders_queue_in_order_and_one_cas_hands_off_to_a_batch() {
     let (order, records, calls) = sixteen_local_contenders(10.0, 2000.0);
     let held: Vec<bool> = records.iter().map(|r| r.held).collect();
-    // The create; then one CAS reserving fences 2..=16 for the 15 waiters; hand-offs every
-    // 10 ms use them without a store call, until the streak has lasted MAX_LOCAL_STREAK_MS and
-    // the record is freed, so another isolate could get in, before local waiters take it again.
+    // The create; then one CAS reserving the batch's fences 2..=65 (2..=16 owed to the 15
+    // waiters, the rest spare); hand-offs every 10 ms use them without a store call, until the
+    // streak has lasted MAX_LOCAL_STREAK_MS and the record is freed, so another isolate could
+    // get in, before local waiters take it again.
     assert_eq!(&held[..3], &[true, true, false], "{records:?}");
-    assert_eq!(records[1].fence, 16);
+    assert_eq!(records[1].fence, 65);
     let streak = (MAX_LOCAL_STREAK_MS / 10.0) as usize;
     // Fences 1..=streak+1 went to holders in turn, one apart, before the record was freed.
     assert_eq!(
@@ -556,11 +557,11 @@ fn local_contenders_queue_in_order_and_one_cas_hands_off_to_a_batch() {
         (1..=streak as u64 + 1).collect::<Vec<_>>()
     );
     assert_eq!(
-        records[2].fence, 16,
+        records[2].fence, 65,
         "the freed record keeps the batch's highest fence"
     );
     assert!(
-        order[streak + 1].1 > 16,
+        order[streak + 1].1 > 65,
         "the next acquisition is above the reservation"
     );
     let per_acquisition = calls as f64 / 16.0;

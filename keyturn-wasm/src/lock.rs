@@ -12,7 +12,7 @@ use keyturn::machine::{LockCore, Now, Succession, Ticket, Woken};
 use keyturn::PlatformRandom;
 
 use crate::interop::{self, RecordFields, StepView};
-use crate::wire::lock::{DONE, GIVE_UP, LOST};
+use crate::wire::lock::{DONE, GIVE_UP, GUARD, LOST};
 
 /// The time as the JS passes it: `now()` (or `Date.now()`) and `performance.now()`.
 fn at(wall: f64, mono: f64) -> Now {
@@ -59,6 +59,31 @@ impl LockCoreBinding {
     #[wasm_bindgen(js_name = setStoreTellsChanges)]
     pub fn set_store_tells_changes(&mut self, tells: bool) {
         self.core.set_store_tells_changes(tells);
+    }
+
+    /// The driver keeps a guard watching a busy line's record across its hand-offs (see
+    /// [`take_guard`](Self::take_guard)).
+    #[wasm_bindgen(js_name = setLineGuards)]
+    pub fn set_line_guards(&mut self, guards: bool) {
+        self.core.set_line_guards(guards);
+    }
+
+    /// The name of the next guard to start (after [`take_woken`](Self::take_woken) answered
+    /// `GUARD`), or `undefined`: `store.changed(name, version(), ms)` until `wakeAt()`, then
+    /// [`guarded`](Self::guarded).
+    #[wasm_bindgen(js_name = takeGuard)]
+    pub fn take_guard(&mut self, wall: f64, mono: f64) -> Option<String> {
+        let (name, version, until) = self.core.take_guard(at(wall, mono))?;
+        self.step.version = version;
+        self.step.wake_at = until;
+        Some(String::from(&*name))
+    }
+
+    /// What came of the guard of `name` on `version`: `CHANGED`, `WOKE` (its time came
+    /// unchanged) or `FAILED`.
+    pub fn guarded(&mut self, name: &str, version: JsValue, kind: f64) {
+        self.core
+            .guarded(name, &version, interop::answer(kind, None));
     }
 
     /// The wait of an acquisition given `wait_ms` (`undefined`: the default), in milliseconds.
@@ -287,12 +312,14 @@ impl LockCoreBinding {
         self.core.expire(at(wall, mono));
     }
 
-    /// The number of the next waiter to wake (it then answers `WOKE`), or `undefined`.
+    /// The number of the next waiter to wake (it then answers `WOKE`), `GUARD` when a guard
+    /// is wanted ([`take_guard`](Self::take_guard)), or `undefined`.
     #[wasm_bindgen(js_name = takeWoken)]
     pub fn take_woken(&mut self) -> Option<u32> {
         loop {
             match self.core.take_woken()? {
                 Woken::GaveUp(waiter) => return Some(waiter),
+                Woken::Guard => return Some(GUARD as u32),
                 Woken::Turn(ticket) => {
                     if let Some(&waiter) = self.core.handle(ticket) {
                         return Some(waiter);

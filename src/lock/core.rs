@@ -35,7 +35,7 @@ use core::fmt;
 use std::rc::Rc;
 
 use super::{LockError, LockOptions, MAX_LOCAL_STREAK_MS};
-use crate::asks::{AskId, Asks};
+use crate::asks::{AskId, Asks, ASK_ID_LEN};
 use crate::deadlines::Deadlines;
 use crate::key::validate_name;
 use crate::queue::{KeyedQueue, Ticket};
@@ -215,6 +215,8 @@ pub enum Woken<W> {
     Turn(Ticket),
     /// Its wait ended with nothing held; it has left the line.
     GaveUp(W),
+    /// A line wants a guard: the driver starts what [`LockCore::take_guard`] gives.
+    Guard,
 }
 
 /// What a store's locks did in this isolate: what is live now, and counts since the core was
@@ -367,6 +369,14 @@ struct NameState<V> {
     batch: Option<Batch<V>>,
     /// The bound on a streak of local hand-offs ([`Succession::streak_ms`]).
     streak_ms: f64,
+    /// The guard in flight: a watch of the batch's record at this version, until this time
+    /// (monotonic). See `releasing.rs`.
+    guard: Option<(V, f64)>,
+    /// A guard is wanted: queued for the driver ([`LockCore::take_guard`]).
+    guard_wanted: bool,
+    /// Another isolate wrote the batch's record since this isolate did (a guard said so): the
+    /// next release reads it first.
+    told: bool,
 }
 
 // Written out: a derive would ask `V: Default`.
@@ -377,6 +387,9 @@ impl<V> Default for NameState<V> {
             yield_first: false,
             batch: None,
             streak_ms: MAX_LOCAL_STREAK_MS,
+            guard: None,
+            guard_wanted: false,
+            told: false,
         }
     }
 }
@@ -397,6 +410,11 @@ pub struct LockCore<V, W> {
     /// This isolate's id in the asks of records (drawn at its first ask): one place in a
     /// name's queue per isolate, kept by its next acquisitions.
     ask_id: Option<AskId>,
+    /// The driver keeps a guard watching a line's record across its hand-offs
+    /// ([`LockCore::set_line_guards`]).
+    line_guards: bool,
+    /// Names whose line wants a guard, for [`LockCore::take_guard`].
+    guards: Vec<Rc<str>>,
 }
 
 impl<V, W> fmt::Debug for LockCore<V, W> {
@@ -425,6 +443,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             stats: LockStats::default(),
             store_tells_changes: false,
             ask_id: None,
+            line_guards: false,
+            guards: Vec::new(),
         }
     }
 
@@ -433,6 +453,16 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// Off by default; only the pauses between polls change.
     pub fn set_store_tells_changes(&mut self, tells: bool) {
         self.store_tells_changes = tells;
+    }
+
+    /// Whether the driver watches a busy line's record for other isolates' asks while its
+    /// holders hand the lease on from a batch (a *guard*: [`LockCore::take_guard`], answered
+    /// by [`LockCore::guarded`]), keeping one watch across the line's hand-offs. Over a store
+    /// that tells changes, a guarded batch may hand its spare fences on for as long as it is
+    /// young; unguarded, for [`MAX_POLL_MS`](super::MAX_POLL_MS) — what a poller waits anyway.
+    /// Off by default.
+    pub fn set_line_guards(&mut self, guards: bool) {
+        self.line_guards = guards;
     }
 
     /// Starts a lock's acquisition of `name`: at the head of an idle name, its first store
@@ -544,7 +574,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                         Step::GiveUp
                     }
                     Some(State::Waiting { .. }) => Step::Wait {
-                        until: self.wait_until(ticket, deadline),
+                        until: self.wait_until(ticket, deadline, now),
                     },
                     Some(_) => self.step(ticket, Answer::Woke, now, random),
                 }
@@ -765,8 +795,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// How long a waiter may wait before it must look again: its deadline, or the end of the
-    /// lease of the holder at the head.
-    fn wait_until(&self, ticket: Ticket, deadline: f64) -> f64 {
+    /// lease of the holder at the head — a millisecond on, once that has passed with the holder
+    /// still in line (a renewal in flight, whose answer decides): never a time already gone.
+    fn wait_until(&self, ticket: Ticket, deadline: f64, now: Now) -> f64 {
         let head = self
             .lines
             .line_of(ticket)
@@ -775,7 +806,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             .and_then(|head| self.lines.get(head))
             .map(|entry| &entry.state)
         {
-            Some(State::Holding(lease)) => deadline.min(lease.ends_at()),
+            Some(State::Holding(lease)) => deadline.min(lease.ends_at().max(now.mono + 1.0)),
             _ => deadline,
         }
     }
@@ -790,6 +821,18 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// The name of `ticket`'s line, shared.
     fn name_of(&self, ticket: Ticket) -> Option<Rc<str>> {
         self.lines.key(ticket).cloned()
+    }
+
+    /// This isolate's id in the asks of records, drawn the first time it is needed.
+    fn ask_id(&mut self, random: &impl Random) -> AskId {
+        *self.ask_id.get_or_insert_with(|| {
+            let token = random.token();
+            let mut id = [b'0'; ASK_ID_LEN];
+            id.iter_mut()
+                .zip(token.bytes())
+                .for_each(|(to, from)| *to = from);
+            id
+        })
     }
 }
 

@@ -38,6 +38,8 @@ struct Inner<S: LockStore, C, R> {
     clock: C,
     random: R,
     core: RefCell<LockCore<S::Version, Rc<Slot>>>,
+    /// The task running [`LockManager::watch_for_asks`], woken when a line wants a guard.
+    guards: RefCell<Option<Waker>>,
 }
 
 impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
@@ -59,6 +61,11 @@ impl<S: LockStore, C: Clock, R: Random> Inner<S, C, R> {
             match woken {
                 None => return out,
                 Some(Woken::GaveUp(slot)) => slot.wake(),
+                Some(Woken::Guard) => {
+                    if let Some(waker) = self.guards.borrow_mut().take() {
+                        waker.wake();
+                    }
+                }
                 Some(Woken::Turn(ticket)) => {
                     let slot = self.core.borrow().handle(ticket).cloned();
                     if let Some(slot) = slot {
@@ -255,8 +262,72 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     core.set_store_tells_changes(tells_changes);
                     core
                 }),
+                guards: RefCell::new(None),
             }),
         }
+    }
+
+    /// Watches the records of busy lines for other isolates' asks, for as long as it is polled:
+    /// run it beside the work of a program whose keys are busy (spawned on its executor), over
+    /// a store that tells changes ([`LockStore::tells_changes`]). It never ends.
+    ///
+    /// A line's holders hand the lease on with no store call from the fences its last write
+    /// reserved. While this runs, one watch per busy line (a *guard*, kept across the line's
+    /// hand-offs) tells the line when another isolate asks for the name, so those hand-offs go
+    /// on for as long as the batch is young and nobody asked; without it, for at most
+    /// `MAX_POLL_MS` after each write — as long as a remote waiter that polls waits anyway —
+    /// so a busy key costs a write each time that runs out. The package's JavaScript keeps
+    /// guards always.
+    ///
+    /// # Cancel safety
+    /// Dropping it stops the guards: their watches are dropped, and lines go back to the
+    /// bound without them.
+    pub async fn watch_for_asks(&self) {
+        type Watch<'a, V> = Pin<Box<dyn Future<Output = (Rc<str>, V, Answer<V>)> + 'a>>;
+        struct Enabled<'a, S: LockStore, C, R>(&'a Inner<S, C, R>);
+        impl<S: LockStore, C, R> Drop for Enabled<'_, S, C, R> {
+            fn drop(&mut self) {
+                self.0.core.borrow_mut().set_line_guards(false);
+                self.0.guards.borrow_mut().take();
+            }
+        }
+        let inner = &*self.inner;
+        inner.core.borrow_mut().set_line_guards(true);
+        let _enabled = Enabled(inner);
+        let mut watches: Vec<Watch<'_, S::Version>> = Vec::new();
+        poll_fn(|cx| {
+            loop {
+                while let Some((name, version, until)) =
+                    inner.with_core(|core, now, _| core.take_guard(now))
+                {
+                    watches.push(Box::pin(async move {
+                        let ms = (until - inner.clock.monotonic_ms()).max(0.0);
+                        let watch = inner.store.changed(&name, Some(&version), ms);
+                        let answer = match bounded(watch, inner.clock.sleep(ms).ok()).await {
+                            Some(Err(_)) => Answer::Failed,
+                            Some(Ok(true)) => Answer::Changed,
+                            _ => Answer::Woke,
+                        };
+                        (name, version, answer)
+                    }));
+                }
+                let mut answered = false;
+                watches.retain_mut(|watch| match watch.as_mut().poll(cx) {
+                    Poll::Ready((name, version, answer)) => {
+                        inner.with_core(|core, _, _| core.guarded(&name, &version, answer));
+                        answered = true;
+                        false
+                    }
+                    Poll::Pending => true,
+                });
+                if !answered {
+                    // Woken when a line next wants a guard (an answer's own waker wakes it too).
+                    *inner.guards.borrow_mut() = Some(cx.waker().clone());
+                    return Poll::<()>::Pending;
+                }
+            }
+        })
+        .await;
     }
 
     /// Store calls made so far by this manager's acquisitions, renewals and releases.

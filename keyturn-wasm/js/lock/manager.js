@@ -12,6 +12,7 @@ import {
   LOCK_CREATE,
   LOCK_FAILED,
   LOCK_GIVE_UP,
+  LOCK_GUARD,
   LOCK_HELD,
   LOCK_NAME_EMPTY,
   LOCK_NAME_TOO_LONG,
@@ -26,6 +27,7 @@ import { keyError, leaseOptionError } from '../arguments.js';
 import { KeyturnLock } from './held.js';
 import { Exchange } from './exchange.js';
 import { Flights } from './flights.js';
+import { unref } from '../timers.js';
 
 /** @typedef {import('../keyturn_lock.js').LockCoreBinding} LockCoreBinding */
 /** @typedef {import('../instance.js').Instance} Instance */
@@ -112,6 +114,8 @@ export class Manager {
     /** @type {LockCoreBinding} */
     this.core = new glue.LockCoreBinding();
     this.core.setStoreTellsChanges(typeof store.changed === 'function');
+    // A busy line's guard (see `guard`) outlives the hand-offs it serves: a promise is no task.
+    this.core.setLineGuards(true);
     this.store = store;
     this.now = now;
     this.inContext = inContext;
@@ -197,10 +201,37 @@ export class Manager {
     this.drain();
   }
 
-  /** Wakes the waiters the core named. */
+  /** Wakes the waiters the core named, and starts the guards it wants. */
   drain() {
     const { core, instance } = this;
-    for (let id; (id = core.takeWoken()) !== undefined; ) /** @type {Waiter | undefined} */ (instance.get(id))?.wakeNow();
+    for (let id; (id = core.takeWoken()) !== undefined; ) {
+      if (id === LOCK_GUARD) this.guard();
+      else /** @type {Waiter | undefined} */ (instance.get(id))?.wakeNow();
+    }
+  }
+
+  /**
+   * Starts the guards the core wants: for each busy line, `store.changed` on its batch's record
+   * until the bound the core gives, so its holders hear when another isolate asks for the name
+   * while they hand the lease on among themselves. Its answer goes to the core, whichever
+   * holder has the lease by then. Its timer is `unref`'d: a guard serves holders, who keep
+   * what they need alive themselves.
+   */
+  guard() {
+    const { core } = this;
+    for (let name; (name = core.takeGuard(this.time(), performance.now())) !== undefined; ) {
+      const guarded = name;
+      const version = core.version();
+      changedWithin(this.store, name, version, core.wakeAt(), true).then((code) => {
+        if (this.instance.failure !== undefined) return;
+        try {
+          core.guarded(guarded, version, code);
+          this.drain();
+        } catch (error) {
+          this.failed(error);
+        }
+      });
+    }
   }
 
   /**
@@ -306,31 +337,12 @@ export class Manager {
    * @returns {Promise<number>}
    */
   watch(waiter, name, version, until) {
-    const ms = Math.max(0, until - performance.now());
-    /** @type {Promise<unknown>} */
-    let answer;
-    try {
-      answer = Promise.resolve(/** @type {NonNullable<Store['changed']>} */ (this.store.changed).call(this.store, name, version, ms));
-    } catch (error) {
-      answer = Promise.reject(error);
-    }
-    return new Promise((resolve) => {
-      let settled = false;
-      /** @param {number} code */
-      const settle = (code) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        if (waiter.wake === wake) waiter.wake = undefined;
-        resolve(code);
-      };
-      const wake = () => settle(LOCK_WOKE);
-      const timer = setTimeout(wake, ms);
-      waiter.wake = wake;
-      answer.then(
-        (changed) => settle(changed === true ? LOCK_CHANGED : changed === false ? LOCK_WOKE : LOCK_FAILED),
-        () => settle(LOCK_FAILED),
-      );
+    const watching = changedWithin(this.store, name, version, until, false);
+    const wake = () => watching.end(LOCK_WOKE);
+    waiter.wake = wake;
+    return watching.then((code) => {
+      if (waiter.wake === wake) waiter.wake = undefined;
+      return code;
     });
   }
 
@@ -455,6 +467,47 @@ export class Manager {
     this.instance.letGo(waiter.id);
     waiter.id = -1;
   }
+}
+
+/**
+ * `store.changed(name, version, ms)` until `until` (monotonic) at the latest: a promise of
+ * `CHANGED` when it answered true, `WOKE` when it answered false or the time came, `FAILED`
+ * when it threw, rejected or answered something not a boolean; `end(code)` settles it sooner.
+ * `quiet`: its timer keeps no Node process alive.
+ * @param {Store} store
+ * @param {string} name
+ * @param {unknown} version
+ * @param {number} until
+ * @param {boolean} quiet
+ * @returns {Promise<number> & { end: (code: number) => void }}
+ */
+function changedWithin(store, name, version, until, quiet) {
+  const ms = Math.max(0, until - performance.now());
+  /** @type {Promise<unknown>} */
+  let answer;
+  try {
+    answer = Promise.resolve(/** @type {NonNullable<Store['changed']>} */ (store.changed).call(store, name, version, ms));
+  } catch (error) {
+    answer = Promise.reject(error);
+  }
+  /** @type {(code: number) => void} */
+  let end = () => {};
+  const settled = /** @type {Promise<number> & { end: (code: number) => void }} */ (
+    new Promise((resolve) => {
+      let timer = setTimeout(() => end(LOCK_WOKE), ms);
+      if (quiet) timer = unref(timer);
+      end = (code) => {
+        clearTimeout(timer);
+        resolve(code);
+      };
+      answer.then(
+        (changed) => end(changed === true ? LOCK_CHANGED : changed === false ? LOCK_WOKE : LOCK_FAILED),
+        () => end(LOCK_FAILED),
+      );
+    })
+  );
+  settled.end = (code) => end(code);
+  return settled;
 }
 
 /**

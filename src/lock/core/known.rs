@@ -31,6 +31,9 @@ struct Known<V> {
     /// differs only in its asks, so the watch goes on (other isolates asking do not keep a
     /// dead holder's record from being taken over).
     holder: Option<(u64, f64)>,
+    /// This isolate freed the record at `version` for other isolates, its own ask behind
+    /// theirs: its offer comes then (monotonic).
+    offer: Option<f64>,
 }
 
 /// Known records by name, in the crate's one map type.
@@ -115,6 +118,26 @@ impl<V: PartialEq> KnownRecords<V> {
         self.set(name, version, mono, Some(Freed { fence, contested }));
     }
 
+    /// This isolate freed `name`'s record at `version` for other isolates, at `mono`, its own
+    /// ask behind theirs: the name is offered to it at `offer`.
+    pub(super) fn queued(&mut self, name: &Rc<str>, version: V, mono: f64, offer: f64) {
+        self.set(name, version, mono, None);
+        if let Some(known) = self.get_mut(name) {
+            known.offer = Some(offer);
+        }
+    }
+
+    /// The version of `name`'s record this isolate freed with its own ask in it, and when the
+    /// name is offered to it, if that is the last it knows of the record (once).
+    pub(super) fn take_queued(&mut self, name: &str) -> Option<(V, f64)>
+    where
+        V: Clone,
+    {
+        let known = self.get_mut(name)?;
+        let offer = known.offer.take()?;
+        Some((known.version.clone(), offer))
+    }
+
     /// The record this isolate freed for `name`, if it is the last it knows of: the version to
     /// CAS on. It is forgotten, watch and all — the next answer about it starts both again.
     pub(super) fn take_freed(&mut self, name: &str) -> Option<(V, Freed)> {
@@ -142,6 +165,7 @@ impl<V: PartialEq> KnownRecords<V> {
             since,
             freed,
             holder: None,
+            offer: None,
         };
         match self.get_mut(name) {
             Some(slot) => *slot = known,

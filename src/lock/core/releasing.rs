@@ -1,26 +1,37 @@
 //! Releasing a lease: a hand-on within a batch, a hand-off, or a free.
 //!
 //! A release with waiters behind hands the lease to the next one here by one CAS that raises
-//! the fence and reserves one fence for each waiter then in line (up to [`MAX_BATCH`]); the
-//! hand-ons after it within the batch need no store call. A batch is used only while younger
-//! than the streak bound and a quarter of the lease, and a streak of local hand-offs ends after
-//! its bound ([`Succession::streak_ms`](super::Succession)): the record is freed and the next
-//! local head pauses one poll, so other isolates get their turn. With nobody waiting here the
-//! record is freed, keeping its fence.
+//! the fence and reserves [`MAX_BATCH`] fences: one *owed* to each waiter then in line (or
+//! announced), the rest *spare* for those who join later (a take reserves them the same way,
+//! see `taking.rs`). The hand-ons after it within the batch need no store call. A batch is used
+//! only while younger than the streak bound and a quarter of the lease, and a streak of local
+//! hand-offs ends after its bound ([`Succession::streak_ms`](super::Succession)): the record is
+//! freed and the next local head pauses one poll, so other isolates get their turn. With nobody
+//! waiting here the record is freed, keeping its fence.
 //!
-//! A holder whose record carries asks (other isolates waiting, see `crate::asks`) frees it at
-//! its release, whoever waits here: the free record, keeping the asks, is offered to them in
-//! order. A release refused because the version moved reads the record, as a renewal does: an
-//! ask came in, and the release is made again on the new version — now a free.
+//! A holder learns that other isolates asked for the name (`crate::asks`) when a write of its
+//! record is refused — the version moved: it reads, and the record is still its own — or, over
+//! a store that tells changes, from a *guard*: one watch of the batch's record, kept by the
+//! driver across the line's hand-offs ([`LockCore::take_guard`]). So spare fences are handed on
+//! only while no ask is known and the batch is watched by a guard, or younger than
+//! [`MAX_POLL_MS`] (a remote asker waits no longer than a poller would); owed ones always. Once
+//! the owed fences are used, a holder that knows of asks — or whose guard said the record
+//! changed, which a read first tells apart — frees the record, offered to the asks in order, its
+//! own isolate's ask last when it has waiters left here, so they wait without asking again.
 //!
 //! A release whose write failed reads the record back once, as every write of a lease does; one
 //! that follows a write whose outcome stayed unknown (a renewal its driver stopped waiting for)
 //! reads the record first, and releases only a record that is still this lease's.
 
+use std::rc::Rc;
+
 use super::holding::{Phase, REFRESHES};
-use super::{is_written, promised, Answer, Entry, Lease, LockCore, Now, Stamp, State, Step};
-use crate::asks::Asks;
-use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS};
+use super::{
+    is_written, promised, Answer, Entry, Lease, LockCore, NameState, Now, Stamp, State, Step,
+};
+use crate::asks::{AskId, Asks, OFFER_MS};
+use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS};
+use crate::queue::LineId;
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::{encode_ours, NotARecord, Record};
@@ -35,6 +46,9 @@ pub(super) struct Release<V> {
     phase: Phase,
     /// Reads after a refused write so far.
     refreshes: u8,
+    /// This isolate's ask, for a free offered to other isolates while waiters are left here:
+    /// its id, and until when (wall) the next waiter here waits.
+    own: Option<(AskId, f64)>,
 }
 
 /// What a release writes, and what comes of it.
@@ -44,6 +58,8 @@ enum AfterRelease {
     HandOff {
         token: String,
         fence: u64,
+        /// The last fence owed to a waiter known now.
+        owed: u64,
         last_fence: u64,
         lease: u64,
     },
@@ -56,12 +72,45 @@ enum AfterRelease {
 pub(super) struct Batch<V> {
     pub(super) version: V,
     token: String,
+    /// Fences up to this one are owed to the waiters known at the write; the rest are spare.
+    owed: u64,
     last_fence: u64,
     pub(super) stamp: Stamp,
     lease: u64,
+    /// The bound on a store call of the batch's holders (a guard's).
+    bound_ms: f64,
+    /// How long after `stamp` the batch is used at all (the streak's bound and a quarter of
+    /// the lease, as the write that made it saw them): a guard lasts no longer.
+    young_ms: f64,
 }
 
 impl<V: Clone> Batch<V> {
+    /// The batch a write at `stamp` reserved: the record at `version` carries `token`, the
+    /// fences up to `last_fence` (those up to `owed` owed) and the lease `lease`; its holders'
+    /// store calls are bounded by `bound_ms`, and it is used for `young_ms`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        version: V,
+        token: String,
+        owed: u64,
+        last_fence: u64,
+        stamp: Stamp,
+        lease: u64,
+        bound_ms: f64,
+        young_ms: f64,
+    ) -> Self {
+        Batch {
+            version,
+            token,
+            owed,
+            last_fence,
+            stamp,
+            lease,
+            bound_ms,
+            young_ms,
+        }
+    }
+
     /// The lease of the holder handed `fence` in this batch, with its own options: it holds for
     /// its own lease or the one the record promises, whichever is shorter.
     fn lease(&self, fence: u64, holder: LockOptions, contested: bool) -> Lease<V> {
@@ -99,14 +148,22 @@ impl<V> Release<V> {
                 Some(*lease),
                 &Asks::default(),
             ),
-            AfterRelease::Free { .. } => encode_ours(
-                false,
-                "",
-                self.lease.record_fence,
-                self.stamp.at,
-                None,
-                &self.offered(),
-            ),
+            AfterRelease::Free { .. } => {
+                let offered = self.offered();
+                // Others asked and waiters are left here: this isolate queues behind them.
+                let own = self.own.filter(|_| !offered.is_empty());
+                let asks = own
+                    .and_then(|(id, until)| offered.with(&id, until))
+                    .unwrap_or(offered);
+                encode_ours(
+                    false,
+                    "",
+                    self.lease.record_fence,
+                    self.stamp.at,
+                    None,
+                    &asks,
+                )
+            }
         }
     }
 
@@ -205,47 +262,59 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::Done;
         };
         let uncertain = lease.uncertain || lease.renewing.is_some();
-        // Other isolates asked: they go first, whoever waits here.
+        // Other isolates asked: once the waiters owed a fence had their turn, they go first.
         let asked = !lease.asks.live(now.wall).is_empty();
-        let next = self.lines.next_in_line(ticket).filter(|_| !asked);
-        // Waiters behind the next one, here or announced: each gets one of the fences the
+        let waiter = self.lines.next_in_line(ticket);
+        // Waiters behind the next one, here or announced: each is owed one of the fences the
         // hand-off CAS reserves.
-        let behind = next.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
+        let behind = waiter.map_or(0, |next| self.lines.behind(next, MAX_BATCH - 1));
         let behind = behind.max(followers.min(MAX_BATCH - 1)) as u64;
         let state = self.lines.line_data(line);
         let streak_since = state.and_then(|state| state.streak_since);
         let streak_ms = state.map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
         let in_streak = streak_since.is_none_or(|since| now.mono - since < streak_ms);
         let young = streak_ms.min(lease.stale_ms / 4.0);
-        let from_batch = state
-            .and_then(|state| state.batch.as_ref())
-            .is_some_and(|batch| {
+        let told = state.is_some_and(|state| state.told);
+        let from_batch = state.is_some_and(|state| {
+            state.batch.as_ref().is_some_and(|batch| {
                 !uncertain
                     && batch.version == lease.version
-                    && lease.fence < batch.last_fence
                     && now.mono - batch.stamp.mono < young
-            });
-        let then = match (next.filter(|_| in_streak), from_batch) {
-            (Some(next), true) => {
+                    && (lease.fence < batch.owed
+                        || (lease.fence < batch.last_fence
+                            && !asked
+                            && !told
+                            && spare_usable(state, batch, now)))
+            })
+        });
+        let next = waiter.filter(|_| in_streak);
+        let then = match next {
+            Some(next) if from_batch => {
                 self.hand_on_in_batch(ticket, next);
                 return Step::Done;
             }
-            (Some(next), false) => {
+            Some(next) if !asked => {
                 let fence = lease.record_fence + 1;
                 let stale_ms = self.options_of(next).map_or(lease.stale_ms, |o| o.stale_ms);
                 AfterRelease::HandOff {
                     token: random.token(),
                     fence,
-                    last_fence: fence + behind,
+                    owed: fence + behind,
+                    last_fence: fence + (MAX_BATCH as u64 - 1),
                     lease: promised(stale_ms),
                 }
             }
             // Waiters left when a streak ended at its bound: they let others in first.
-            (None, _) => AfterRelease::Free {
-                capped: !asked && next.is_some() && streak_since.is_some(),
+            _ => AfterRelease::Free {
+                capped: !asked && next.is_none() && waiter.is_some() && streak_since.is_some(),
             },
         };
-        self.begin_release(ticket, then, uncertain, now)
+        // The waiter here, should the record be freed for other isolates: it queues behind them.
+        let own = waiter
+            .and_then(|waiter| self.deadline_of(waiter))
+            .map(|deadline| (self.ask_id(random), now.wall + (deadline - now.mono)));
+        // The record changed under the batch (a guard said so): read it first.
+        self.begin_release(ticket, then, own, uncertain || told, now)
     }
 
     /// A release to `next` within the batch the record carries: no store call. The record
@@ -271,11 +340,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         else {
             return;
         };
-        let handed = batch.lease(
+        let mut handed = batch.lease(
             lease.fence + 1,
             holder.unwrap_or_else(|| lease.options()),
             lease.contested,
         );
+        // What this holder learned of other isolates' asks goes on with the batch.
+        handed.asks = lease.asks.clone();
         self.hold(next, handed);
         self.remove(ticket);
     }
@@ -285,7 +356,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         &mut self,
         ticket: Ticket,
         then: AfterRelease,
-        uncertain: bool,
+        own: Option<(AskId, f64)>,
+        read_first: bool,
         now: Now,
     ) -> Step<V> {
         let Some(State::Holding(mut lease)) = self.take_state(ticket) else {
@@ -298,8 +370,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             then,
             phase: Phase::ReadFirst,
             refreshes: 0,
+            own,
         };
-        let step = if uncertain {
+        let step = if read_first {
             release.read()
         } else {
             release.write()
@@ -381,7 +454,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(State::Releasing(release)) = self.take_state(ticket) else {
             return;
         };
-        let offered = !release.offered().is_empty();
+        let others = release.offered().len();
+        let offered = others > 0;
+        // Its own ask went in behind the others': its offer comes after theirs.
+        let queued = release
+            .own
+            .filter(|_| offered)
+            .map(|_| others as f64 * OFFER_MS);
         let Release {
             lease, then, stamp, ..
         } = release;
@@ -390,26 +469,36 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 AfterRelease::HandOff {
                     token,
                     fence,
+                    owed,
                     last_fence,
                     lease: promised,
                 },
                 Some(target),
             ) => {
-                let batch = Batch {
-                    version: version.clone(),
+                let streak_ms = self
+                    .lines
+                    .line_data(line)
+                    .map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
+                let batch = Batch::new(
+                    version.clone(),
                     token,
+                    owed,
                     last_fence,
                     stamp,
-                    lease: promised,
-                };
+                    promised,
+                    lease.store_timeout_ms,
+                    streak_ms.min(lease.stale_ms / 4.0),
+                );
                 let holder = self.options_of(target).unwrap_or_else(|| lease.options());
                 let handed = batch.lease(fence, holder, lease.contested);
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.streak_since.get_or_insert(stamp.mono);
                     state.batch = Some(batch);
+                    state.told = false;
                 }
                 self.known.saw(&name, &version, now.mono);
                 self.hold(target, handed);
+                self.want_guard(line, name);
             }
             // Nobody here to take it: held by a token nobody has. Remembered, so this
             // isolate's next acquisition takes it with one CAS.
@@ -419,11 +508,18 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             // Offered to the isolates that asked: this isolate's next acquisition reads it.
             (AfterRelease::Free { .. }, _) if offered => {
-                self.known.saw(&name, &version, now.mono);
+                match queued {
+                    Some(after) => {
+                        self.known
+                            .queued(&name, version, now.mono, stamp.mono + after);
+                    }
+                    None => {
+                        self.known.saw(&name, &version, now.mono);
+                    }
+                }
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.yield_first = false;
-                    state.streak_since = None;
-                    state.batch = None;
+                    state.end_batch();
                 }
             }
             (AfterRelease::Free { capped }, _) => {
@@ -436,11 +532,136 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 );
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.yield_first = capped;
-                    state.streak_since = None;
-                    state.batch = None;
+                    state.end_batch();
                 }
             }
         }
         self.remove(ticket);
     }
+
+    /// The waiting deadline (monotonic) of a waiter in line.
+    fn deadline_of(&self, ticket: Ticket) -> Option<f64> {
+        match self.lines.get(ticket)?.state {
+            State::Waiting { deadline, .. } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    // --- guards: a busy line's watch for other isolates' asks ---
+
+    /// The line of `name` wants a guard on its batch's record (a store that tells changes, and
+    /// a driver that keeps guards).
+    pub(super) fn want_guard(&mut self, line: LineId, name: Rc<str>) {
+        if !(self.line_guards && self.store_tells_changes) {
+            return;
+        }
+        let Some(state) = self.lines.line_data_mut(line) else {
+            return;
+        };
+        if !state.guard_wanted {
+            state.guard_wanted = true;
+            if self.guards.is_empty() {
+                self.woken.push(super::Woken::Guard);
+            }
+            self.guards.push(name);
+        }
+    }
+
+    /// The next guard the driver must start, at `now`: `store.changed(name, version, until −
+    /// now)`, raced with `until` (monotonic) — one store call's bound, and no later than the
+    /// batch is used — then [`guarded`](Self::guarded) with what came of it. One store call,
+    /// counted as a watch. A line has one guard at a time, kept across its hand-offs; a guard
+    /// whose answer never came is given up at `until` and started anew.
+    pub fn take_guard(&mut self, now: Now) -> Option<(Rc<str>, V, f64)> {
+        while let Some(name) = self.guards.pop() {
+            let Some(state) = self
+                .lines
+                .line_id(&name)
+                .and_then(|line| self.lines.line_data_mut(line))
+            else {
+                continue;
+            };
+            state.guard_wanted = false;
+            let Some(batch) = &state.batch else {
+                continue;
+            };
+            // Watched already, or too old to be used any more.
+            let used_until = batch.stamp.mono + batch.young_ms;
+            if guard_live(state, batch, now) || now.mono >= used_until {
+                continue;
+            }
+            let until = used_until.min(now.mono + batch.bound_ms);
+            let version = batch.version.clone();
+            state.guard = Some((version.clone(), until));
+            self.stats.watches += 1;
+            self.stats.store_calls += 1;
+            return Some((name, version, until));
+        }
+        None
+    }
+
+    /// What came of the guard of `name` on `version`: [`Answer::Changed`] — another isolate
+    /// wrote the record (an ask, or a takeover), so the line's next release past the owed
+    /// fences reads it first; [`Answer::Woke`] — unchanged until its bound, so it is started
+    /// anew; a failure — not started again before the line's next batch. A guard of a version
+    /// the line's own write has moved on from is started anew on the new one.
+    pub fn guarded(&mut self, name: &str, version: &V, answer: Answer<V>) {
+        match answer {
+            Answer::Changed => self.stats.wake_ups += 1,
+            Answer::Failed | Answer::TimedOut => self.stats.store_failures += 1,
+            _ => {}
+        }
+        let Some(line) = self.lines.line_id(name) else {
+            return;
+        };
+        let Some(state) = self.lines.line_data_mut(line) else {
+            return;
+        };
+        if !state
+            .guard
+            .as_ref()
+            .is_some_and(|(watched, _)| watched == version)
+        {
+            return; // a guard given up already
+        }
+        state.guard = None;
+        let Some(batch) = &state.batch else {
+            return;
+        };
+        let current = batch.version == *version;
+        match answer {
+            Answer::Changed if current => state.told = true,
+            Answer::Failed | Answer::TimedOut => {}
+            _ => {
+                let head = self.lines.head(line);
+                if let Some(name) = head.and_then(|head| self.name_of(head)) {
+                    self.want_guard(line, name);
+                }
+            }
+        }
+    }
+}
+
+impl<V> NameState<V> {
+    /// The line's record is freed: no batch, no streak, no guard.
+    fn end_batch(&mut self) {
+        self.streak_since = None;
+        self.batch = None;
+        self.guard = None;
+        self.told = false;
+    }
+}
+
+/// Whether `state`'s guard watches `batch`'s record now.
+fn guard_live<V: PartialEq>(state: &NameState<V>, batch: &Batch<V>, now: Now) -> bool {
+    state
+        .guard
+        .as_ref()
+        .is_some_and(|(version, until)| *version == batch.version && now.mono < *until)
+}
+
+/// Whether `batch`'s spare fences may be handed on: a guard watches its record for asks, or it
+/// is younger than a poll's longest pause (so an asker waits no longer than a poller would).
+fn spare_usable<V: PartialEq>(state: &NameState<V>, batch: &Batch<V>, now: Now) -> bool {
+    now.mono - batch.stamp.mono < MAX_POLL_MS || guard_live(state, batch, now)
 }

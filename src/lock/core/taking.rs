@@ -22,10 +22,11 @@
 //! offers before theirs ran — and its taker keeps the asks still waiting, so its own release
 //! offers them the name in turn.
 
+use super::releasing::Batch;
 use super::Lease;
 use super::{is_written, promised, Answer, Entry, LockCore, Now, Stamp, State, Step};
-use crate::asks::{AskId, Asks, ASK_ID_LEN};
-use crate::lock::{LockOptions, MAX_POLL_MS, TAKEOVERS};
+use crate::asks::{AskId, Asks};
+use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS, TAKEOVERS};
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::{encode_ours, is_plain, NotARecord, Record};
@@ -85,14 +86,24 @@ enum Call {
     Read,
     /// A CAS adding this attempt's ask to a record held elsewhere.
     Ask,
-    /// A create or CAS of a record with `fence`, stamped `stamp`; `takeover`: of a stale one.
+    /// A create or CAS taking the record.
     Write {
-        fence: u64,
-        stamp: Stamp,
-        takeover: bool,
+        take: Take,
         /// Its call failed: the record is being read back.
         read_back: bool,
     },
+}
+
+/// What a take writes: this attempt's `fence`, and — in the record — `last`: above `fence`, the
+/// fences of a batch, those up to `owed` owed to the acquisitions known to follow. Stamped
+/// `stamp`; `takeover`: of a stale record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Take {
+    fence: u64,
+    owed: u64,
+    last: u64,
+    stamp: Stamp,
+    takeover: bool,
 }
 
 impl Attempt {
@@ -190,6 +201,20 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 };
             }
         }
+        if freed.is_none() {
+            if let Some((version, offer)) = self.known.take_queued(&name) {
+                // This isolate freed the record for others, its own ask behind theirs: it waits
+                // for the record to change, or for its offer, without reading first.
+                if let Some(attempt) = self.attempt_mut(ticket) {
+                    attempt.exists = true;
+                    attempt.look_at = Some(offer);
+                }
+                return self.wait_for_record(ticket, version, now, random);
+            }
+        }
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
         match freed {
             // Other isolates wrote it between this isolate's last two turns: they likely did
             // again, so read first (a CAS on the version known would fail, one call wasted).
@@ -230,18 +255,39 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             let bound_ms = attempt.bound(now);
             return self.call(Step::Read { bound_ms });
         }
+        let (owed, last) = self.reservation(ticket, 1);
+        let Some(attempt) = self.attempt_mut(ticket) else {
+            return Step::GiveUp;
+        };
         let stamp = Stamp::of(now);
         attempt.call = Call::Write {
-            fence: 1,
-            stamp,
-            takeover: false,
+            take: Take {
+                fence: 1,
+                owed,
+                last,
+                stamp,
+                takeover: false,
+            },
             read_back: false,
         };
         let (value, bound_ms) = (
-            attempt.record(1, stamp, &Asks::default()),
+            attempt.record(last, stamp, &Asks::default()),
             attempt.bound(now),
         );
         self.call(Step::Create { value, bound_ms })
+    }
+
+    /// The fences a take by `ticket` with `fence` reserves — `(owed, last)`: with acquisitions
+    /// waiting behind it here, a batch ([`MAX_BATCH`] fences, one owed to each of those, the
+    /// rest spare), so they are handed on with no store call; else `fence` alone.
+    fn reservation(&self, ticket: Ticket, fence: u64) -> (u64, u64) {
+        match self.lines.next_in_line(ticket) {
+            None => (fence, fence),
+            Some(next) => {
+                let behind = 1 + self.lines.behind(next, MAX_BATCH - 2) as u64;
+                (fence + behind, fence + MAX_BATCH as u64 - 1)
+            }
+        }
     }
 
     /// A CAS on `version` writing this attempt's record with `fence` and `asks`.
@@ -254,17 +300,22 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         asks: Asks,
         now: Now,
     ) -> Step<V> {
+        let (owed, last) = self.reservation(ticket, fence);
         let Some(attempt) = self.attempt_mut(ticket) else {
             return Step::GiveUp;
         };
         let stamp = Stamp::of(now);
         attempt.call = Call::Write {
-            fence,
-            stamp,
-            takeover,
+            take: Take {
+                fence,
+                owed,
+                last,
+                stamp,
+                takeover,
+            },
             read_back: false,
         };
-        let (value, bound_ms) = (attempt.record(fence, stamp, &asks), attempt.bound(now));
+        let (value, bound_ms) = (attempt.record(last, stamp, &asks), attempt.bound(now));
         attempt.asks = asks;
         self.call(Step::Replace {
             version,
@@ -289,30 +340,24 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             (Call::Idle, _) => self.start(ticket, now, random),
             (
                 Call::Write {
-                    fence,
-                    stamp,
-                    takeover,
+                    take,
                     read_back: false,
                 },
                 Answer::Created(Some(version)) | Answer::Replaced(Some(version)),
             ) => {
-                self.took(ticket, version, fence, stamp, takeover, now);
+                self.took(ticket, version, take, now);
                 Step::Held
             }
             // The write failed: read the record back, once.
             (
                 Call::Write {
-                    fence,
-                    stamp,
-                    takeover,
+                    take,
                     read_back: false,
                 },
                 Answer::Failed | Answer::TimedOut,
             ) => {
                 attempt.call = Call::Write {
-                    fence,
-                    stamp,
-                    takeover,
+                    take,
                     read_back: true,
                 };
                 let bound_ms = attempt.bound(now);
@@ -320,9 +365,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             (
                 Call::Write {
-                    fence,
-                    stamp,
-                    takeover,
+                    take,
                     read_back: true,
                 },
                 Answer::Read(Some((version, record))),
@@ -330,13 +373,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 &record,
                 true,
                 &attempt.token,
-                fence,
-                stamp.at,
+                take.last,
+                take.stamp.at,
                 Some(promised(attempt.options.stale_ms)),
             ) =>
             {
                 self.stats.read_backs_applied += 1;
-                self.took(ticket, version, fence, stamp, takeover, now);
+                self.took(ticket, version, take, now);
                 Step::Held
             }
             // Asked: wait for the record to change (the version is this attempt's own write).
@@ -388,23 +431,36 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
-    /// The attempt's write took: it holds the lease on `version`.
-    fn took(
-        &mut self,
-        ticket: Ticket,
-        version: V,
-        fence: u64,
-        stamp: Stamp,
-        takeover: bool,
-        now: Now,
-    ) {
-        let (Some(name), Some(attempt)) = (self.name_of(ticket), self.attempt_mut(ticket)) else {
+    /// The attempt's write took: it holds the lease on `version` — and, when the take reserved
+    /// a batch, the line hands it on from there.
+    fn took(&mut self, ticket: Ticket, version: V, take: Take, now: Now) {
+        let Take {
+            fence,
+            owed,
+            last,
+            stamp,
+            takeover,
+        } = take;
+        let line = self.lines.line_of(ticket);
+        let streak_ms = line
+            .and_then(|line| self.lines.line_data(line))
+            .map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
+        let (Some(name), Some(line), Some(attempt)) =
+            (self.name_of(ticket), line, self.attempt_mut(ticket))
+        else {
             return;
         };
+        let batch = (last > fence).then(|| {
+            let lease = promised(attempt.options.stale_ms);
+            let young_ms = streak_ms.min(attempt.options.stale_ms / 4.0);
+            let bound_ms = attempt.options.store_timeout();
+            let (token, version) = (attempt.token.clone(), version.clone());
+            Batch::new(version, token, owed, last, stamp, lease, bound_ms, young_ms)
+        });
         let lease = Lease {
             token: std::mem::take(&mut attempt.token),
             fence,
-            record_fence: fence,
+            record_fence: last,
             version: version.clone(),
             stamp,
             stale_ms: attempt.options.stale_ms,
@@ -420,6 +476,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
         self.known.saw(&name, &version, now.mono);
         self.hold(ticket, lease);
+        if let Some(batch) = batch {
+            if let Some(state) = self.lines.line_data_mut(line) {
+                state.streak_since.get_or_insert(stamp.mono);
+                state.batch = Some(batch);
+                state.told = false;
+            }
+            self.want_guard(line, name);
+        }
     }
 
     /// What to do about the record a read found: take it, take it over, ask for it, or wait.
@@ -433,14 +497,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(name) = self.name_of(ticket) else {
             return Step::GiveUp;
         };
-        let id = *self.ask_id.get_or_insert_with(|| {
-            let token = random.token();
-            let mut id = [b'0'; ASK_ID_LEN];
-            id.iter_mut()
-                .zip(token.bytes())
-                .for_each(|(to, from)| *to = from);
-            id
-        });
+        let id = self.ask_id(random);
         let since = match &found {
             Some((version, record)) => {
                 let holder = match record {

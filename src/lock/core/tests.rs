@@ -105,6 +105,8 @@ fn woken(core: &mut Core) -> Vec<(bool, u32)> {
         all.push(match woken {
             Woken::Turn(ticket) => (true, *core.handle(ticket).unwrap()),
             Woken::GaveUp(id) => (false, id),
+            // No driver here keeps guards: none is wanted.
+            Woken::Guard => unreachable!("a guard wanted without line guards"),
         });
     }
     all
@@ -151,7 +153,8 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     assert_eq!(core.store_calls(), 1);
     assert_eq!(core.next_timer(), Some(101.0));
 
-    // The release hands off with one CAS that reserves a fence for each waiter.
+    // The release hands off with one CAS that reserves the batch's fences: one owed to each
+    // waiter, the rest spare.
     let step = core.release(a, at(5.0), &random);
     let Step::Replace { .. } = step else {
         panic!("{step:?}")
@@ -167,7 +170,7 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     assert_eq!(woken(&mut core), vec![(true, 2)]);
     assert_eq!(core.step(b, Answer::Woke, at(6.0), &random), Step::Held);
     let record = stored(&store, "k");
-    assert_eq!((core.lease(b).unwrap().fence, record.fence), (2, 3));
+    assert_eq!((core.lease(b).unwrap().fence, record.fence), (2, 65));
     assert_eq!(
         core.lease(b).unwrap().held_until,
         2005.0,
@@ -201,7 +204,11 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
         drive(&mut core, &store, "k", d, step, 9.0, &random),
         Step::Held
     );
-    assert_eq!(core.lease(d).unwrap().fence, 4);
+    assert_eq!(
+        core.lease(d).unwrap().fence,
+        66,
+        "above every fence the batch reserved"
+    );
 }
 
 #[test]
@@ -684,25 +691,41 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     assert_eq!(writes, vec![1], "one hand-off CAS for the four");
     assert_eq!(
         stored(&store, "k").fence,
-        5,
-        "it reserved the fences of the three behind"
+        65,
+        "it reserved the batch's 64 fences: three owed to the announced works, the rest spare"
     );
-    // A sixth: past the reserved fences, the hand-off writes once and reserves again.
-    let (sixth, _) = core
+    // A fifth work not announced, soon after: a spare fence, no write — nobody is known to
+    // have asked, and the batch is younger than a poll's longest pause.
+    let (fifth, _) = core
         .acquire_with("k", 5, options(100.0, 2000.0), streak, at(6.0), &random)
         .unwrap();
-    let step = core.release_with(holder, 2, at(6.0), &random);
+    assert_eq!(core.release_with(holder, 0, at(6.0), &random), Step::Done);
+    assert_eq!(core.step(fifth, Answer::Woke, at(6.0), &random), Step::Held);
+    assert_eq!(core.lease(fifth).unwrap().fence, 6);
+    // A sixth, past that pause with no guard watching the record: the hand-off writes once and
+    // reserves again.
+    let (sixth, _) = core
+        .acquire_with("k", 6, options(100.0, 2000.0), streak, at(40.0), &random)
+        .unwrap();
+    let step = core.release_with(fifth, 2, at(40.0), &random);
     assert!(matches!(step, Step::Replace { .. }), "{step:?}");
     assert_eq!(
-        drive(&mut core, &store, "k", holder, step, 6.0, &random),
+        drive(&mut core, &store, "k", fifth, step, 40.0, &random),
         Step::Done
     );
-    assert_eq!(core.step(sixth, Answer::Woke, at(6.0), &random), Step::Held);
-    assert_eq!(core.lease(sixth).unwrap().fence, 6);
-    assert_eq!(stored(&store, "k").fence, 8);
+    assert_eq!(
+        core.step(sixth, Answer::Woke, at(40.0), &random),
+        Step::Held
+    );
+    assert_eq!(
+        core.lease(sixth).unwrap().fence,
+        66,
+        "above every fence the last batch reserved"
+    );
+    assert_eq!(stored(&store, "k").fence, 129);
     // Past the streak's bound the record is freed for other isolates, followers or not.
     let (seventh, _) = core
-        .acquire_with("k", 6, options(1000.0, 2000.0), streak, at(200.0), &random)
+        .acquire_with("k", 7, options(1000.0, 2000.0), streak, at(200.0), &random)
         .unwrap();
     let step = core.release_with(sixth, 1, at(200.0), &random);
     let Step::Replace { ref value, .. } = step else {
@@ -717,7 +740,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
         until_held(&mut core, &store, seventh, step, &mut now, &random),
         Step::Held
     );
-    assert!(core.lease(seventh).unwrap().fence > 6);
+    assert!(core.lease(seventh).unwrap().fence > 129);
 }
 
 /// Drives `ticket` to its end as [`drive`] does, counting the store calls made.
