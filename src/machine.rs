@@ -22,7 +22,7 @@
 //! one.
 
 pub use crate::asks::{Ask, AskId, Asks, ASK_ID_LEN, MAX_ASKS, OFFER_MS};
-pub use crate::lock::core::{Answer, LeaseView, LockCore, Now, Step, Succession, Woken};
+pub use crate::lock::core::{Answer, Guard, LeaseView, LockCore, Now, Step, Succession, Woken};
 pub use crate::queue::{LineId, Pushed, Ticket, MAX_ENTRIES};
 pub use crate::record::{NotARecord, Record, FORMAT, MAX_FENCE};
 pub use crate::serializer::core::{

@@ -8,7 +8,7 @@
 
 use wasm_bindgen::prelude::*;
 
-use keyturn::machine::{LockCore, Now, Succession, Ticket, Woken};
+use keyturn::machine::{LineId, LockCore, Now, Succession, Ticket, Woken};
 use keyturn::PlatformRandom;
 
 use crate::interop::{self, RecordFields, StepView};
@@ -68,22 +68,27 @@ impl LockCoreBinding {
         self.core.set_line_guards(guards);
     }
 
-    /// The name of the next guard to start (after [`take_woken`](Self::take_woken) answered
-    /// `GUARD`), or `undefined`: `store.changed(name, version(), ms)` until `wakeAt()`, then
-    /// [`guarded`](Self::guarded).
+    /// The line of the next guard to start (after [`take_woken`](Self::take_woken) answered
+    /// `GUARD`), or -1: `store.changed(record(), version(), ms)` until `wakeAt()` — the name
+    /// is in the view's `record` — then [`guarded`](Self::guarded) with the line and the guard's
+    /// number, [`ticket`](Self::ticket) now.
     #[wasm_bindgen(js_name = takeGuard)]
-    pub fn take_guard(&mut self, wall: f64, mono: f64) -> Option<String> {
-        let (name, version, until) = self.core.take_guard(at(wall, mono))?;
-        self.step.version = version;
-        self.step.wake_at = until;
-        Some(String::from(&*name))
+    pub fn take_guard(&mut self, wall: f64, mono: f64) -> f64 {
+        let Some(guard) = self.core.take_guard(at(wall, mono)) else {
+            return -1.0;
+        };
+        self.ticket = f64::from(guard.number);
+        self.step.record = String::from(&*guard.name);
+        self.step.version = guard.version;
+        self.step.wake_at = guard.until;
+        f64::from(guard.line.0)
     }
 
-    /// What came of the guard of `name` on `version`: `CHANGED`, `WOKE` (its time came
-    /// unchanged) or `FAILED`.
-    pub fn guarded(&mut self, name: &str, version: JsValue, kind: f64) {
+    /// What came of guard `number` of `line`: `CHANGED`, `WOKE` (its time came unchanged) or
+    /// `FAILED`.
+    pub fn guarded(&mut self, line: u32, number: u32, kind: f64) {
         self.core
-            .guarded(name, &version, interop::answer(kind, None));
+            .guarded(LineId(line), number, interop::answer(kind, None));
     }
 
     /// The wait of an acquisition given `wait_ms` (`undefined`: the default), in milliseconds.
@@ -128,7 +133,8 @@ impl LockCoreBinding {
         }
     }
 
-    /// The ticket of the last acquisition.
+    /// The ticket of the last acquisition (the number of the last guard, after
+    /// [`take_guard`](Self::take_guard)).
     pub fn ticket(&self) -> f64 {
         self.ticket
     }

@@ -38,7 +38,7 @@ use super::{LockError, LockOptions, MAX_LOCAL_STREAK_MS};
 use crate::asks::{AskId, Asks, ASK_ID_LEN};
 use crate::deadlines::Deadlines;
 use crate::key::validate_name;
-use crate::queue::{KeyedQueue, Ticket};
+use crate::queue::{KeyedQueue, LineId, Ticket};
 use crate::random::Random;
 use crate::record::{NotARecord, Record};
 
@@ -206,6 +206,23 @@ pub struct LeaseView<'a> {
     pub ends_at: f64,
 }
 
+/// A guard for the driver to start, from [`LockCore::take_guard`]: `store.changed(name,
+/// version, until − now)`, raced with `until` (monotonic), then [`LockCore::guarded`] with the
+/// line and the number.
+#[derive(Debug)]
+pub struct Guard<V> {
+    /// The busy line it watches for.
+    pub line: LineId,
+    /// Its number, which its answer gives back.
+    pub number: u32,
+    /// The line's name: the record's key.
+    pub name: Rc<str>,
+    /// The version of the batch's record.
+    pub version: V,
+    /// When it ends at the latest (monotonic).
+    pub until: f64,
+}
+
 /// Something the driver must tell a waiter, from [`LockCore::take_woken`].
 #[derive(Debug, PartialEq)]
 pub enum Woken<W> {
@@ -369,9 +386,9 @@ struct NameState<V> {
     batch: Option<Batch<V>>,
     /// The bound on a streak of local hand-offs ([`Succession::streak_ms`]).
     streak_ms: f64,
-    /// The guard in flight: a watch of the batch's record at this version, until this time
-    /// (monotonic). See `releasing.rs`.
-    guard: Option<(V, f64)>,
+    /// The guard in flight: its number, and the watch of the batch's record at this version,
+    /// until this time (monotonic). See `releasing.rs`.
+    guard: Option<(u32, V, f64)>,
     /// A guard is wanted: queued for the driver ([`LockCore::take_guard`]).
     guard_wanted: bool,
     /// Another isolate wrote the batch's record since this isolate did (a guard said so): the
@@ -413,8 +430,10 @@ pub struct LockCore<V, W> {
     /// The driver keeps a guard watching a line's record across its hand-offs
     /// ([`LockCore::set_line_guards`]).
     line_guards: bool,
-    /// Names whose line wants a guard, for [`LockCore::take_guard`].
-    guards: Vec<Rc<str>>,
+    /// Lines that want a guard, for [`LockCore::take_guard`].
+    guards: Vec<LineId>,
+    /// The number of the last guard started.
+    guard_number: u32,
 }
 
 impl<V, W> fmt::Debug for LockCore<V, W> {
@@ -445,6 +464,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             ask_id: None,
             line_guards: false,
             guards: Vec::new(),
+            guard_number: 0,
         }
     }
 

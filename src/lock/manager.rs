@@ -8,11 +8,11 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::core::{Answer, LockCore, LockStats, Now, Step, Succession, Woken};
+use super::core::{Answer, Guard, LockCore, LockStats, Now, Step, Succession, Woken};
 use super::{LockError, LockOptions};
 use crate::clock::{Clock, Sleep, WakeRoute};
 use crate::messages;
-use crate::queue::Ticket;
+use crate::queue::{LineId, Ticket};
 use crate::random::Random;
 use crate::record::Record;
 use crate::store::{LockStore, StoreError};
@@ -283,7 +283,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// Dropping it stops the guards: their watches are dropped, and lines go back to the
     /// bound without them.
     pub async fn watch_for_asks(&self) {
-        type Watch<'a, V> = Pin<Box<dyn Future<Output = (Rc<str>, V, Answer<V>)> + 'a>>;
+        type Watch<'a, V> = Pin<Box<dyn Future<Output = (LineId, u32, Answer<V>)> + 'a>>;
         struct Enabled<'a, S: LockStore, C, R>(&'a Inner<S, C, R>);
         impl<S: LockStore, C, R> Drop for Enabled<'_, S, C, R> {
             fn drop(&mut self) {
@@ -297,8 +297,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         let mut watches: Vec<Watch<'_, S::Version>> = Vec::new();
         poll_fn(|cx| {
             loop {
-                while let Some((name, version, until)) =
-                    inner.with_core(|core, now, _| core.take_guard(now))
+                while let Some(Guard {
+                    line,
+                    number,
+                    name,
+                    version,
+                    until,
+                }) = inner.with_core(|core, now, _| core.take_guard(now))
                 {
                     watches.push(Box::pin(async move {
                         let ms = (until - inner.clock.monotonic_ms()).max(0.0);
@@ -308,13 +313,13 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                             Some(Ok(true)) => Answer::Changed,
                             _ => Answer::Woke,
                         };
-                        (name, version, answer)
+                        (line, number, answer)
                     }));
                 }
                 let mut answered = false;
                 watches.retain_mut(|watch| match watch.as_mut().poll(cx) {
-                    Poll::Ready((name, version, answer)) => {
-                        inner.with_core(|core, _, _| core.guarded(&name, &version, answer));
+                    Poll::Ready((line, number, answer)) => {
+                        inner.with_core(|core, _, _| core.guarded(line, number, answer));
                         answered = true;
                         false
                     }

@@ -219,13 +219,13 @@ export class Manager {
    */
   guard() {
     const { core } = this;
-    for (let name; (name = core.takeGuard(this.time(), performance.now())) !== undefined; ) {
-      const guarded = name;
-      const version = core.version();
-      changedWithin(this.store, name, version, core.wakeAt(), true).then((code) => {
+    for (let line; (line = core.takeGuard(this.time(), performance.now())) !== -1; ) {
+      const guard = line;
+      const number = core.ticket();
+      changedWithin(this.store, core.record(), core.version(), core.wakeAt(), true).then((code) => {
         if (this.instance.failure !== undefined) return;
         try {
-          core.guarded(guarded, version, code);
+          core.guarded(guard, number, code);
           this.drain();
         } catch (error) {
           this.failed(error);

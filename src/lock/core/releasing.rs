@@ -23,11 +23,9 @@
 //! that follows a write whose outcome stayed unknown (a renewal its driver stopped waiting for)
 //! reads the record first, and releases only a record that is still this lease's.
 
-use std::rc::Rc;
-
 use super::holding::{Phase, REFRESHES};
 use super::{
-    is_written, promised, Answer, Entry, Lease, LockCore, NameState, Now, Stamp, State, Step,
+    is_written, promised, Answer, Entry, Guard, Lease, LockCore, NameState, Now, Stamp, State, Step,
 };
 use crate::asks::{AskId, Asks, OFFER_MS};
 use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS};
@@ -498,7 +496,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 }
                 self.known.saw(&name, &version, now.mono);
                 self.hold(target, handed);
-                self.want_guard(line, name);
+                self.want_guard(line);
             }
             // Nobody here to take it: held by a token nobody has. Remembered, so this
             // isolate's next acquisition takes it with one CAS.
@@ -549,9 +547,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
 
     // --- guards: a busy line's watch for other isolates' asks ---
 
-    /// The line of `name` wants a guard on its batch's record (a store that tells changes, and
-    /// a driver that keeps guards).
-    pub(super) fn want_guard(&mut self, line: LineId, name: Rc<str>) {
+    /// `line` wants a guard on its batch's record (a store that tells changes, and a driver that
+    /// keeps guards).
+    pub(super) fn want_guard(&mut self, line: LineId) {
         if !(self.line_guards && self.store_tells_changes) {
             return;
         }
@@ -563,22 +561,20 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             if self.guards.is_empty() {
                 self.woken.push(super::Woken::Guard);
             }
-            self.guards.push(name);
+            self.guards.push(line);
         }
     }
 
-    /// The next guard the driver must start, at `now`: `store.changed(name, version, until −
-    /// now)`, raced with `until` (monotonic) — one store call's bound, and no later than the
-    /// batch is used — then [`guarded`](Self::guarded) with what came of it. One store call,
-    /// counted as a watch. A line has one guard at a time, kept across its hand-offs; a guard
-    /// whose answer never came is given up at `until` and started anew.
-    pub fn take_guard(&mut self, now: Now) -> Option<(Rc<str>, V, f64)> {
-        while let Some(name) = self.guards.pop() {
-            let Some(state) = self
-                .lines
-                .line_id(&name)
-                .and_then(|line| self.lines.line_data_mut(line))
-            else {
+    /// The next guard the driver must start, at `now`, for the line it names:
+    /// `store.changed(name, version, until − now)`, raced with `until` (monotonic) — one store
+    /// call's bound, and no later than the batch is used — then [`guarded`](Self::guarded) with
+    /// what came of it. One store call, counted as a watch. A line has one guard at a time,
+    /// kept across its hand-offs; a guard whose answer never came is given up at `until` and
+    /// started anew.
+    pub fn take_guard(&mut self, now: Now) -> Option<Guard<V>> {
+        while let Some(line) = self.guards.pop() {
+            let name = self.lines.head(line).and_then(|head| self.name_of(head));
+            let (Some(name), Some(state)) = (name, self.lines.line_data_mut(line)) else {
                 continue;
             };
             state.guard_wanted = false;
@@ -592,52 +588,50 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             let until = used_until.min(now.mono + batch.bound_ms);
             let version = batch.version.clone();
-            state.guard = Some((version.clone(), until));
+            self.guard_number = self.guard_number.wrapping_add(1);
+            let number = self.guard_number;
+            state.guard = Some((number, version.clone(), until));
             self.stats.watches += 1;
             self.stats.store_calls += 1;
-            return Some((name, version, until));
+            return Some(Guard {
+                line,
+                number,
+                name,
+                version,
+                until,
+            });
         }
         None
     }
 
-    /// What came of the guard of `name` on `version`: [`Answer::Changed`] — another isolate
-    /// wrote the record (an ask, or a takeover), so the line's next release past the owed
-    /// fences reads it first; [`Answer::Woke`] — unchanged until its bound, so it is started
-    /// anew; a failure — not started again before the line's next batch. A guard of a version
-    /// the line's own write has moved on from is started anew on the new one.
-    pub fn guarded(&mut self, name: &str, version: &V, answer: Answer<V>) {
+    /// What came of guard `number` of `line`: [`Answer::Changed`] — another isolate wrote the
+    /// record (an ask, or a takeover), so the line's next release past the owed fences reads it
+    /// first; [`Answer::Woke`] — unchanged until its bound, so it is started anew; a failure —
+    /// not started again before the line's next batch. A guard of a version the line's own
+    /// write has moved on from is started anew on the new one.
+    pub fn guarded(&mut self, line: LineId, number: u32, answer: Answer<V>) {
         match answer {
             Answer::Changed => self.stats.wake_ups += 1,
             Answer::Failed | Answer::TimedOut => self.stats.store_failures += 1,
             _ => {}
         }
-        let Some(line) = self.lines.line_id(name) else {
-            return;
-        };
+        // (A line gone idle has no state; one made again for another name has no guard of
+        // this number.)
         let Some(state) = self.lines.line_data_mut(line) else {
             return;
         };
-        if !state
-            .guard
-            .as_ref()
-            .is_some_and(|(watched, _)| watched == version)
-        {
+        let Some((_, version, _)) = state.guard.take_if(|(watched, _, _)| *watched == number)
+        else {
             return; // a guard given up already
-        }
-        state.guard = None;
+        };
         let Some(batch) = &state.batch else {
             return;
         };
-        let current = batch.version == *version;
+        let current = batch.version == version;
         match answer {
             Answer::Changed if current => state.told = true,
             Answer::Failed | Answer::TimedOut => {}
-            _ => {
-                let head = self.lines.head(line);
-                if let Some(name) = head.and_then(|head| self.name_of(head)) {
-                    self.want_guard(line, name);
-                }
-            }
+            _ => self.want_guard(line),
         }
     }
 }
@@ -657,7 +651,7 @@ fn guard_live<V: PartialEq>(state: &NameState<V>, batch: &Batch<V>, now: Now) ->
     state
         .guard
         .as_ref()
-        .is_some_and(|(version, until)| *version == batch.version && now.mono < *until)
+        .is_some_and(|(_, version, until)| *version == batch.version && now.mono < *until)
 }
 
 /// Whether `batch`'s spare fences may be handed on: a guard watches its record for asks, or it

@@ -482,7 +482,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 state.batch = Some(batch);
                 state.told = false;
             }
-            self.want_guard(line, name);
+            self.want_guard(line);
         }
     }
 
