@@ -89,6 +89,22 @@ pub fn answer<V>(kind: f64, version: Option<V>) -> Answer<V> {
     }
 }
 
+/// The count in one of this isolate's tokens: its last 16 hex digits, as a number (exact below
+/// 2^53 tokens); NaN for a token not of that form.
+pub fn token_count(token: &str) -> f64 {
+    let digits = token.as_bytes().get(keyturn::machine::ASK_ID_LEN..);
+    digits.map_or(f64::NAN, |digits| {
+        digits.iter().fold(0.0, |count, digit| {
+            let value = match digit {
+                b'0'..=b'9' => digit - b'0',
+                b'a'..=b'f' => digit - b'a' + 10,
+                _ => return f64::NAN,
+            };
+            count * 16.0 + f64::from(value)
+        })
+    })
+}
+
 /// A record's fields as the host's JSON parser found them: each of ours, where it was there.
 /// Its rules — the format, the fence's range, a held record's lease — are the crate's
 /// ([`Record::from_fields`]).
@@ -252,6 +268,14 @@ mod tests {
     };
 
     use crate::wire;
+
+    #[test]
+    fn a_token_count_is_its_last_16_hex_digits() {
+        assert_eq!(token_count("0123456789abcdef000000000000002a"), 42.0);
+        assert_eq!(token_count("0123456789abcdef00000000000fffff"), 1_048_575.0);
+        assert!(token_count("0123456789abcdef0000000000000x2a").is_nan());
+        assert!(token_count("short").is_nan());
+    }
 
     #[test]
     fn a_step_answers_its_code_and_leaves_what_it_carries_in_its_view() {

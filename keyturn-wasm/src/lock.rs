@@ -8,11 +8,11 @@
 
 use wasm_bindgen::prelude::*;
 
-use keyturn::machine::{LineId, LockCore, Now, Succession, Ticket, Woken};
+use keyturn::machine::{LineId, LockCore, Now, Step, Succession, Ticket, Woken};
 use keyturn::PlatformRandom;
 
 use crate::interop::{self, RecordFields, StepView};
-use crate::wire::lock::{DONE, GIVE_UP, GUARD, LOST};
+use crate::wire::lock::{DONE, GIVE_UP, GUARD, LOST, WOKEN};
 
 /// The time as the JS passes it: `now()` (or `Date.now()`) and `performance.now()`.
 fn at(wall: f64, mono: f64) -> Now {
@@ -28,14 +28,25 @@ pub struct LockCoreBinding {
     step: StepView<JsValue>,
     /// The ticket of the last acquisition.
     ticket: f64,
-    /// The token and `heldUntil` of the last lease asked for.
-    token: String,
+    /// The token's count (after the isolate's id) and `heldUntil` of the last lease asked for.
+    token_count: f64,
     held_until: f64,
 }
 
 impl LockCoreBinding {
     fn ticket_of(&self, packed: f64) -> Option<Ticket> {
         self.core.unpack(packed)
+    }
+
+    /// `step`'s code, kept in the view, with `WOKEN` added when the core has waiters to wake
+    /// (so the JS asks [`take_woken`](Self::take_woken) only then).
+    fn code(&mut self, step: Step<JsValue>) -> f64 {
+        let code = self.step.take(step);
+        if self.core.has_woken() {
+            code + WOKEN
+        } else {
+            code
+        }
     }
 }
 
@@ -49,7 +60,7 @@ impl LockCoreBinding {
             random: PlatformRandom::default(),
             step: StepView::default(),
             ticket: 0.0,
-            token: String::new(),
+            token_count: 0.0,
             held_until: 0.0,
         }
     }
@@ -127,7 +138,7 @@ impl LockCoreBinding {
         match acquired {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
-                self.step.take(step)
+                self.code(step)
             }
             Err(error) => interop::acquire_refusal(error),
         }
@@ -160,7 +171,7 @@ impl LockCoreBinding {
             at(wall, mono),
             &self.random,
         );
-        self.step.take(step)
+        self.code(step)
     }
 
     /// The answer to a read: the record's version (`undefined` when there was none) and the
@@ -204,7 +215,7 @@ impl LockCoreBinding {
             at(wall, mono),
             &self.random,
         );
-        self.step.take(step)
+        self.code(step)
     }
 
     /// Starts a release announcing `followers` acquisitions after the next waiter's (a
@@ -216,7 +227,7 @@ impl LockCoreBinding {
         let step = self
             .core
             .release_with(ticket, followers as usize, at(wall, mono), &self.random);
-        self.step.take(step)
+        self.code(step)
     }
 
     /// Starts a renewal: a store step's code, `HELD` when one is in flight, or `LOST`.
@@ -225,7 +236,7 @@ impl LockCoreBinding {
             return LOST;
         };
         let step = self.core.renew(ticket, at(wall, mono));
-        self.step.take(step)
+        self.code(step)
     }
 
     /// The record the last create or replace step writes.
@@ -259,25 +270,37 @@ impl LockCoreBinding {
             .unwrap_or(f64::INFINITY)
     }
 
-    /// The lease `ticket` holds: its fence (0 if none); its token and `heldUntil` are then
-    /// [`token`](Self::token) and [`held_until`](Self::held_until).
+    /// The lease `ticket` holds: its fence (0 if none); its token's count and `heldUntil` are
+    /// then [`token_count`](Self::token_count) and [`held_until`](Self::held_until).
     pub fn lease(&mut self, ticket: f64) -> f64 {
         let lease = self
             .ticket_of(ticket)
             .and_then(|ticket| self.core.lease(ticket));
         let Some(lease) = lease else {
-            self.token.clear();
+            self.token_count = f64::NAN;
             self.held_until = f64::NAN;
             return 0.0;
         };
-        self.token = lease.token.to_owned();
+        self.token_count = interop::token_count(lease.token);
         self.held_until = lease.held_until;
         lease.fence as f64
     }
 
-    /// The token of the last [`lease`](Self::lease) (empty for none).
-    pub fn token(&self) -> String {
-        self.token.clone()
+    /// The count in the token of the last [`lease`](Self::lease): the token is
+    /// [`token_id`](Self::token_id) and this, in 16 hex digits (a string would cost the JS a
+    /// copy and a decode for every lock; most never read their token).
+    #[wasm_bindgen(js_name = tokenCount)]
+    pub fn token_count(&self) -> f64 {
+        self.token_count
+    }
+
+    /// This isolate's id, the first half of every token it makes (empty before its first).
+    #[wasm_bindgen(js_name = tokenId)]
+    pub fn token_id(&self) -> String {
+        self.core
+            .isolate_id()
+            .map(|id| id.iter().map(|&byte| char::from(byte)).collect())
+            .unwrap_or_default()
     }
 
     /// The `heldUntil` of the last [`lease`](Self::lease), in the wall clock's milliseconds.

@@ -101,6 +101,8 @@ pub mod lock {
             TIMED_OUT = 4.0,
             /// Answer: a watch ended because the store said the record changed.
             CHANGED = 5.0,
+            /// Added to a step's code when the core has waiters to wake: ask `takeWoken`.
+            WOKEN = 64.0,
             /// What `takeWoken` answers when a line wants a guard (no waiter has this number:
             /// the JS numbers its waiters from 0 up).
             GUARD = 4294967295.0,

@@ -424,9 +424,11 @@ pub struct LockCore<V, W> {
     stats: LockStats,
     /// The store answers `changed`: a contender waits on the record instead of polling.
     store_tells_changes: bool,
-    /// This isolate's id in the asks of records (drawn at its first ask): one place in a
-    /// name's queue per isolate, kept by its next acquisitions.
+    /// This isolate's id in the asks of records (drawn at its first ask or token): one place in
+    /// a name's queue per isolate, kept by its next acquisitions.
     ask_id: Option<AskId>,
+    /// Tokens made so far ([`LockCore::new_token`]).
+    tokens: u64,
     /// The driver keeps a guard watching a line's record across its hand-offs
     /// ([`LockCore::set_line_guards`]).
     line_guards: bool,
@@ -462,6 +464,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             stats: LockStats::default(),
             store_tells_changes: false,
             ask_id: None,
+            tokens: 0,
             line_guards: false,
             guards: Vec::new(),
             guard_number: 0,
@@ -668,6 +671,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.woken.pop()
     }
 
+    /// Whether [`take_woken`](Self::take_woken) has something: a driver that asks after every
+    /// step need not call it for nothing.
+    pub fn has_woken(&self) -> bool {
+        !self.woken.is_empty()
+    }
+
     /// The handle kept for a ticket.
     pub fn handle(&self, ticket: Ticket) -> Option<&W> {
         self.lines.get(ticket).map(|entry| &entry.handle)
@@ -692,6 +701,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             waiting,
             ..self.stats
         }
+    }
+
+    /// This isolate's id, once drawn: the first [`ASK_ID_LEN`] hex digits of every token this
+    /// core makes, and its asks' id; the rest of a token is a count, in 16 hex digits.
+    pub fn isolate_id(&self) -> Option<&AskId> {
+        self.ask_id.as_ref()
     }
 
     /// Store calls asked for so far.
@@ -843,7 +858,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.lines.key(ticket).cloned()
     }
 
-    /// This isolate's id in the asks of records, drawn the first time it is needed.
+    /// This isolate's id: its asks in records carry it, and so does every token it writes —
+    /// [`ASK_ID_LEN`] random hex digits, drawn the first time one is needed.
     fn ask_id(&mut self, random: &impl Random) -> AskId {
         *self.ask_id.get_or_insert_with(|| {
             let token = random.token();
@@ -853,6 +869,23 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 .for_each(|(to, from)| *to = from);
             id
         })
+    }
+
+    /// A token no acquisition or hand-off has had: this isolate's id, then 16 hex digits of a
+    /// count (so no two writes of this isolate share one, and another isolate's id differs —
+    /// random, as versions in `RedisStore` are). No random draw per acquisition.
+    fn new_token(&mut self, random: &impl Random) -> String {
+        let id = self.ask_id(random);
+        self.tokens = self.tokens.wrapping_add(1);
+        let mut token = String::with_capacity(2 * ASK_ID_LEN);
+        token.extend(id.iter().map(|&byte| char::from(byte)));
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        token.extend(
+            (0..16)
+                .rev()
+                .map(|digit| char::from(HEX[((self.tokens >> (4 * digit)) & 15) as usize])),
+        );
+        token
     }
 }
 

@@ -188,14 +188,14 @@ export class Exchange {
    * @returns {number | LockStoreError}
    */
   classify(code, answer, wall, mono) {
-    const { ticket } = this;
-    const { core } = this.manager;
+    const { ticket, manager } = this;
+    const { core } = manager;
     if (code === LOCK_READ) {
-      if (answer === null || answer === undefined) return core.answerRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, wall, mono);
+      if (answer === null || answer === undefined) return manager.code(core.answerRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, wall, mono));
       const { value, version } = /** @type {{ value?: unknown, version?: unknown }} */ (answer);
       if (typeof answer === 'object' && typeof value === 'string' && typeof version === 'string') {
         const record = parsed(value);
-        return core.answerRead(
+        return manager.code(core.answerRead(
           ticket,
           version,
           numberField(record.keyturn),
@@ -207,12 +207,12 @@ export class Exchange {
           stringField(record.asks),
           wall,
           mono,
-        );
+        ));
       }
       return wrongAnswer(code, '{ value: string, version: string } or null', answer);
     }
     if (typeof answer === 'string' || answer === null || answer === undefined) {
-      return core.answer(ticket, code === LOCK_CREATE ? LOCK_CREATED : LOCK_REPLACED, answer ?? undefined, wall, mono);
+      return manager.code(core.answer(ticket, code === LOCK_CREATE ? LOCK_CREATED : LOCK_REPLACED, answer ?? undefined, wall, mono));
     }
     return wrongAnswer(code, 'a version string or null', answer);
   }
@@ -240,7 +240,7 @@ export class Exchange {
     let next;
     try {
       manager.alive();
-      next = manager.core.answer(this.ticket, kind, undefined, wall, now);
+      next = manager.code(manager.core.answer(this.ticket, kind, undefined, wall, now));
     } catch (trapped) {
       this.end(manager.failed(trapped));
       return;

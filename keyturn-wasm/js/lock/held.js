@@ -37,8 +37,8 @@ export class KeyturnLock {
   #name;
   /** @type {number} */
   #fence;
-  /** @type {string} */
-  #token;
+  /** @type {number} The count in its token (see `token`). */
+  #tokenCount;
   /** @type {number} */
   #heldUntil;
   /** Released: the core forgot it. */
@@ -66,7 +66,7 @@ export class KeyturnLock {
     this.#ticket = ticket;
     this.#name = name;
     this.#fence = core.lease(ticket);
-    this.#token = core.token();
+    this.#tokenCount = core.tokenCount();
     this.#heldUntil = core.heldUntil();
   }
 
@@ -74,8 +74,9 @@ export class KeyturnLock {
     return this.#name;
   }
 
+  /** Its isolate's id and a count in 16 hex digits: made only when read. */
   get token() {
-    return this.#token;
+    return this.#manager.tokenId() + this.#tokenCount.toString(16).padStart(16, '0');
   }
 
   get fence() {
@@ -136,7 +137,7 @@ export class KeyturnLock {
       manager.alive();
       const now = performance.now();
       const wall = manager.time();
-      code = manager.core.renew(this.#ticket, wall, now);
+      code = manager.code(manager.core.renew(this.#ticket, wall, now));
       if (code === LOCK_READ || code === LOCK_REPLACE) {
         this.#renewing = new Exchange(manager, this.#name, this.#ticket);
         try {
@@ -227,7 +228,7 @@ export class KeyturnLock {
     const wall = manager.time();
     try {
       manager.alive();
-      code = manager.core.release(this.#ticket, wall, now, followers);
+      code = manager.code(manager.core.release(this.#ticket, wall, now, followers));
       manager.drain();
     } catch (error) {
       this.#released();

@@ -22,6 +22,7 @@ import {
   LOCK_WAIT,
   LOCK_WATCH,
   LOCK_WOKE,
+  LOCK_WOKEN,
 } from '../constants.js';
 import { keyError, leaseOptionError } from '../arguments.js';
 import { KeyturnLock } from './held.js';
@@ -127,12 +128,16 @@ export class Manager {
     this.timer = undefined;
     this.timerAt = Infinity;
     this.waiting = 0;
+    // A step's code said the core has waiters to wake (see `code`).
+    this.woken = false;
+    // This isolate's id in tokens (see `tokenId`).
+    this.isolateId = '';
     // Ends the waits and leases that are due, and wakes whom the core names.
     this.due = () => {
       if (this.instance.failure !== undefined) return;
       try {
         this.core.expire(this.time(), performance.now());
-        this.drain();
+        this.drain(true);
       } catch (error) {
         this.failed(error);
       }
@@ -160,6 +165,12 @@ export class Manager {
   /** Throws the instance's failure, if it failed. */
   alive() {
     if (this.instance.failure !== undefined) throw this.instance.failure;
+  }
+
+  /** This isolate's id in the tokens of its locks (their first half): asked of the core once. */
+  tokenId() {
+    if (this.isolateId === '') this.isolateId = this.core.tokenId();
+    return this.isolateId;
   }
 
   /** `now()`, or its last good answer when it gives something other than a finite number. */
@@ -198,11 +209,28 @@ export class Manager {
   leave(ticket) {
     if (this.instance.failure !== undefined) return;
     this.core.leave(ticket, true);
-    this.drain();
+    this.drain(true);
   }
 
-  /** Wakes the waiters the core named, and starts the guards it wants. */
-  drain() {
+  /**
+   * A step's code from the core, without the `WOKEN` it carries when the core has waiters to
+   * wake: that is noted for the next `drain()`.
+   * @param {number} code
+   */
+  code(code) {
+    if (code < LOCK_WOKEN) return code;
+    this.woken = true;
+    return code - LOCK_WOKEN;
+  }
+
+  /**
+   * Wakes the waiters the core named, and starts the guards it wants — when a step's code said
+   * there are some, or (`any`) after a call that answers no code.
+   * @param {boolean} [any]
+   */
+  drain(any) {
+    if (!any && !this.woken) return;
+    this.woken = false;
     const { core, instance } = this;
     for (let id; (id = core.takeWoken()) !== undefined; ) {
       if (id === LOCK_GUARD) this.guard();
@@ -226,7 +254,7 @@ export class Manager {
         if (this.instance.failure !== undefined) return;
         try {
           core.guarded(guard, number, code);
-          this.drain();
+          this.drain(true);
         } catch (error) {
           this.failed(error);
         }
@@ -371,7 +399,7 @@ export class Manager {
       const mono = performance.now();
       const wall = this.clock();
       waiter.id = this.instance.hold(waiter);
-      code = this.core.acquire(name, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter.id, wall, mono, streakMs);
+      code = this.code(this.core.acquire(name, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter.id, wall, mono, streakMs));
       if (code < 0) throw code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG ? keyError('name', name, code === LOCK_NAME_EMPTY) : leaseOptionError(code, options);
       const acquired = (ticket = this.core.ticket());
       this.drain();
@@ -434,15 +462,15 @@ export class Manager {
         if (code === LOCK_GIVE_UP) return undefined; // the wait is over, nothing held
         if (code === LOCK_SLEEP) {
           await this.sleep(waiter, core.wakeAt());
-          code = core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
+          code = this.code(core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now()));
         } else if (code === LOCK_WATCH) {
           const answer = await this.watch(waiter, name, core.version(), core.wakeAt());
-          code = core.answer(ticket, answer, undefined, this.time(), performance.now());
+          code = this.code(core.answer(ticket, answer, undefined, this.time(), performance.now()));
         } else if (code === LOCK_WAIT) {
           this.waits(1);
           await this.wait(waiter, core.wakeAt());
           this.waits(-1);
-          code = core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now());
+          code = this.code(core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now()));
         } else {
           code = await new Exchange(this, name, ticket).start(code, this.time(), performance.now());
         }

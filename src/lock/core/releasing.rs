@@ -44,9 +44,8 @@ pub(super) struct Release<V> {
     phase: Phase,
     /// Reads after a refused write so far.
     refreshes: u8,
-    /// This isolate's ask, for a free offered to other isolates while waiters are left here:
-    /// its id, and until when (wall) the next waiter here waits.
-    own: Option<(AskId, f64)>,
+    /// Its free record carries this isolate's ask behind the others'.
+    queued: bool,
 }
 
 /// What a release writes, and what comes of it.
@@ -130,8 +129,9 @@ impl<V: Clone> Batch<V> {
 }
 
 impl<V> Release<V> {
-    /// The record this release writes.
-    fn record(&self) -> String {
+    /// The record this release writes; `own`: this isolate's ask (its id, and until when (wall)
+    /// the next waiter here waits), for a free offered to other isolates.
+    fn record(&mut self, own: Option<(AskId, f64)>) -> String {
         match &self.then {
             AfterRelease::HandOff {
                 token,
@@ -149,10 +149,10 @@ impl<V> Release<V> {
             AfterRelease::Free { .. } => {
                 let offered = self.offered();
                 // Others asked and waiters are left here: this isolate queues behind them.
-                let own = self.own.filter(|_| !offered.is_empty());
-                let asks = own
-                    .and_then(|(id, until)| offered.with(&id, until))
-                    .unwrap_or(offered);
+                let own = own.filter(|_| !offered.is_empty());
+                let asks = own.and_then(|(id, until)| offered.with(&id, until));
+                self.queued = asks.is_some();
+                let asks = asks.unwrap_or(offered);
                 encode_ours(
                     false,
                     "",
@@ -205,15 +205,16 @@ impl<V> Release<V> {
         }
     }
 
-    /// Moves to writing: a replace of the lease's version with this release's record.
-    fn write(&mut self) -> Step<V>
+    /// Moves to writing: a replace of the lease's version with this release's record (`own`:
+    /// see [`record`](Self::record)).
+    fn write(&mut self, own: Option<(AskId, f64)>) -> Step<V>
     where
         V: Clone,
     {
         self.phase = Phase::Write;
         Step::Replace {
             version: self.lease.version.clone(),
-            value: self.record(),
+            value: self.record(own),
             bound_ms: self.lease.store_timeout_ms,
         }
     }
@@ -295,7 +296,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 let fence = lease.record_fence + 1;
                 let stale_ms = self.options_of(next).map_or(lease.stale_ms, |o| o.stale_ms);
                 AfterRelease::HandOff {
-                    token: random.token(),
+                    token: self.new_token(random),
                     fence,
                     owed: fence + behind,
                     last_fence: fence + (MAX_BATCH as u64 - 1),
@@ -307,12 +308,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 capped: !asked && next.is_none() && waiter.is_some() && streak_since.is_some(),
             },
         };
-        // The waiter here, should the record be freed for other isolates: it queues behind them.
-        let own = waiter
-            .and_then(|waiter| self.deadline_of(waiter))
-            .map(|deadline| (self.ask_id(random), now.wall + (deadline - now.mono)));
+        if waiter.is_some() {
+            // Should the record be freed for other isolates, the waiter here asks behind them.
+            self.ask_id(random);
+        }
         // The record changed under the batch (a guard said so): read it first.
-        self.begin_release(ticket, then, own, uncertain || told, now)
+        self.begin_release(ticket, then, uncertain || told, now)
     }
 
     /// A release to `next` within the batch the record carries: no store call. The record
@@ -354,10 +355,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         &mut self,
         ticket: Ticket,
         then: AfterRelease,
-        own: Option<(AskId, f64)>,
         read_first: bool,
         now: Now,
     ) -> Step<V> {
+        let own = self.own_ask(ticket, now);
         let Some(State::Holding(mut lease)) = self.take_state(ticket) else {
             return Step::Done;
         };
@@ -368,12 +369,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             then,
             phase: Phase::ReadFirst,
             refreshes: 0,
-            own,
+            queued: false,
         };
         let step = if read_first {
             release.read()
         } else {
-            release.write()
+            release.write(own)
         };
         if let Some(entry) = self.lines.get_mut(ticket) {
             entry.state = State::Releasing(release);
@@ -384,6 +385,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// A releaser's answer: released, refused (nothing of this lease's is left), read back, or
     /// failed.
     pub(super) fn releasing(&mut self, ticket: Ticket, answer: Answer<V>, now: Now) -> Step<V> {
+        let own = self.own_ask(ticket, now);
         let Some(Entry {
             state: State::Releasing(release),
             ..
@@ -419,7 +421,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             {
                 release.lease.adopt(version, record);
                 release.asked();
-                let step = release.write();
+                let step = release.write(own);
                 self.call(step)
             }
             // The write did not take (the record is still this lease's), or the store did not
@@ -455,10 +457,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let others = release.offered().len();
         let offered = others > 0;
         // Its own ask went in behind the others': its offer comes after theirs.
-        let queued = release
-            .own
-            .filter(|_| offered)
-            .map(|_| others as f64 * OFFER_MS);
+        let queued = release.queued.then_some(others as f64 * OFFER_MS);
         let Release {
             lease, then, stamp, ..
         } = release;
@@ -537,10 +536,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.remove(ticket);
     }
 
-    /// The waiting deadline (monotonic) of a waiter in line.
-    fn deadline_of(&self, ticket: Ticket) -> Option<f64> {
-        match self.lines.get(ticket)?.state {
-            State::Waiting { deadline, .. } => Some(deadline),
+    /// This isolate's ask for the waiter behind `ticket` here, if any: its id, and until when
+    /// (wall) it waits.
+    fn own_ask(&self, ticket: Ticket, now: Now) -> Option<(AskId, f64)> {
+        let id = self.ask_id?;
+        let next = self.lines.next_in_line(ticket)?;
+        match self.lines.get(next)?.state {
+            State::Waiting { deadline, .. } => Some((id, now.wall + (deadline - now.mono))),
             _ => None,
         }
     }

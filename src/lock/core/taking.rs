@@ -38,7 +38,7 @@ const FIRST_POLL_MS: f64 = 2.0;
 pub(super) struct Attempt {
     pub(super) deadline: f64,
     pub(super) options: LockOptions,
-    /// Drawn when the attempt starts.
+    /// Made when the attempt starts ([`LockCore::new_token`]).
     token: String,
     takeovers: u32,
     poll: f64,
@@ -187,10 +187,11 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let freed = self.known.take_freed(&name).filter(|_| !yield_first);
         // A record this isolate has seen (records are never deleted): read it, not create.
         let seen = freed.is_none() && self.known.key(&name).is_some();
+        let token = self.new_token(random);
         let Some(attempt) = self.attempt_mut(ticket) else {
             return Step::GiveUp;
         };
-        attempt.token = random.token();
+        attempt.token = token;
         if yield_first {
             let pause =
                 (MAX_POLL_MS * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now.mono);
