@@ -239,7 +239,9 @@ impl LockCoreBinding {
         self.code(step)
     }
 
-    /// The record the last create or replace step writes.
+    /// The view's text: the record the last create or replace step writes — or the name of
+    /// the guard [`take_guard`](Self::take_guard) gave, or this isolate's id after
+    /// [`isolate_id`](Self::isolate_id).
     pub fn record(&self) -> String {
         self.step.record.clone()
     }
@@ -287,20 +289,23 @@ impl LockCoreBinding {
     }
 
     /// The count in the token of the last [`lease`](Self::lease): the token is
-    /// [`token_id`](Self::token_id) and this, in 16 hex digits (a string would cost the JS a
+    /// [`isolate_id`](Self::isolate_id) and this, in 16 hex digits (a string would cost the JS a
     /// copy and a decode for every lock; most never read their token).
     #[wasm_bindgen(js_name = tokenCount)]
     pub fn token_count(&self) -> f64 {
         self.token_count
     }
 
-    /// This isolate's id, the first half of every token it makes (empty before its first).
-    #[wasm_bindgen(js_name = tokenId)]
-    pub fn token_id(&self) -> String {
-        self.core
-            .isolate_id()
-            .map(|id| id.iter().map(|&byte| char::from(byte)).collect())
-            .unwrap_or_default()
+    /// Puts this isolate's id, the first half of every token it makes (empty before its
+    /// first), in the view's text: [`record`](Self::record) (one export returns text).
+    #[wasm_bindgen(js_name = isolateId)]
+    pub fn isolate_id(&mut self) {
+        self.step.record.clear();
+        if let Some(id) = self.core.isolate_id() {
+            self.step
+                .record
+                .extend(id.iter().map(|&byte| char::from(byte)));
+        }
     }
 
     /// The `heldUntil` of the last [`lease`](Self::lease), in the wall clock's milliseconds.

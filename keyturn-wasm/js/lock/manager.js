@@ -169,7 +169,10 @@ export class Manager {
 
   /** This isolate's id in the tokens of its locks (their first half): asked of the core once. */
   tokenId() {
-    if (this.isolateId === '') this.isolateId = this.core.tokenId();
+    if (this.isolateId === '') {
+      this.core.isolateId();
+      this.isolateId = this.core.record();
+    }
     return this.isolateId;
   }
 
