@@ -1,11 +1,18 @@
-// A hand-off across isolates: two package instances (the ESM entry and the CommonJS one, each
-// its own wasm instance, as two isolates would be) over one MemoryStore. A holds a name for
-// 30 ms while B asks for it; B's wait after A's release, and the store calls of both cycles
-// (A's acquire+release and B's), with the store's `changed` (wake-ups) and without (polls);
-// then the same over redis-server, and between two workerd isolates over the Durable Object
-// store.
+// Turns across isolates, as users pay for them: what a hand-off costs and how long it takes, and
+// what a busy key costs another isolate that calls now and then.
 //
-//   node bench/cross-isolate.mjs [--cycles N]
+// Hand-off: A holds a name for 30 ms while B asks for it; B's wait after A's release, and the
+// store calls of both cycles (A's acquire+release and B's). Busy key (tests/js/busy-key.mjs): A
+// keeps 4 works of 1 ms in flight on a key, B calls once every 50 ms; B's waits, B's store calls
+// per turn of B, and both isolates' per turn of B. Each with the store's `changed` (wake-ups)
+// and without (polls), over three pairs of isolates:
+// - two package instances in this process (the ESM entry and the CommonJS one, each its own
+//   wasm instance, as two isolates would be) over one MemoryStore;
+// - two processes over a redis-server of our own (stopped by PID) — for the hand-off, two
+//   instances in this process, each with its own connections;
+// - two workerd isolates (two workers) over one Durable Object namespace.
+//
+//   node bench/cross-isolate.mjs [--cycles N] [--busy-ms MS]
 //
 // Not a test: it asserts nothing about speed.
 import { createRequire } from 'node:module';
@@ -13,31 +20,32 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import * as a from 'keyturn';
 
+import { busyKey, busyKeyInWorkerd, localHolder, quantile } from '../tests/js/busy-key.mjs';
+
 const b = createRequire(import.meta.url)('keyturn');
 const args = process.argv.slice(2);
-const at = args.indexOf('--cycles');
-const cycles = at === -1 ? 40 : Number(args[at + 1]);
+const option = (name, fallback) => {
+  const at = args.indexOf(`--${name}`);
+  return at === -1 ? fallback : Number(args[at + 1]);
+};
+const cycles = option('cycles', 40);
+const busyMs = option('busy-ms', 6000);
 const HOLD_MS = 30;
 
-function countingStore(tells) {
+/** A MemoryStore, with its `changed` or without. */
+function memoryStore(tells) {
   const inner = new a.MemoryStore();
   const store = {
-    calls: 0,
-    create: (key, value) => (store.calls++, inner.create(key, value)),
-    read: (key) => (store.calls++, inner.read(key)),
-    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
+    create: (key, value) => inner.create(key, value),
+    read: (key) => inner.read(key),
+    replace: (key, version, value) => inner.replace(key, version, value),
   };
-  if (tells) store.changed = (key, version, ms) => (store.calls++, inner.changed(key, version, ms));
+  if (tells) store.changed = (key, version, ms) => inner.changed(key, version, ms);
   return store;
 }
 
-import { busyKey, localHolder, quantile } from '../tests/js/busy-key.mjs';
-
-/** One row: B's waits after the release (p50, max) and the calls per exchange (p50, max). */
-const row = (label, waits, calls) =>
-  console.log(
-    `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(23)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(calls, 0.5)).padStart(24)} ${String(quantile(calls, 1)).padStart(5)}`,
-  );
+const handOffs = [];
+const busyKeys = [];
 
 /** A holds `name` (in instance a, over `storeA`) while B asks (b, `storeB`): B's wait after the release, in ms. */
 async function exchange(storeA, storeB, name) {
@@ -52,106 +60,81 @@ async function exchange(storeA, storeB, name) {
   return waited;
 }
 
-console.log(`a hand-off across two instances over one MemoryStore: A holds ${HOLD_MS} ms while B waits; ${cycles} cycles, node ${process.version}`);
-console.log('');
-console.log('store                     B after release p50 ms   max ms   calls per exchange p50   max');
-for (const tells of [true, false]) {
-  const store = countingStore(tells);
+/** `cycles` hand-offs between instance a over `storeA` and b over `storeB`: one row. */
+async function handOffRow(label, storeA, storeB, prefix) {
+  const calls = () => a.lockStats(storeA).storeCalls + b.lockStats(storeB).storeCalls;
   const waits = [];
-  const calls = [];
+  const spent = [];
   for (let i = 0; i < cycles; i++) {
-    const before = store.calls;
-    waits.push(await exchange(store, store, `k${i}`));
-    calls.push(store.calls - before);
+    const before = calls();
+    waits.push(await exchange(storeA, storeB, `${prefix}${i}`));
+    spent.push(calls() - before);
   }
-  row(tells ? 'with changed (wake-ups)' : 'three methods (polls)', waits, calls);
+  handOffs.push({ label, waits, spent });
 }
 
-// A busy key (tests/js/busy-key.mjs): A keeps 4 works of 1 ms in flight, B calls every 50 ms.
-console.log('');
-console.log('a busy key over one MemoryStore: A keeps 4 works in flight, B calls every 50 ms, 6 s');
-console.log('');
-console.log('store                     B wait p50 ms   max ms   B calls per B turn   all calls per B turn   turns of B   of A');
-/** One busy-key row: what B paid, over `storeA` (A's instance) and `storeB` (B's). */
-async function busyRow(label, storeA, storeB, calls) {
-  const serializeB = b.createKeyedSerializer({ store: storeB, timeoutMs: 10_000 });
-  const callsOfB = () => b.lockStats(storeB).storeCalls;
-  const { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } = await busyKey({ holder: localHolder(a, storeA), serializeB, callsOfB, ms: 6000 });
-  console.log(
-    `${label.padEnd(25)} ${quantile(waits, 0.5).toFixed(2).padStart(13)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${callsOfBPerTurn.toFixed(1).padStart(20)} ${callsPerTurnOfB.toFixed(1).padStart(22)} ${String(waits.length).padStart(12)} ${String(turnsOfA).padStart(6)}`,
-  );
-}
+/** One busy-key row from what busyKey (or busyKeyInWorkerd) answered. */
+const busyRow = (label, { waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn }) => busyKeys.push({ label, waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn });
+
 for (const tells of [true, false]) {
-  const store = countingStore(tells);
-  await busyRow(tells ? 'with changed (wake-ups)' : 'three methods (polls)', store, store, () => store.calls);
+  const store = memoryStore(tells);
+  await handOffRow(`MemoryStore, ${tells ? 'wake-ups' : 'polls'}`, store, store, `k-${tells}-`);
+  const busy = memoryStore(tells);
+  const serializeB = b.createKeyedSerializer({ store: busy, timeoutMs: 10_000 });
+  busyRow(`MemoryStore, ${tells ? 'wake-ups' : 'polls'}`, await busyKey({ holder: localHolder(a, busy), serializeB, callsOfB: () => b.lockStats(busy).storeCalls, ms: busyMs }));
 }
 
-// The same exchange over redis-server (a server of our own, stopped by PID): each instance with
-// its own connections, `subscribe` on a duplicate of its client as the README shows it.
+// Over redis-server: its clients as the README shows them, `subscribe` on a duplicate.
 const { createClient } = await import('redis');
 const { startRedisServer } = await import('../tests/runtimes/redis-server.mjs');
+const { keyturnProcess } = await import('../tests/runtimes/redis-keyturn-processes.mjs');
 const server = await startRedisServer();
 const connections = [];
-const connected = async () => {
-  const client = createClient({ url: `redis://127.0.0.1:${server.port}` });
-  await client.connect();
+async function redisStore(api, tells, prefix) {
+  const client = await createClient({ url: `redis://127.0.0.1:${server.port}` }).connect();
   connections.push(client);
-  return client;
-};
-async function redisStore(api, tells) {
-  const client = await connected();
-  const options = { prefix: `bench-${tells}:` };
+  const options = { prefix };
   if (tells) {
-    const subscriber = client.duplicate();
-    await subscriber.connect();
+    const subscriber = await client.duplicate().connect();
     connections.push(subscriber);
     options.subscribe = async (channel, onMessage) => {
       await subscriber.subscribe(channel, onMessage);
       return () => subscriber.unsubscribe(channel, onMessage);
     };
   }
-  const store = new api.RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }), options);
-  return { store, calls: () => api.lockStats(store).storeCalls };
+  return new api.RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }), options);
 }
 try {
   for (const tells of [true, false]) {
-    const [sa, sb] = [await redisStore(a, tells), await redisStore(b, tells)];
-    const waits = [];
-    const calls = [];
-    for (let i = 0; i < cycles; i++) {
-      const before = sa.calls() + sb.calls();
-      waits.push(await exchange(sa.store, sb.store, `k${i}`));
-      calls.push(sa.calls() + sb.calls() - before);
-    }
-    row(tells ? 'Redis, with subscribe' : 'Redis, three methods', waits, calls);
-  }
-  console.log('');
-  console.log('the busy key over redis-server (one connection per instance)');
-  for (const tells of [true, false]) {
-    const [sa, sb] = [await redisStore(a, tells), await redisStore(b, tells)];
-    await busyRow(tells ? 'Redis, with subscribe' : 'Redis, three methods', sa.store, sb.store, () => sa.calls() + sb.calls());
+    const prefix = `bench-${tells}:`;
+    await handOffRow(`Redis, ${tells ? 'wake-ups' : 'polls'}`, await redisStore(a, tells, prefix), await redisStore(b, tells, prefix), 'k');
+    const busyPrefix = `bench-busy-${tells}:`;
+    const other = keyturnProcess({ port: server.port, prefix: busyPrefix, tells });
+    const store = await redisStore(b, tells, busyPrefix);
+    const serializeB = b.createKeyedSerializer({ store, timeoutMs: 10_000 });
+    busyRow(`Redis, ${tells ? 'wake-ups' : 'polls'}`, await busyKey({ holder: other.holder, serializeB, callsOfB: () => b.lockStats(store).storeCalls, ms: busyMs }));
+    other.stop();
   }
 } finally {
   await Promise.all(connections.map((client) => client.quit().catch(() => {})));
   server.stop();
 }
 
-// The same exchange in workerd: two isolates (two workers) over one Durable Object namespace,
-// each op a request (tests/workerd/lease-worker.mjs). workerd's clocks move only across I/O, so
-// B's wait is taken here, between the two answers: A's comes once it released, B's once it got
-// the name and released it too.
+// In workerd: two isolates (two workers) over one Durable Object namespace, each op a request.
+// workerd's clocks move only across I/O, so a hand-off's wait is taken here, between the two
+// answers: A's comes once it released, B's once it got the name and released it too (so it
+// includes B's read and CAS round trips to the object, and one answer's transport).
 const { workerdPair } = await import('../tests/runtimes/workerd.mjs');
-const mf = workerdPair('tests/workerd/lease-worker.mjs');
+const pair = workerdPair('tests/workerd/lease-worker.mjs');
 try {
-  const workers = { a: await mf.getWorker('a'), b: await mf.getWorker('b') };
+  const workers = { a: await pair.getWorker('a'), b: await pair.getWorker('b') };
   const run = async (isolate, step) => {
     const response = await workers[isolate].fetch('http://worker/', { method: 'POST', body: JSON.stringify(step) });
-    const body = await response.json();
-    return { ...body, at: performance.now() };
+    return { ...(await response.json()), at: performance.now() };
   };
   for (const polls of [false, true]) {
     const waits = [];
-    const calls = [];
+    const spent = [];
     for (let i = 0; i < cycles; i++) {
       const name = `do-${polls}-${i}`;
       const script = { polls };
@@ -161,10 +144,36 @@ try {
       const held = await holding;
       if (!taker.held) throw new Error(`b did not get ${name}: ${JSON.stringify(taker)}`);
       waits.push(taker.at - held.at);
-      calls.push(held.calls + taker.calls);
+      spent.push(held.calls + taker.calls);
     }
-    row(polls ? 'DO, three methods (polls)' : 'DO, with changed', waits, calls);
+    handOffs.push({ label: `Durable Objects, ${polls ? 'polls' : 'wake-ups'}`, waits, spent });
   }
 } finally {
-  await mf.dispose();
+  await pair.dispose();
+}
+const busyPair = workerdPair('tests/workerd/busy-worker.mjs');
+try {
+  for (const polls of [false, true]) busyRow(`Durable Objects, ${polls ? 'polls' : 'wake-ups'}`, await busyKeyInWorkerd(busyPair, { polls, ms: busyMs }));
+} finally {
+  await busyPair.dispose();
+}
+
+console.log(`turns across isolates, node ${process.version}`);
+console.log('');
+console.log(`a hand-off: A holds ${HOLD_MS} ms while B waits; ${cycles} cycles`);
+console.log('');
+console.log('store                       B after release p50 ms   max ms   calls per exchange p50   max');
+for (const { label, waits, spent } of handOffs) {
+  console.log(
+    `${label.padEnd(27)} ${quantile(waits, 0.5).toFixed(2).padStart(22)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${String(quantile(spent, 0.5)).padStart(24)} ${String(quantile(spent, 1)).padStart(5)}`,
+  );
+}
+console.log('');
+console.log(`a busy key: A keeps 4 works of 1 ms in flight, B calls every 50 ms; ${busyMs} ms`);
+console.log('');
+console.log('store                       B wait p50 ms   max ms   B calls per B turn   all calls per B turn   turns of B   of A');
+for (const { label, waits, turnsOfA, callsPerTurnOfB, callsOfBPerTurn } of busyKeys) {
+  console.log(
+    `${label.padEnd(27)} ${quantile(waits, 0.5).toFixed(2).padStart(13)} ${quantile(waits, 1).toFixed(2).padStart(8)} ${callsOfBPerTurn.toFixed(1).padStart(20)} ${callsPerTurnOfB.toFixed(1).padStart(22)} ${String(waits.length).padStart(12)} ${String(turnsOfA).padStart(6)}`,
+  );
 }

@@ -482,7 +482,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// holders hand the lease on from a batch (a *guard*: [`LockCore::take_guard`], answered
     /// by [`LockCore::guarded`]), keeping one watch across the line's hand-offs. Over a store
     /// that tells changes, a guarded batch may hand its spare fences on for as long as it is
-    /// young; unguarded, for [`MAX_POLL_MS`](super::MAX_POLL_MS) — what a poller waits anyway.
+    /// young; unguarded, for a poll's longest pause (25 ms) — what a poller waits anyway.
     /// Off by default.
     pub fn set_line_guards(&mut self, guards: bool) {
         self.line_guards = guards;

@@ -5,17 +5,13 @@
 // next taker one offer, never a lease. The server is this test's own, stopped by its PID.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 
 import { createClient } from 'redis';
 import { acquireLock, createKeyedSerializer, lockStats, RedisStore } from 'keyturn';
 
 import { busyKey, quantile } from './busy-key.mjs';
+import { keyturnProcess } from '../runtimes/redis-keyturn-processes.mjs';
 import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
-
-const child = fileURLToPath(new URL('../runtimes/redis-keyturn-process.mjs', import.meta.url));
 
 describe('two processes over redis-server', { skip: !haveRedisServer() && 'no redis-server' }, () => {
   let server;
@@ -46,22 +42,11 @@ describe('two processes over redis-server', { skip: !haveRedisServer() && 'no re
     return new RedisStore((script, keys, args) => client.eval(script, { keys, arguments: args }), options);
   }
 
-  /** The other process: `send(command)` answers its reply (one JSON line each, in order). */
+  /** The other process, stopped at the end. */
   function other(prefix, tells) {
-    const process = spawn(globalThis.process.execPath, [child, JSON.stringify({ port: server.port, prefix, subscribe: tells })], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    processes.push(process);
-    const replies = createInterface({ input: process.stdout })[Symbol.asyncIterator]();
-    return {
-      process,
-      async send(command) {
-        process.stdin.write(`${JSON.stringify(command)}\n`);
-        const { value, done } = await replies.next();
-        if (done) throw new Error('the other process ended');
-        return JSON.parse(value);
-      },
-    };
+    const started = keyturnProcess({ port: server.port, prefix, tells });
+    processes.push(started.process);
+    return started;
   }
 
   for (const tells of [true, false]) {
@@ -71,11 +56,7 @@ describe('two processes over redis-server', { skip: !haveRedisServer() && 'no re
       const store = await storeHere(prefix, tells);
       const serializeB = createKeyedSerializer({ store, timeoutMs: 10_000 });
       const result = await busyKey({
-        holder: {
-          start: () => holder.send({ op: 'start' }),
-          calls: async () => (await holder.send({ op: 'calls' })).calls,
-          stop: async () => (await holder.send({ op: 'stop' })).turns,
-        },
+        holder: holder.holder,
         serializeB,
         callsOfB: () => lockStats(store).storeCalls,
         ms: 2000,
@@ -90,7 +71,7 @@ describe('two processes over redis-server', { skip: !haveRedisServer() && 'no re
       assert.ok(p50 <= (tells ? 15 : 60), report);
       assert.ok(max <= (tells ? 100 : 250), report);
       assert.ok(callsOfBPerTurn <= (tells ? 16 : 40), report);
-      holder.process.stdin.end();
+      holder.stop();
     });
   }
 
