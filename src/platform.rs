@@ -18,7 +18,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::clock::{Clock, Sleep, SleepState, TimerError, Waiter};
 use crate::lock::{Lock, LockError, LockManager, LockOptions};
-use crate::random::{Pool, Random};
+use crate::random::{Random, SeededRandom};
 use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
 use crate::store::LockStore;
 
@@ -291,25 +291,17 @@ impl Future for TimerSleep {
     }
 }
 
-/// `crypto.getRandomValues`: Workers, browsers, Node and Deno all have it. Never `Math.random`.
-/// What a [`LockManager`] draws its tokens and jitter from.
+/// Seeded from `crypto.getRandomValues` (Workers, browsers, Node and Deno all have it; never
+/// `Math.random`): what a [`LockManager`] draws its isolate's id and its jitter from.
 ///
-/// Each value keeps its own pool of drawn bytes, served once each (a crossing into
-/// `getRandomValues` costs more than the rest of an uncontended acquisition's own work). A
-/// refused draw (never seen) falls back to bytes distinct per call, never a trap.
+/// Each value draws 8 bytes from the platform's crypto once, at its first use, and serves a
+/// [`SeededRandom`] sequence from there: the id (the first half of every token, and what its
+/// asks carry) must differ between isolates, not be secret — a record shows its token to
+/// whoever reads it — and jitter only spreads polls. A refused draw (never seen) seeds from the
+/// time instead, never a trap.
+#[derive(Default)]
 pub struct PlatformRandom {
-    pool: RefCell<Pool>,
-    /// Blocks the platform refused, for the fallback's seed.
-    fallbacks: std::cell::Cell<u64>,
-}
-
-impl Default for PlatformRandom {
-    fn default() -> Self {
-        PlatformRandom {
-            pool: RefCell::new(Pool::new()),
-            fallbacks: std::cell::Cell::new(0),
-        }
-    }
+    seeded: std::cell::OnceCell<SeededRandom>,
 }
 
 impl core::fmt::Debug for PlatformRandom {
@@ -320,22 +312,17 @@ impl core::fmt::Debug for PlatformRandom {
 
 impl Random for PlatformRandom {
     fn fill(&self, bytes: &mut [u8]) {
-        let draw = |block: &mut [u8]| {
-            if get_random_values(block).is_err() {
-                // Never seen (every runtime this runs on has crypto, and a block is far under
-                // its 64 KiB limit), but not a reason to trap: bytes that are at least distinct
-                // per call (the time and a count), so two tokens never collide.
-                let count = self.fallbacks.get() + 1;
-                self.fallbacks.set(count);
-                let seed = date_now().to_bits() ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                crate::random::SeededRandom::new(seed).fill(block);
-            }
-        };
-        // The pool is never borrowed twice (a draw does not fill); were it, the draw serves.
-        match self.pool.try_borrow_mut() {
-            Ok(mut pool) => pool.take(bytes, draw),
-            Err(_) => draw(bytes),
-        }
+        self.seeded
+            .get_or_init(|| {
+                let mut seed = [0u8; 8];
+                if get_random_values(&mut seed).is_err() {
+                    // Never seen (every runtime this runs on has crypto), but not a reason to
+                    // trap: the time, which differs between isolates too.
+                    seed = date_now().to_bits().to_le_bytes();
+                }
+                SeededRandom::new(u64::from_le_bytes(seed))
+            })
+            .fill(bytes);
     }
 }
 

@@ -36,65 +36,8 @@ impl<R: Random + ?Sized> Random for std::rc::Rc<R> {
     }
 }
 
-/// Random bytes drawn from the source in blocks and served once each, in order (for
-/// `PlatformRandom`, on wasm32; tested natively).
-///
-/// Why: a crossing into `crypto.getRandomValues` costs a few microseconds in Node (more than
-/// the rest of an uncontended acquisition's own work), and an acquisition needs only 16 bytes.
-/// The bytes are the platform's CSPRNG output all the same; none is ever served twice.
-#[cfg(any(target_arch = "wasm32", test))]
-#[derive(Debug)]
-pub struct Pool {
-    block: [u8; POOL_BYTES],
-    /// Bytes of `block` already served; `POOL_BYTES` when empty.
-    used: usize,
-}
-
-/// Bytes drawn from the source at a time.
-#[cfg(any(target_arch = "wasm32", test))]
-pub const POOL_BYTES: usize = 4096;
-
-#[cfg(any(target_arch = "wasm32", test))]
-impl Pool {
-    /// An empty pool: the first take draws a block.
-    pub fn new() -> Self {
-        Pool {
-            block: [0; POOL_BYTES],
-            used: POOL_BYTES,
-        }
-    }
-
-    /// Fills `bytes` with unserved bytes, drawing blocks from `source` as needed. A request
-    /// bigger than a block goes to `source` directly.
-    pub fn take(&mut self, bytes: &mut [u8], source: impl Fn(&mut [u8])) {
-        if bytes.len() > POOL_BYTES {
-            source(bytes);
-            return;
-        }
-        // Byte by byte (a token is 16), with no index that could panic.
-        for byte in bytes {
-            if self.used >= POOL_BYTES {
-                source(&mut self.block);
-                self.used = 0;
-            }
-            if let Some(served) = self.block.get_mut(self.used) {
-                *byte = *served;
-                // Served bytes are wiped, so the pool holds only what nobody has seen.
-                *served = 0;
-            }
-            self.used += 1;
-        }
-    }
-}
-
-#[cfg(any(target_arch = "wasm32", test))]
-impl Default for Pool {
-    fn default() -> Self {
-        Pool::new()
-    }
-}
-
-/// A deterministic generator (xorshift64*) for tests. Not for tokens in production.
+/// A deterministic generator (xorshift64*): for tests, and — seeded from the platform's crypto
+/// — the sequence `PlatformRandom` serves.
 #[derive(Debug, Clone)]
 pub struct SeededRandom(Cell<u64>);
 
@@ -126,6 +69,3 @@ impl Random for SeededRandom {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;
