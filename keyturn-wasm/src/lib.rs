@@ -30,8 +30,10 @@ mod lock;
 #[cfg(all(target_arch = "wasm32", feature = "serializer"))]
 mod serializer;
 
-/// The modules' allocator: smaller than the standard one (dlmalloc). They are single-threaded,
-/// so no lock.
-#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+mod allocator;
+
+/// The modules' allocator (`allocator.rs`). They are single-threaded, so no lock.
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 #[global_allocator]
-static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+static ALLOCATOR: allocator::SizeClasses = allocator::SizeClasses::new();
