@@ -11,10 +11,10 @@ mkdir pkg
 # One wasm module per binding: the serializer's (keyturn_wasm), and the lock's (keyturn_lock,
 # loaded on first use). Both are built for speed (rustc opt-level 3 and 2), then shrunk by
 # wasm-opt -Oz: at opt-level z the lock's acquire+release was slower by more than a user would
-# trade for its smaller size (docs/design.md). The lock's inlines a little less than opt-level 2
-# does by default, which keeps it within its size budget at no cost a benchmark can tell
-# (bench/README.md).
-for module in wasm:serializer:3: lock:lock:2:-inline-threshold=175; do
+# trade for its smaller size (docs/design.md). The lock's inlines less than opt-level 2 does by
+# default (a threshold of 75 instead of 225): 1.6 KB less for 3 % more of a lock cycle's time
+# in the wasm (bench/README.md).
+for module in wasm:serializer:3: lock:lock:2:-inline-threshold=75; do
   IFS=: read -r name feature level llvm <<<"$module"
   RUSTFLAGS="${llvm:+-C llvm-args=$llvm}" CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
     -p keyturn-wasm --target wasm32-unknown-unknown --features "$feature" --target-dir "target/$name"

@@ -84,17 +84,15 @@ pub(super) struct Batch<V> {
 impl<V: Clone> Batch<V> {
     /// The batch a write at `stamp` reserved: the record at `version` carries `token`, the
     /// fences up to `last_fence` (those up to `owed` owed) and the lease `lease`; its holders'
-    /// store calls are bounded by `bound_ms`, and it is used for `young_ms`.
-    #[allow(clippy::too_many_arguments)]
+    /// store calls are bounded by `bound_ms` ([`LockCore::begin_batch`] says how long it is
+    /// used).
     pub(super) fn new(
         version: V,
         token: String,
-        owed: u64,
-        last_fence: u64,
+        (owed, last_fence): (u64, u64),
         stamp: Stamp,
         lease: u64,
         bound_ms: f64,
-        young_ms: f64,
     ) -> Self {
         Batch {
             version,
@@ -104,7 +102,7 @@ impl<V: Clone> Batch<V> {
             stamp,
             lease,
             bound_ms,
-            young_ms,
+            young_ms: 0.0,
         }
     }
 
@@ -472,30 +470,19 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 },
                 Some(target),
             ) => {
-                let streak_ms = self
-                    .lines
-                    .line_data(line)
-                    .map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
                 let batch = Batch::new(
                     version.clone(),
                     token,
-                    owed,
-                    last_fence,
+                    (owed, last_fence),
                     stamp,
                     promised,
                     lease.store_timeout_ms,
-                    streak_ms.min(lease.stale_ms / 4.0),
                 );
                 let holder = self.options_of(target).unwrap_or_else(|| lease.options());
                 let handed = batch.lease(fence, holder, lease.contested);
-                if let Some(state) = self.lines.line_data_mut(line) {
-                    state.streak_since.get_or_insert(stamp.mono);
-                    state.batch = Some(batch);
-                    state.told = false;
-                }
+                self.begin_batch(line, batch, lease.stale_ms);
                 self.known.saw(&name, &version, now.mono);
                 self.hold(target, handed);
-                self.want_guard(line);
             }
             // Nobody here to take it: held by a token nobody has. Remembered, so this
             // isolate's next acquisition takes it with one CAS.
@@ -545,6 +532,20 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             State::Waiting { deadline, .. } => Some((id, now.wall + (deadline - now.mono))),
             _ => None,
         }
+    }
+
+    /// `line` hands its lease on from `batch` from now on, for as long as its streak's bound
+    /// and a quarter of its writer's lease (`stale_ms`) allow; nothing is told of its record
+    /// yet, and a guard is wanted.
+    #[inline(never)]
+    pub(super) fn begin_batch(&mut self, line: LineId, mut batch: Batch<V>, stale_ms: f64) {
+        if let Some(state) = self.lines.line_data_mut(line) {
+            batch.young_ms = state.streak_ms.min(stale_ms / 4.0);
+            state.streak_since.get_or_insert(batch.stamp.mono);
+            state.batch = Some(batch);
+            state.told = false;
+        }
+        self.want_guard(line);
     }
 
     // --- guards: a busy line's watch for other isolates' asks ---

@@ -26,7 +26,7 @@ use super::releasing::Batch;
 use super::Lease;
 use super::{is_written, promised, Answer, Entry, LockCore, Now, Stamp, State, Step};
 use crate::asks::{AskId, Asks};
-use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS, TAKEOVERS};
+use crate::lock::{LockOptions, MAX_BATCH, MAX_POLL_MS, TAKEOVERS};
 use crate::queue::Ticket;
 use crate::random::Random;
 use crate::record::{encode_ours, is_plain, NotARecord, Record};
@@ -442,22 +442,20 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             stamp,
             takeover,
         } = take;
-        let line = self.lines.line_of(ticket);
-        let streak_ms = line
-            .and_then(|line| self.lines.line_data(line))
-            .map_or(MAX_LOCAL_STREAK_MS, |state| state.streak_ms);
-        let (Some(name), Some(line), Some(attempt)) =
-            (self.name_of(ticket), line, self.attempt_mut(ticket))
-        else {
+        let (Some(name), Some(line), Some(attempt)) = (
+            self.name_of(ticket),
+            self.lines.line_of(ticket),
+            self.attempt_mut(ticket),
+        ) else {
             return;
         };
         let batch = (last > fence).then(|| {
-            let lease = promised(attempt.options.stale_ms);
-            let young_ms = streak_ms.min(attempt.options.stale_ms / 4.0);
-            let bound_ms = attempt.options.store_timeout();
             let (token, version) = (attempt.token.clone(), version.clone());
-            Batch::new(version, token, owed, last, stamp, lease, bound_ms, young_ms)
+            let lease = promised(attempt.options.stale_ms);
+            let bound_ms = attempt.options.store_timeout();
+            Batch::new(version, token, (owed, last), stamp, lease, bound_ms)
         });
+        let stale_ms = attempt.options.stale_ms;
         let lease = Lease {
             token: std::mem::take(&mut attempt.token),
             fence,
@@ -478,12 +476,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.known.saw(&name, &version, now.mono);
         self.hold(ticket, lease);
         if let Some(batch) = batch {
-            if let Some(state) = self.lines.line_data_mut(line) {
-                state.streak_since.get_or_insert(stamp.mono);
-                state.batch = Some(batch);
-                state.told = false;
-            }
-            self.want_guard(line);
+            self.begin_batch(line, batch, stale_ms);
         }
     }
 
