@@ -31,7 +31,7 @@ dev: build
 	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port 8787
 
 # The fault harness (faults/README.md) over redis-server and workerd's Durable Objects: the short
-# profile (about 2 minutes; CI runs it after `make test`) with its self-test — planted bugs must
+# profile (about 4 minutes; CI runs it after `make test`) with its self-test — planted bugs must
 # be found — and the long profile, whose table is the README's.
 faults: build
 	node faults/profiles.mjs short

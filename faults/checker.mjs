@@ -30,7 +30,9 @@
 //                                                    the writes it accepted, in order
 // - `healed`   { at }                              — every fault undone
 // - `crash`    { client, detail }                  — an unhandled rejection, a crash
-// - `fault`    { fault, client, from, to }         — the nemesis's fault, for the table
+// - `fault`    { fault, client, from, to, store }  — the nemesis's fault, for the table;
+//                                                    `store`: a store fault, which may lose
+//                                                    what the store held
 // - `disposed` { client, at }                      — the client's isolate was thrown away (its
 //                                                    leases stay held until their `heldUntil`)
 //
@@ -44,6 +46,7 @@
  */
 export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
   const faults = [];
+  const storeFaults = [];
   const asks = [];
   const violations = [];
   const clients = new Map();
@@ -109,6 +112,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
         break;
       case 'fault':
         faults.push([event.from, event.to]);
+        if (event.store === true) storeFaults.push([event.from, event.to]);
         break;
       case 'disposed':
         break;
@@ -120,7 +124,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
     const { ok, info, unanswered } = writes.get(final.resource) ?? { unanswered: new Set(), ok: 0, info: 0 };
     checkResource(final, { ok, info: info + unanswered.size }, violations);
   }
-  checkExclusion(leases, clients, maxClockSkewMs, staleMs, violations);
+  checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
   const order = checkOrder(acquisitions, asks, clients, faults, staleMs ?? 0, violations);
   return { violations, order, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
@@ -159,13 +163,17 @@ function checkResource({ resource, value, accepted }, { ok, info }, violations) 
  * holding: such a lease, and any lease it overlapped, may have been taken over rightly. For that
  * the overlap counts from the lease's record on — its stamp, `staleMs` before its `heldUntil`,
  * when that is before its answer — since a skewed client can take a record over before its
- * writer heard that it wrote it.
+ * writer heard that it wrote it. The one overlap not counted: a lease taken while an earlier one
+ * still held, with a store fault between the earlier one's record and the later one's answer —
+ * the store lost what made them exclusive; the fences must still keep the resource safe.
  * @param {number | undefined} staleMs
+ * @param {Array<[number, number]>} storeFaults
  */
-function checkExclusion(leases, clients, maxClockSkewMs, staleMs, violations) {
+function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, violations) {
   const paused = (lease) => clientOf(clients, lease.client).pauses.some(([from, to]) => from < lease.until && to > lease.at);
   const skewApart = (a, b) => Math.abs(clientOf(clients, a.client).skewMs - clientOf(clients, b.client).skewMs) > maxClockSkewMs;
   const written = (lease) => (staleMs === undefined || lease.heldUntil === undefined ? lease.at : Math.min(lease.at, lease.heldUntil - staleMs));
+  const lostBetween = (earlier, later) => storeFaults.some(([from, to]) => from < later.at && to > written(earlier));
   const byName = new Map();
   for (const lease of leases) {
     if (lease.until <= lease.at) continue;
@@ -188,7 +196,7 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, violations) {
     all.sort((a, b) => a.at - b.at);
     let holding;
     for (const lease of all.filter((judged) => !outside.has(judged))) {
-      if (holding !== undefined && lease.at < holding.until) {
+      if (holding !== undefined && lease.at < holding.until && !lostBetween(holding, lease)) {
         violations.push({
           property: 'one holder at a time',
           at: lease.at,

@@ -1,8 +1,10 @@
 // The fault harness's two profiles, each a few runs of faults/run.mjs:
-// - `short` (`make faults`, which CI runs after `make test`): each engine once as it is — no violation may be
-//   found — then the harness's self-test, one run over Redis with each planted bug, each of
-//   which the checker must find;
-// - `long` (`make faults-long`): each engine for `--seconds` (default 360), as it is.
+// - `short` (`make faults`, which CI runs after `make test`): each engine once as it is and
+//   once with its store faults, each injected 10 times at least — no violation may be found —
+//   then the harness's self-test, one run over Redis with each planted bug, each of which the
+//   checker must find (`fences` with the store faults, which it needs);
+// - `long` (`make faults-long`): each engine for `--seconds` (default 360) as it is, and for
+//   half that with its store faults.
 // Prints each run's table (a run as it is that finds a violation keeps its history and says
 // where; a planted bug's run keeps none), and last one JSON line: the totals of the runs as they
 // are, and the planted bugs found. Exits 1 when a run as it is finds a violation or a planted bug goes unseen.
@@ -17,15 +19,18 @@ if (profile !== 'short' && profile !== 'long') throw new Error('usage: node faul
 const seconds = args.includes('--seconds') ? args[args.indexOf('--seconds') + 1] : profile === 'short' ? '16' : '360';
 const run = fileURLToPath(new URL('./run.mjs', import.meta.url));
 const engines = ['redis', 'durable-objects'];
+const store = ['--store-faults', ...(profile === 'short' ? ['--injections', '10'] : [])];
 const runs = [
   ...engines.map((engine) => ({ engine, seconds })),
+  ...engines.map((engine) => ({ engine, seconds: profile === 'short' ? '10' : String(seconds / 2), flags: store })),
   ...(profile === 'short' ? ['skew', 'release', 'read-back', 'hog'].map((plant) => ({ engine: 'redis', seconds: '12', plant })) : []),
+  ...(profile === 'short' ? [{ engine: 'redis', seconds: '12', plant: 'fences', flags: ['--store-faults'] }] : []),
 ];
 
 let failed = false;
 const totals = { operations: 0, faults: 0, violations: 0, engines: {}, planted: {} };
-for (const { engine, seconds: length, plant } of runs) {
-  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...(plant ? ['--plant', plant, '--history', '/dev/null'] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+for (const { engine, seconds: length, plant, flags = [] } of runs) {
+  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...flags, ...(plant ? ['--plant', plant, '--history', '/dev/null'] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = result.stdout.trim().split('\n');
   let summary;
   try {
@@ -39,11 +44,12 @@ for (const { engine, seconds: length, plant } of runs) {
     totals.operations += summary.operations;
     totals.faults += summary.faults;
     totals.violations += summary.violations;
-    totals.engines[engine] = { operations: summary.operations, faults: summary.faults, violations: summary.violations, p50Ms: summary.p50Ms, p99Ms: summary.p99Ms };
+    totals.engines[`${engine}${flags.includes('--store-faults') ? ', store faults' : ''}`] = { operations: summary.operations, faults: summary.faults, violations: summary.violations, p50Ms: summary.p50Ms, p99Ms: summary.p99Ms };
   } else {
     totals.planted[plant] = summary.violations > 0 ? 'found' : 'NOT FOUND';
   }
-  console.log(`${engine}${plant === undefined ? ', as it is' : `, bug planted: ${plant}`}: ${summary.operations} operations, ${summary.faults} faults, ${summary.violations} violations — ${ok ? 'as expected' : 'NOT as expected'}\n`);
+  const how = flags.includes('--store-faults') ? ', store faults' : plant === undefined ? ', as it is' : '';
+  console.log(`${engine}${how}${plant === undefined ? '' : `, bug planted: ${plant}`}: ${summary.operations} operations, ${summary.faults} faults, ${summary.violations} violations — ${ok ? 'as expected' : 'NOT as expected'}\n`);
   failed ||= !ok;
 }
 console.log(JSON.stringify(totals));

@@ -1,7 +1,8 @@
 // The fault harness's TCP proxy, one per client, in front of a server on loopback (redis-server):
 // the nemesis's hand on that client's connection. Everything it forwards it can delay, and it
-// can lose an answer the server already sent (the write applied, its answer lost), or stall the
-// client's connections and then reset them (a partition longer than a lease).
+// can lose an answer the server already sent (the write applied, its answer lost), stall the
+// client's connections and then reset them (a partition longer than a lease), or send them to
+// another server (a failover).
 import { createServer, connect } from 'node:net';
 
 /** A proxy from a loopback port of its own to `target` (`{ host, port }`). */
@@ -48,6 +49,12 @@ export class FaultProxy {
         resolve();
       }, ms);
     });
+  }
+
+  /** From now on connects to `target`; every connection open now is reset (a failover). */
+  retarget(target) {
+    this.target = target;
+    for (const pair of this.pairs) for (const socket of pair) socket.resetAndDestroy?.() ?? socket.destroy();
   }
 
   /** Stops listening and closes every connection. */

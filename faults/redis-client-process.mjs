@@ -1,17 +1,18 @@
 // One client process of the fault harness: its own keyturn instance over Redis (through its
 // own FaultProxy; woken by the store's `changed` through a subscription), contending on a few
 // names with `withLock` or with the serializer over a store, each turn a fenced increment of
-// the name's counter. It prints its history as JSON lines (see checker.mjs), the first saying
-// it is ready, until SIGTERM.
+// the name's counter (on a server of its own, through a proxy of its own). It prints its history
+// as JSON lines (see checker.mjs), the first saying it is ready, until SIGTERM. `keyturn` in
+// the config is the package to load, when not the repository's (a planted bug's build).
 //
 //   node faults/redis-client-process.mjs '<config JSON>'
 import { createClient } from 'redis';
-import { RedisStore, SERIALIZE_PREFIX, createKeyedSerializer, withLock } from 'keyturn';
 
 import { clientStore, makeSerializer, makeTurn } from './turn.mjs';
 
 const config = JSON.parse(process.argv[2]);
-const { id, port, names, skewMs, plant } = config;
+const { id, port, countersPort, names, skewMs } = config;
+const { RedisStore, SERIALIZE_PREFIX, createKeyedSerializer, withLock } = await import(config.keyturn ?? 'keyturn');
 
 // CLOCK_MONOTONIC: one clock for every process on the machine (performance.timeOrigin is each
 // process's own estimate, and differs between processes by a fraction of a millisecond).
@@ -30,9 +31,13 @@ redis.call('HINCRBY', KEYS[1], 'value', 1)
 redis.call('RPUSH', KEYS[1] .. ':accepted', ARGV[1] .. ' ' .. ARGV[2])
 return 1`;
 
-const redis = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: () => 20, connectTimeout: 1000 } });
-redis.on('error', () => {}); // connections the nemesis drops: node-redis reconnects
-await redis.connect();
+const connect = async (to) => {
+  const client = createClient({ url: `redis://127.0.0.1:${to}`, socket: { reconnectStrategy: () => 20, connectTimeout: 1000 } });
+  client.on('error', () => {}); // connections the nemesis drops: node-redis reconnects
+  return client.connect();
+};
+const redis = await connect(port);
+const counters = await connect(countersPort);
 // Wake-ups: a connection of its own for subscriptions, through the same proxy and its faults.
 const subscriber = redis.duplicate();
 subscriber.on('error', () => {});
@@ -49,7 +54,7 @@ const api = { withLock, createKeyedSerializer };
 /** The fenced increment of a counter: 'ok', 'refused', or 'info' when its answer was lost. */
 async function write(resource, fence, token) {
   try {
-    return (await redis.eval(FENCED_INCREMENT, { keys: [resource], arguments: [String(fence), token] })) === 1 ? 'ok' : 'refused';
+    return (await counters.eval(FENCED_INCREMENT, { keys: [resource], arguments: [String(fence), token] })) === 1 ? 'ok' : 'refused';
   } catch {
     return 'info'; // it may or may not have applied
   }
@@ -79,5 +84,6 @@ async function caller() {
 // `inFlight` callers at once.
 const busy = (config.inFlight ?? 1) > 1;
 await Promise.all(Array.from({ length: config.inFlight ?? 1 }, caller));
-await redis.quit().catch(() => {});
+// A connection the nemesis left reconnecting may never finish quitting: no longer than a moment.
+await Promise.race([Promise.allSettled([redis.quit(), counters.quit(), subscriber.quit()]), new Promise((resolve) => setTimeout(resolve, 500))]);
 process.exit(0);

@@ -6,23 +6,31 @@
 // must acquire within the bound, and the checker reads the history.
 //
 //   node faults/run.mjs [--engine redis|durable-objects] [--seconds 40] [--history FILE]
-//                       [--plant skew|release|read-back|hog]
+//                       [--store-faults] [--injections N]
+//                       [--plant skew|release|read-back|hog|fences]
 //
-// Engines: `redis`, a redis-server behind one TCP proxy per client (faults/redis-engine.mjs:
+// Engines: `redis`, redis-servers behind TCP proxies, two per client (faults/redis-engine.mjs:
 // latency, lost answers, blackholes); `durable-objects`, workerd's Durable Objects shared by
 // every client's workerd through a dev registry (faults/durable-objects-engine.mjs: isolates
 // disposed mid-hold). On both: clients paused (SIGSTOP) past their lease, and killed (SIGKILL)
-// and started again. `--plant` gives one lock client a planted bug (faults/turn.mjs): the
-// checker must then find violations — the harness's self-test (faults/profiles.mjs).
+// and started again. `--store-faults` injects the engine's store faults instead — faults that
+// lose what the store held (Redis restarted without persistence, a failover that missed the
+// last writes, an eviction; workerd killed and started again on its storage) — with every
+// clock within 4 ms of the machine's under maxClockSkewMs 10, as the promise of rising fences
+// across a lost record asks. `--injections N` goes on until each kind was injected N times.
+// `--plant` gives one lock client a planted bug (faults/turn.mjs), or, for `fences`, every
+// client fences from the record alone (faults/planted-fences.sh): the checker must then find
+// violations — the harness's self-test (faults/profiles.mjs).
 //
 // Prints a table per fault kind and, last, one JSON line. Exits 1 on any violation. Every
 // process it starts is stopped by its PID; loopback only.
-import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 
 import { check } from './checker.mjs';
 import { startDurableObjectsEngine } from './durable-objects-engine.mjs';
@@ -36,18 +44,32 @@ const engineName = option('--engine', 'redis');
 const seconds = Number(option('--seconds', 40));
 const plant = option('--plant');
 const historyFile = option('--history');
-const lease = { staleMs: 1000, waitMs: 4000, storeTimeoutMs: 500, maxClockSkewMs: 11000 };
+const storeFaults = args.includes('--store-faults');
+const injections = Number(option('--injections', 0));
+// Store faults keep clocks within the bound that rising fences across a lost record need.
+const lease = { staleMs: 1000, waitMs: 4000, storeTimeoutMs: 500, maxClockSkewMs: storeFaults ? 10 : 11000 };
+const [c1Skew, c4Skew] = storeFaults ? [4, -4] : [10_000, 3_600_000];
 const names = ['alpha', 'beta'];
 // c2 is a busy isolate over Redis: 4 turns in flight, so its holds are batches of turns.
-// A planted bug goes to c1 (its clock skewed), the hog to c2 (the busy one).
+// A planted bug goes to c1 (its clock skewed), the hog to c2 (the busy one); `fences` is the
+// package's own, in every client.
+const clientPlant = plant === 'fences' ? undefined : plant;
 const clients = [
   { id: 'c0', mode: 'lock', skewMs: 0 },
-  { id: 'c1', mode: 'lock', skewMs: 10_000, plant: plant === 'hog' ? undefined : plant },
-  { id: 'c2', mode: 'lock', skewMs: 0, inFlight: engineName === 'redis' ? 4 : 1, plant: plant === 'hog' ? plant : undefined },
+  { id: 'c1', mode: 'lock', skewMs: c1Skew, plant: clientPlant === 'hog' ? undefined : clientPlant },
+  { id: 'c2', mode: 'lock', skewMs: 0, inFlight: engineName === 'redis' ? 4 : 1, plant: clientPlant === 'hog' ? clientPlant : undefined },
   { id: 'c3', mode: 'serializer', skewMs: 0 },
-  { id: 'c4', mode: 'lock', skewMs: 3_600_000 },
+  { id: 'c4', mode: 'lock', skewMs: c4Skew },
   { id: 'c5', mode: 'serializer', skewMs: 0 },
 ];
+if (plant === 'fences' && engineName !== 'redis') throw new Error('the planted bug `fences` runs over Redis');
+// The planted package, built from the repository's sources (faults/planted-fences.sh).
+const plantedDir = plant === 'fences' ? mkdtempSync(join(tmpdir(), 'keyturn-planted-fences-')) : undefined;
+if (plantedDir !== undefined) {
+  const built = spawnSync('bash', [fileURLToPath(new URL('./planted-fences.sh', import.meta.url)), join(plantedDir, 'pkg')], { stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('faults/planted-fences.sh failed');
+}
+const keyturn = plantedDir === undefined ? {} : { keyturn: join(plantedDir, 'pkg/node.mjs') };
 
 // CLOCK_MONOTONIC: one clock for every process on the machine (performance.timeOrigin is each
 // process's own estimate, and differs between processes by a fraction of a millisecond).
@@ -79,12 +101,13 @@ const signal = (slot, name) => {
 /** Signals a client's own process only (a request to it). */
 const tell = (slot, name) => kill(slots[slot].child.pid, name);
 
-const engine = await (engineName === 'durable-objects' ? startDurableObjectsEngine : startRedisEngine)({ lease, sleep, tell });
-for (const [pid, command] of engine.pids) pids.set(pid, command);
+/** Registers a process the engine started, to stop by its PID. */
+const track = (pid, command) => pids.set(pid, command);
+const engine = await (engineName === 'durable-objects' ? startDurableObjectsEngine : startRedisEngine)({ lease, sleep, tell, track });
 
 async function startClient(slot, client) {
   const { script, config } = await engine.client(slot);
-  const child = spawn(process.execPath, [script, JSON.stringify({ ...client, ...lease, names, offsetMs, ...config })], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [script, JSON.stringify({ ...client, ...lease, names, offsetMs, ...config, ...keyturn })], { stdio: ['ignore', 'pipe', 'inherit'] });
   pids.set(child.pid, 'node');
   let ready;
   slots[slot] = { client, child, pids: [], ready: new Promise((resolve) => (ready = resolve)) };
@@ -140,16 +163,16 @@ try {
   await Promise.all(slots.map(({ ready }) => ready));
 
   // The nemesis: one fault at a time on the next client, each followed by a quiet spell.
-  const faults = { ...engine.faults, ...processFaults };
+  const faults = storeFaults ? engine.storeFaults : { ...engine.faults, ...processFaults };
   const kinds = Object.keys(faults);
   const until = real() + seconds * 1000;
-  for (let round = 0; real() < until; round++) {
+  for (let round = 0; real() < until || round < kinds.length * injections; round++) {
     const kind = kinds[round % kinds.length];
     const slot = round % slots.length;
     await slots[slot].ready; // a client started again after a kill may still be loading
     const from = real();
     await faults[kind](slot);
-    history.push({ kind: 'fault', fault: kind, client: slots[slot].client.id, from, to: real() });
+    history.push({ kind: 'fault', fault: kind, client: slots[slot].client.id, from, to: real(), ...(storeFaults ? { store: true } : {}) });
     await sleep(lease.staleMs / 2);
   }
 
@@ -168,14 +191,15 @@ try {
   const kept = historyFile ?? (result.violations.length > 0 ? join(tmpdir(), `keyturn-faults-${engine.name}-${process.pid}.jsonl`) : undefined);
   if (kept !== undefined) writeFileSync(kept, history.map((event) => JSON.stringify(event)).join('\n'));
   const { lines, summary } = faultTable(history, result);
-  console.log(`fault harness over ${engine.name}: ${clients.length} clients, ${seconds} s of faults${plant ? `, bug planted: ${plant}` : ''}`);
+  console.log(`fault harness over ${engine.name}: ${clients.length} clients, ${seconds} s of ${storeFaults ? 'store ' : ''}faults${plant ? `, bug planted: ${plant}` : ''}`);
   for (const line of lines) console.log(line);
   for (const violation of result.violations) console.log(`VIOLATION ${violation.property}: ${violation.detail}`);
   if (kept !== undefined) console.log(`history: ${kept}`);
-  console.log(JSON.stringify({ engine: engine.name, plant: plant ?? null, ...summary }));
+  console.log(JSON.stringify({ engine: engine.name, store: storeFaults, plant: plant ?? null, ...summary }));
   if (result.violations.length > 0) exitCode = 1;
 } finally {
   await engine.stop().catch(() => {});
   for (const pid of pids.keys()) kill(pid, 'SIGKILL');
+  if (plantedDir !== undefined) rmSync(plantedDir, { recursive: true, force: true });
 }
 process.exit(exitCode);

@@ -5,6 +5,12 @@
 const quantile = (sorted, q) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]);
 const ms = (value) => (Number.isNaN(value) ? '–' : value.toFixed(1));
 
+/** A clock's skew as the table says it: `+10 s`, `+1 h`, `-4 ms`. */
+function skewLabel(ms) {
+  const [value, unit] = Math.abs(ms) >= 3_600_000 ? [ms / 3_600_000, 'h'] : Math.abs(ms) >= 1000 ? [ms / 1000, 's'] : [ms, 'ms'];
+  return `${value > 0 ? '+' : ''}${value} ${unit}`;
+}
+
 /** One row: what happened among `events` (acquisitions and writes), and `violations`. */
 function row(kind, injected, events, violations) {
   const waits = events.filter((e) => e.kind === 'acquired').map((e) => e.waitedMs).sort((a, b) => a - b);
@@ -19,9 +25,11 @@ export function faultTable(history, { violations, leases, writes, order }) {
   const within = (spans, at) => at !== undefined && spans.some(([from, to]) => at >= from && at <= to);
   const rows = [...windows].map(([kind, spans]) => row(kind, spans.length, operations.filter((e) => within(spans, e.at)), violations.filter((v) => within(spans, v.at))));
   // Skew is not on the schedule: the skewed clients run skewed from start to end.
-  const skewed = new Set(history.filter((e) => e.kind === 'client' && e.skewMs !== 0).map((e) => e.client));
+  const skews = history.filter((e) => e.kind === 'client' && e.skewMs !== 0);
+  const skewed = new Set(skews.map((e) => e.client));
   const original = new Set([...skewed].map((client) => client.split('#')[0]));
-  rows.push(row('clock skew (+10 s, +1 h)', original.size, operations.filter((e) => skewed.has(e.client)), violations.filter((v) => v.clients?.some((c) => skewed.has(c)))));
+  const label = `clock skew (${[...new Set(skews.map((e) => skewLabel(e.skewMs)))].join(', ')})`;
+  rows.push(row(label, original.size, operations.filter((e) => skewed.has(e.client)), violations.filter((v) => v.clients?.some((c) => skewed.has(c)))));
   const all = row('all', rows.reduce((n, r) => n + r.injected, 0), operations, violations);
   const lines = [
     'fault kind                      operations  injected  violations  p50 ms  p99 ms',

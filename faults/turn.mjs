@@ -9,7 +9,9 @@
  * The store a client uses: `store` itself, or `store` with one bug planted (the harness's
  * self-test must find each):
  * - `release`: a release that frees without checking the token — its compare-and-set ignores
- *   the version when the record it writes is free, so it frees whatever holder is there;
+ *   the version when the record it writes is free, so it frees whatever holder is there — and
+ *   one in four is sent twice (a retry), the second landing once another holds (within a
+ *   lease, `staleMs`);
  * - `read-back`: a read-back that counts any record as its own — after a write that failed
  *   (one in four is lost before it reaches the store), the next read of that key shows the
  *   record holding what the failed write carried, whatever the store holds.
@@ -18,7 +20,7 @@
  *   it keeps its wake-ups.
  * (`skew`, a takeover that ignores skew, is planted through the options: see `leaseOptions`.)
  */
-export function plantedStore(store, plant) {
+export function plantedStore(store, plant, staleMs) {
   if (plant === 'hog') {
     const withoutAsks = (record) => {
       if (record === null) return null;
@@ -38,8 +40,21 @@ export function plantedStore(store, plant) {
       read: (key) => store.read(key),
       async replace(key, version, value) {
         if (JSON.parse(value).state !== 'free') return store.replace(key, version, value);
-        const current = await store.read(key);
-        return current === null ? null : store.replace(key, current.version, value);
+        const free = async () => {
+          const current = await store.read(key);
+          return current === null ? null : store.replace(key, current.version, value);
+        };
+        // One in four is sent again (a retry), and the second lands later, once another holds.
+        if (Math.random() < 0.25) {
+          (async () => {
+            for (let waited = 0; waited < staleMs; waited += 5) {
+              await new Promise((resolve) => setTimeout(resolve, 5));
+              const current = await store.read(key).catch(() => null);
+              if (current !== null && JSON.parse(current.value).state === 'held') return store.replace(key, current.version, value);
+            }
+          })().catch(() => {});
+        }
+        return free();
       },
     };
   }
@@ -72,8 +87,8 @@ export function plantedStore(store, plant) {
  * isolate's ask reached the store — an `asked` event { client, name, at } for each replace that
  * added an ask to the record it replaced, as the order check counts from it (checker.mjs).
  */
-export function clientStore(store, { id, plant }, { emit, real, serializePrefix }) {
-  const planted = plantedStore(store, plant);
+export function clientStore(store, { id, plant, staleMs }, { emit, real, serializePrefix }) {
+  const planted = plantedStore(store, plant, staleMs);
   const read = new Map(); // key → the record last read
   const asks = (value) => {
     try {

@@ -85,8 +85,8 @@ pub mod machine;
 pub use clock::{Clock, ManualClock, Sleep, TimerError, Waiter};
 pub use key::{validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX};
 pub use lock::{
-    Lock, LockError, LockManager, LockOptions, LockStats, OptionError, LOCK_STALE_MS, LOCK_WAIT_MS,
-    MAX_LOCAL_STREAK_MS,
+    Lock, LockError, LockManager, LockOptions, LockStats, OptionError, FENCES_PER_MS,
+    LOCK_STALE_MS, LOCK_WAIT_MS, MAX_LOCAL_STREAK_MS,
 };
 #[cfg(target_arch = "wasm32")]
 pub use platform::{acquire_lock, PlatformClock, PlatformRandom, WallClock};

@@ -9,8 +9,11 @@
 //!   stays in the store (no store here has a conditional delete), so its fence is kept.
 //! - `token`: the holder's random token (32 hex digits, 128 bits); empty when free. Only the
 //!   holder of the token releases a held record.
-//! - `fence`: rises by one with every acquisition of the name — create, re-acquire, takeover,
-//!   hand-off — so a protected resource can refuse a write carrying an older fence.
+//! - `fence`: the last fence handed out under this record (a write that reserves fences for the
+//!   works that follow it carries the last it reserved). Every acquisition of the name — create,
+//!   re-acquire, takeover, hand-off — takes one above it, and at least its clock's microseconds,
+//!   so a protected resource can refuse a write carrying an older fence even after the store
+//!   lost the record (the lock core's `FENCES_PER_MS`).
 //! - `at`: when the record was written, in milliseconds of the writer's clock (`Date.now()` by
 //!   default): a held record older than its lease is taken over. No two writes of a record carry
 //!   the same bytes: a holder's renewal moves `at` by at least 1, so a store whose version is a

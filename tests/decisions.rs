@@ -102,8 +102,14 @@ impl Scripted {
     }
 
     /// What another isolate does to the record under `key` at `t` (`store.others`): `ask` adds
-    /// its ask, keeping every other field; `free` lets go of a held record (fence and asks kept).
+    /// its ask, keeping every other field; `free` lets go of a held record (fence and asks kept);
+    /// `lose` is the store losing it (a restart without persistence, an eviction).
     fn other(&self, key: &str, does: &str, t: u64) {
+        if does == "lose" {
+            self.records.borrow_mut().remove(key);
+            self.watchers.borrow_mut().drain(..).for_each(Waker::wake);
+            return;
+        }
         let found = self.records.borrow()[key].value.clone();
         let mut record: Value = serde_json::from_str(&found).unwrap();
         match does {

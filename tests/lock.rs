@@ -214,7 +214,7 @@ fn a_release_within_the_wait_is_seen_promptly() {
     let released_at = clock.now_ms();
     run(&executor, &clock);
     let (fence, at) = got.borrow_mut().take().unwrap();
-    assert_eq!(fence, 2);
+    assert_eq!(fence, 303_000, "above the first (1): the clock's at 303 ms");
     assert!(
         at - released_at <= MAX_POLL_MS + 1.0,
         "seen within one poll ({} ms)",
@@ -258,7 +258,10 @@ fn a_stale_record_is_taken_over_by_cas_and_the_late_release_changes_nothing() {
         )
     });
     run(&executor, &clock);
-    assert_eq!(result.borrow_mut().take().unwrap(), (1, 2, true, true));
+    assert_eq!(
+        result.borrow_mut().take().unwrap(),
+        (1, 2_001_000, true, true)
+    );
 }
 
 #[test]
@@ -307,7 +310,10 @@ fn a_local_holder_past_stale_ms_is_taken_over_by_a_local_waiter() {
     });
     run(&executor, &clock);
     let (fence, waited, taker_holds, line, after) = result.borrow_mut().take().unwrap();
-    assert_eq!(fence, 2);
+    assert_eq!(
+        fence, 2_001_000,
+        "the clock's at 2001 ms, above the first (1)"
+    );
     assert!(
         (200.0..=230.0).contains(&waited),
         "taken when stale, not before ({waited} ms)"
@@ -540,28 +546,31 @@ fn sixteen_local_contenders(hold_ms: f64, stale_ms: f64) -> (Vec<(usize, u64)>, 
 fn local_contenders_queue_in_order_and_one_cas_hands_off_to_a_batch() {
     let (order, records, calls) = sixteen_local_contenders(10.0, 2000.0);
     let held: Vec<bool> = records.iter().map(|r| r.held).collect();
-    // The create; then one CAS reserving the batch's fences 2..=65 (2..=16 owed to the 15
-    // waiters, the rest spare); hand-offs every 10 ms use them without a store call, until the
-    // streak has lasted MAX_LOCAL_STREAK_MS and the record is freed, so another isolate could
-    // get in, before local waiters take it again.
+    // The create (at 0 ms: fence 1); then, at the first release (10 ms), one CAS reserving the
+    // batch's fences from the clock's, 10000..=10063 (10000..=10014 owed to the 15 waiters, the
+    // rest spare); hand-offs every 10 ms use them without a store call, until the streak has
+    // lasted MAX_LOCAL_STREAK_MS and the record is freed, so another isolate could get in,
+    // before local waiters take it again.
     assert_eq!(&held[..3], &[true, true, false], "{records:?}");
-    assert_eq!(records[1].fence, 65);
+    assert_eq!(records[1].fence, 10_063);
     let streak = (MAX_LOCAL_STREAK_MS / 10.0) as usize;
-    // Fences 1..=streak+1 went to holders in turn, one apart, before the record was freed.
+    // Fence 1, then 10000.. one apart, went to holders in turn before the record was freed.
     assert_eq!(
         order
             .iter()
             .take(streak + 1)
             .map(|(_, f)| *f)
             .collect::<Vec<_>>(),
-        (1..=streak as u64 + 1).collect::<Vec<_>>()
+        std::iter::once(1)
+            .chain(10_000..10_000 + streak as u64)
+            .collect::<Vec<_>>()
     );
     assert_eq!(
-        records[2].fence, 65,
+        records[2].fence, 10_063,
         "the freed record keeps the batch's highest fence"
     );
     assert!(
-        order[streak + 1].1 > 65,
+        order[streak + 1].1 > 10_063,
         "the next acquisition is above the reservation"
     );
     let per_acquisition = calls as f64 / 16.0;
@@ -880,7 +889,7 @@ fn over_a_store_that_tells_changes_a_release_in_another_isolate_wakes_the_head_a
         .borrow_mut()
         .take()
         .expect("woken by the release, no time passing");
-    assert_eq!(fence, 2);
+    assert_eq!(fence, 300_000, "the clock's at 300 ms");
     assert_eq!(at, released_at);
     // ... then a read and the CAS that took it (A's release, finding B's ask, freed the record
     // for B).

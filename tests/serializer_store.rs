@@ -160,7 +160,12 @@ fn sixteen_works_in_one_isolate_cost_three_store_calls() {
         });
     }
     run(&executor, &store.clock);
-    assert_eq!(*fences.borrow(), (1..=16).collect::<Vec<u64>>());
+    // The first turn's create at 0 ms takes fence 1; the hand-off at 1 ms, the clock's (1000),
+    // and the batch the fences after it.
+    assert_eq!(
+        *fences.borrow(),
+        std::iter::once(1).chain(1000..1015).collect::<Vec<u64>>()
+    );
     // The first turn starts as its task is polled, before the other 15 are queued: its create
     // reserves nothing, the first hand-off reserves 14 fences, the last turn frees the record.
     assert_eq!(store.calls.get(), 3, "create, one hand-off CAS, release");
@@ -233,7 +238,8 @@ fn a_work_dropped_at_its_deadline_hands_its_lease_to_the_next_here_without_a_sto
         results[0],
         (0, Err(SerializeError::TimedOut { .. }))
     ));
-    assert_eq!(results[1], (1, Ok(2)));
+    // The hand-off at the deadline (100 ms) takes the clock's fence.
+    assert_eq!(results[1], (1, Ok(100_000)));
     // The first turn started before the second was queued, so its create reserved nothing:
     // the hand-off is one CAS.
     assert_eq!(
@@ -267,7 +273,8 @@ fn a_store_failure_fails_that_work_and_the_key_moves_on() {
         ),
         "{results:?}"
     );
-    assert_eq!(results[1], (1, Ok(1)));
+    // The failed create took nothing: the next turn's fence is the clock's at 3 ms.
+    assert_eq!(results[1], (1, Ok(3000)));
     assert_eq!(serializer.pending(), 0);
     assert!(!record(&store, "k").held);
 }

@@ -177,14 +177,22 @@ async fn rust_api_work_whose_deadline_cannot_be_armed_does_not_run() {
 
 #[test]
 async fn rust_lock_api_on_real_timers_and_crypto() {
-    use keyturn::{acquire_lock, LockManager, LockOptions, MemoryStore, PlatformRandom, WallClock};
+    use keyturn::{
+        acquire_lock, LockManager, LockOptions, MemoryStore, PlatformRandom, WallClock,
+        FENCES_PER_MS,
+    };
 
     let store = Rc::new(MemoryStore::new());
+    let asked = js_sys::Date::now();
     let first = acquire_lock(store.clone(), "board", LockOptions::default())
         .await
         .unwrap()
         .expect("free");
     assert_eq!(first.token().len(), 32);
+    assert!(
+        first.fence() as f64 >= asked.floor() * FENCES_PER_MS,
+        "fences follow the clock"
+    );
     let busy = LockOptions {
         wait_ms: 30.0,
         ..LockOptions::default()
@@ -206,14 +214,16 @@ async fn rust_lock_api_on_real_timers_and_crypto() {
         .await
         .unwrap()
         .expect("released");
-    assert_eq!(second.fence(), 2);
+    assert!(second.fence() > first.fence());
     assert_ne!(second.token(), first.token());
     second.release().await.unwrap();
 }
 
 #[test]
 async fn rust_leases_on_real_timers_renew_and_with_lock() {
-    use keyturn::{LockError, LockManager, LockOptions, MemoryStore, PlatformRandom, WallClock};
+    use keyturn::{
+        LockError, LockManager, LockOptions, MemoryStore, PlatformRandom, WallClock, FENCES_PER_MS,
+    };
 
     let store = Rc::new(MemoryStore::new());
     let locks = LockManager::new(store.clone(), WallClock, PlatformRandom::default());
@@ -246,6 +256,7 @@ async fn rust_leases_on_real_timers_renew_and_with_lock() {
     taker.release().await.unwrap();
 
     // with_lock renews while its work runs three leases long; a rival never gets in.
+    let asked = js_sys::Date::now();
     let work = locks.with_lock("job", short, async |held| {
         WallClock.sleep(180.0).unwrap().await;
         assert!(held.is_held(), "renewed all along");
@@ -263,7 +274,7 @@ async fn rust_leases_on_real_timers_renew_and_with_lock() {
         got
     };
     let (fence, rival_got) = futures_join(work, tries).await;
-    assert_eq!(fence.unwrap(), 1);
+    assert!(fence.unwrap() as f64 >= asked.floor() * FENCES_PER_MS);
     assert_eq!(rival_got, 0, "the lease was renewed while the work ran");
     // Busy: Unavailable.
     let held = rival

@@ -96,7 +96,10 @@ export interface Turn {
   /**
    * With a store: the fence of the key's lease for this turn, strictly rising with every turn
    * of the key in every isolate sharing the store — pass it to the writes the work makes, so a
-   * resource can refuse a late write of an abandoned turn. Without a store: 0.
+   * resource can refuse a late write of an abandoned turn. At least the acquirer's clock in
+   * microseconds when it wrote the lease, so fences stay above every earlier one after the
+   * store lost the record (given the clock bound; README, "What the lock promises"). Without a
+   * store: 0.
    */
   readonly fence: number;
 }
@@ -298,7 +301,7 @@ export interface Lock {
   readonly name: string;
   /** The token in the lock record while this lock is held: 128 random bits, hex. Acquisitions handed on within one local batch share it; `fence` is unique to each. */
   readonly token: string;
-  /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers. */
+  /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers; at least the acquirer's `now()` in microseconds when it wrote the record, so fences stay above every earlier one after the store lost the record (given the clock bound: README, "What the lock promises"). */
   readonly fence: number;
   /** In `now`'s milliseconds: before it nobody may take this lease over. The lease also ends `staleMs` after its record was written on `performance.now()`, if that comes first. */
   readonly heldUntil: number;

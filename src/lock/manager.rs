@@ -583,7 +583,12 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     }
 
     /// Strictly greater than the fence of every earlier acquisition of this name, across
-    /// releases and takeovers: a protected resource refuses writes with a lower one.
+    /// releases and takeovers: a protected resource refuses writes with a lower one. At least
+    /// the acquirer's clock in microseconds ([`FENCES_PER_MS`](crate::FENCES_PER_MS)) when it
+    /// wrote the record, so that fences stay above every earlier one even after the store lost
+    /// the record — once the clocks moved on by more than `max_clock_skew_ms` since the last
+    /// acquisition before the loss. A fence handed on from a batch reserved earlier may be below
+    /// the clock's at the time; it is still above every fence before it.
     pub fn fence(&self) -> u64 {
         self.fence
     }

@@ -6,7 +6,8 @@
 //! create it. A record older than `staleMs` is a holder that died, and is taken over — by one
 //! compare-and-set on the version that was read, so a rival's fresh record is never lost (the
 //! file lock's `rm` could lose one). Only the holder's token releases a record, again by CAS, so a
-//! late release after a takeover changes nothing. Every acquisition raises the record's fence.
+//! late release after a takeover changes nothing. Every acquisition raises the record's fence, to
+//! at least its clock's ([`FENCES_PER_MS`]).
 //!
 //! Every rule lives in one step machine, [`LockCore`] (`core.rs`), which makes no call of any
 //! kind: [`LockManager`] (`manager.rs`) drives it for Rust callers, the JS package's `lock.js`
@@ -32,8 +33,8 @@ use ::core::fmt;
 pub(crate) mod core;
 mod manager;
 
-pub use self::core::LockStats;
 pub(crate) use self::core::Succession;
+pub use self::core::{LockStats, FENCES_PER_MS};
 pub(crate) use self::manager::beside;
 pub use self::manager::{Lock, LockManager};
 

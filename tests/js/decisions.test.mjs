@@ -47,10 +47,12 @@ class Scripted {
     return version;
   }
 
-  /** The record under `key` as another isolate rewrote it: `change` of its fields, kept otherwise. */
+  /** The record under `key` as another isolate rewrote it: `change` of its fields, kept otherwise (null: lost). */
   rewrite(key, change) {
-    const found = this.#records.get(key);
-    this.put(key, JSON.stringify(change(JSON.parse(found.value))));
+    const changed = change(JSON.parse(this.#records.get(key).value));
+    if (changed !== null) return void this.put(key, JSON.stringify(changed));
+    this.#records.delete(key);
+    for (const tell of [...this.#watchers]) tell();
   }
 
   #changed(key, version, ms) {
@@ -135,11 +137,13 @@ const OTHER_ASK = `${'e'.repeat(16)}:9999999999`;
 
 /**
  * What another isolate does to a record at a case's time (`store.others`): `ask` adds its ask,
- * keeping every other field; `free` lets go of a held record (its fence and asks kept).
+ * keeping every other field; `free` lets go of a held record (its fence and asks kept); `lose`
+ * is the store losing it (a restart without persistence, an eviction).
  */
 const others = {
   ask: (found) => ({ ...found, asks: found.asks === undefined ? OTHER_ASK : `${found.asks},${OTHER_ASK}` }),
   free: (found, t) => ({ keyturn: 1, state: 'free', token: '', fence: found.fence, at: t, asks: found.asks }),
+  lose: () => null,
 };
 
 /** Events grouped by their millisecond, each group sorted: order within one millisecond is each front end's own. */

@@ -1,7 +1,8 @@
 // The fault harness's TCP proxy (faults/proxy.mjs) in front of a small server on loopback that
 // records what it received and answers each line: forwarding, latency, answers lost after the
-// server applied the request, and a blackhole that stalls then resets. With redis-server, a
-// lost answer to a lock's create is read back and the acquisition still counts.
+// server applied the request, a blackhole that stalls then resets, and a failover to another
+// server. With redis-server, a lost answer to a lock's create is read back and the acquisition
+// still counts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, connect } from 'node:net';
@@ -90,7 +91,20 @@ test('it forwards, adds latency, loses an answer the server applied, and stalls 
     assert.ok(!server.applied.includes('stalled'), 'nothing reached the server while stalled');
     const e = await client(port);
     assert.equal(await e.ask('after'), 'ok after', 'new connections pass once it healed');
-    e.socket.destroy();
+
+    // A failover: the open connection is reset, the next one reaches the other server.
+    const other = await lineServer();
+    try {
+      proxy.retarget({ host: '127.0.0.1', port: other.port });
+      await assert.rejects(e.ask('to the old one'), /connection closed/);
+      const f = await client(port);
+      assert.equal(await f.ask('moved'), 'ok moved');
+      assert.deepEqual(other.applied, ['moved']);
+      assert.ok(!server.applied.includes('to the old one'));
+      f.socket.destroy();
+    } finally {
+      await other.close();
+    }
   } finally {
     await proxy.close();
     await server.close();

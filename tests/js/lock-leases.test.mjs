@@ -153,10 +153,12 @@ test("acquireLock's signal: already aborted calls no store; aborted while waitin
   await assert.rejects(acquireLock(store, 'k', { signal: AbortSignal.abort(reason) }), (e) => e === reason);
   assert.equal(store.calls, 0);
 
-  const holder = await acquireLock(store, 'k');
+  // A still clock, so that fences rise by one.
+  const now = () => 1_000_000;
+  const holder = await acquireLock(store, 'k', { now });
   const controller = new AbortController();
-  const waiting = acquireLock(store, 'k', { waitMs: 10_000, signal: controller.signal });
-  const behind = acquireLock(store, 'k', { waitMs: 10_000 });
+  const waiting = acquireLock(store, 'k', { waitMs: 10_000, signal: controller.signal, now });
+  const behind = acquireLock(store, 'k', { waitMs: 10_000, now });
   await sleep(5);
   controller.abort(reason);
   await assert.rejects(waiting, (e) => e === reason);

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { acquireLock, lockStats, MemoryStore, LockStoreError, LOCK_WAIT_MS, LOCK_STALE_MS } from 'keyturn';
 import { MapStore, record } from './map-store.mjs';
+import { assertFence, clockFence } from './support.mjs';
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));
@@ -19,21 +20,25 @@ test('the constants of board-lock.ts (the lock file keyturn re-implements)', () 
 
 test('a free name is taken, released and taken again: two store calls per acquire+release', async () => {
   const store = new MapStore();
+  let from = Date.now();
   const first = await acquireLock(store, 'board:1');
   assert.equal(first.name, 'board:1');
   assert.match(first.token, /^[0-9a-f]{32}$/);
-  assert.equal(first.fence, 1);
+  assertFence(first.fence, 0, from, Date.now(), 'the clock\'s');
   await first.release();
   assert.equal(store.calls, 2);
+  let last = first.fence;
   for (let i = 2; i <= 5; i++) {
     const before = store.calls;
+    from = Date.now();
     const lock = await acquireLock(store, 'board:1');
-    assert.equal(lock.fence, i);
+    assertFence(lock.fence, last, from, Date.now(), 'above the last, at least the clock\'s');
+    last = lock.fence;
     await lock.release();
     await lock.release(); // twice is harmless and asks nothing
     assert.equal(store.calls - before, 2);
   }
-  assert.deepEqual(record(store, 'board:1'), { keyturn: 1, state: 'free', token: '', fence: 5, at: record(store, 'board:1').at });
+  assert.deepEqual(record(store, 'board:1'), { keyturn: 1, state: 'free', token: '', fence: last, at: record(store, 'board:1').at });
 });
 
 test('a live holder is waited out for waitMs, then the answer is undefined', async () => {
@@ -57,9 +62,10 @@ test('a release within the wait is seen promptly by another isolate', async () =
   const waiting = acquireLock(b, 'k', { waitMs: 2000 });
   await sleep(120);
   const releasedAt = performance.now();
+  const from = Date.now();
   await held.release();
   const lock = await waiting;
-  assert.equal(lock.fence, 2);
+  assertFence(lock.fence, held.fence, from, Date.now());
   assert.ok(performance.now() - releasedAt < 80, 'within a poll or so');
   await lock.release();
 });
@@ -70,8 +76,9 @@ test('a stale record is taken over by CAS, and the late release changes nothing'
   const other = new MapStore({ records });
   assert.equal(await acquireLock(other, 'k', { waitMs: 0, staleMs: 40 }), undefined, 'fresh: kept');
   await sleep(60);
+  const from = Date.now();
   const taker = await acquireLock(other, 'k', { staleMs: 40 });
-  assert.equal(taker.fence, 2);
+  assertFence(taker.fence, dead.fence, from, Date.now());
   await dead.release(); // late
   const stored = JSON.parse(records.get('k').value);
   assert.equal(stored.state, 'held');
@@ -85,18 +92,20 @@ test('a holder in the same isolate that never releases is taken over when stale;
   const deadFence = dead.fence;
   assert.equal(await acquireLock(store, 'k', { waitMs: 10, staleMs: 60 }), undefined, 'live: kept');
   const started = performance.now();
+  const from = Date.now();
   const taker = await acquireLock(store, 'k', { waitMs: 1000, staleMs: 60 });
   const waited = performance.now() - started;
   assert.ok(taker, 'taken over by the waiter here');
   assert.ok(waited >= 30 && waited < 400, `taken once stale (${waited} ms)`);
-  assert.equal(taker.fence, deadFence + 1);
+  assertFence(taker.fence, deadFence, from, Date.now());
   await dead.release(); // late: the record is the taker's
   assert.equal(record(store, 'k').token, taker.token);
   assert.equal(record(store, 'k').state, 'held');
   dead = undefined;
   await taker.release();
+  const againFrom = Date.now();
   const again = await acquireLock(store, 'k', { waitMs: 0 });
-  assert.equal(again.fence, deadFence + 2, 'the line is free again');
+  assertFence(again.fence, taker.fence, againFrom, Date.now(), 'the line is free again:');
   await again.release();
 });
 
@@ -136,7 +145,7 @@ test('options.now drives staleness', async () => {
   await acquireLock(new MapStore({ records }), 'k', { now });
   clock += 2001;
   const taker = await acquireLock(new MapStore({ records }), 'k', { now });
-  assert.equal(taker.fence, 2, 'taken over without waiting 2 s of real time');
+  assert.equal(taker.fence, clockFence(clock), 'taken over without waiting 2 s of real time, at the fence of its clock');
 });
 
 test('a record that is not ours is never released, and taken over only when unchanged for staleMs', async () => {
@@ -144,7 +153,7 @@ test('a record that is not ours is never released, and taken over only when unch
   store.records.set('k', { value: '{"pid":1,"token":"the seed"}', version: 'v0' });
   assert.equal(await acquireLock(store, 'k', { waitMs: 30, staleMs: 50 }), undefined);
   const lock = await acquireLock(store, 'k', { waitMs: 200, staleMs: 50 });
-  assert.ok(lock.fence > 1_000_000, 'a lost fence restarts above epoch milliseconds');
+  assert.ok(lock.fence >= clockFence(Date.now() - 200), 'a lost fence restarts at the clock\'s');
   store.records.set('k', { value: 'overwritten by something else', version: 'v9' });
   await lock.release();
   assert.equal(store.records.get('k').value, 'overwritten by something else');
@@ -222,10 +231,14 @@ test('a store method or now() that acquires and releases other locks, synchronou
     if (calls === 3) nested.push(acquireLock(store, 'inner-now', { now }));
     return Date.now();
   };
+  const started = Date.now();
+  let last = 0;
   for (let i = 1; i <= 3; i++) {
+    const from = Date.now();
     const lock = await acquireLock(store, 'outer', { now });
     assert.equal(lock.name, 'outer');
-    assert.equal(lock.fence, i);
+    assertFence(lock.fence, last, from, Date.now());
+    last = lock.fence;
     assert.equal(record(store, 'outer').token, lock.token);
     await lock.release();
     assert.equal(record(store, 'outer').state, 'free');
@@ -236,7 +249,7 @@ test('a store method or now() that acquires and releases other locks, synchronou
   assert.equal(new Set(inner.map((lock) => lock.name)).size, 7);
   assert.ok(inner.some((lock) => lock.name === 'inner-create') && inner.some((lock) => lock.name === 'inner-now'));
   for (const lock of inner) {
-    assert.equal(lock.fence, 1);
+    assertFence(lock.fence, 0, started, Date.now(), 'a first acquisition\'s');
     await lock.release();
     assert.equal(record(store, lock.name).state, 'free');
   }
@@ -289,8 +302,9 @@ test('MemoryStore: create only if absent, read, replace only on the current vers
   assert.deepEqual(await store.read('k'), { value: 'two', version: v2 });
   await assert.rejects(store.create(5, 'x'), TypeError);
   await assert.rejects(store.replace('k', 5, 'x'), TypeError);
+  const from = Date.now();
   const lock = await acquireLock(store, 'lock');
-  assert.equal(lock.fence, 1);
+  assertFence(lock.fence, 0, from, Date.now());
   await lock.release();
 });
 

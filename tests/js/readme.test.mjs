@@ -134,7 +134,7 @@ test('a Worker may make its serializer at module scope through cloudflare:worker
   writeFileSync(join(dir, 'wrangler.toml'), blocksOf('toml', undefined)[0].code);
   writeFileSync(
     join(dir, 'src/index.js'),
-    `import { env } from 'cloudflare:workers';\nimport { createKeyedSerializer, DurableObjectStore } from 'keyturn';\nexport { LockDurableObject } from 'keyturn';\n${line};\nexport default { async fetch() { return Response.json(await serialize('k', async (signal, turn) => turn.fence)); } };\n`,
+    `import { env } from 'cloudflare:workers';\nimport { createKeyedSerializer, DurableObjectStore } from 'keyturn';\nexport { LockDurableObject } from 'keyturn';\n${line};\nexport default { async fetch() { const from = Date.now(); return Response.json(await serialize('k', async (signal, turn) => turn.fence >= from * 1000)); } };\n`,
   );
   execFileSync(bin('wrangler'), ['deploy', '--dry-run', '--outdir', 'dist'], {
     cwd: dir,
@@ -152,7 +152,7 @@ test('a Worker may make its serializer at module scope through cloudflare:worker
     durableObjects: { LOCKS: { className: 'LockDurableObject', useSQLite: true } },
   });
   try {
-    assert.equal(await (await mf.dispatchFetch('http://worker/')).json(), 1);
+    assert.equal(await (await mf.dispatchFetch('http://worker/')).json(), true, 'a turn over the Durable Object, fenced');
   } finally {
     await mf.dispose();
   }

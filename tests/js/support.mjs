@@ -41,3 +41,20 @@ export function watchProcess() {
     },
   };
 }
+
+/** Fences per millisecond of an acquirer's wall clock (`FENCES_PER_MS` in src/lock/core.rs). */
+export const FENCES_PER_MS = 1000;
+
+/** The least fence an acquisition at `ms` (epoch milliseconds) takes, by the clock rule. */
+export const clockFence = (ms) => Math.floor(ms) * FENCES_PER_MS;
+
+/**
+ * Asserts that `fence` is what an acquisition that wrote the record between the epoch
+ * milliseconds `from` and `to` takes over a record whose last fence is `last` (0: none): one
+ * above it, or the clock's if that is higher.
+ */
+export function assertFence(fence, last, from, to, message = '') {
+  const least = Math.max(last + 1, clockFence(from));
+  const most = Math.max(last + 1, clockFence(to));
+  assert.ok(Number.isSafeInteger(fence) && fence >= least && fence <= most, `${message} fence ${fence} in [${least}, ${most}]`);
+}

@@ -25,7 +25,8 @@
 
 use super::holding::{Phase, REFRESHES};
 use super::{
-    is_written, promised, Answer, Entry, Guard, Lease, LockCore, NameState, Now, Stamp, State, Step,
+    batch_fences, is_written, next_fence, promised, Answer, Entry, Guard, Lease, LockCore,
+    NameState, Now, Stamp, State, Step,
 };
 use crate::asks::{AskId, Asks, OFFER_MS};
 use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS};
@@ -291,13 +292,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 return Step::Done;
             }
             Some(next) if !asked => {
-                let fence = lease.record_fence + 1;
+                let fence = next_fence(lease.record_fence, now);
+                let (owed, last_fence) = batch_fences(fence, behind, now);
                 let stale_ms = self.options_of(next).map_or(lease.stale_ms, |o| o.stale_ms);
                 AfterRelease::HandOff {
                     token: self.new_token(random),
                     fence,
-                    owed: fence + behind,
-                    last_fence: fence + (MAX_BATCH as u64 - 1),
+                    owed,
+                    last_fence,
                     lease: promised(stale_ms),
                 }
             }

@@ -24,7 +24,10 @@
 
 use super::releasing::Batch;
 use super::Lease;
-use super::{is_written, promised, Answer, Entry, LockCore, Now, Stamp, State, Step};
+use super::{
+    batch_fences, is_written, next_fence, promised, Answer, Entry, LockCore, Now, Stamp, State,
+    Step,
+};
 use crate::asks::{AskId, Asks};
 use crate::lock::{LockOptions, MAX_BATCH, MAX_POLL_MS, TAKEOVERS};
 use crate::queue::Ticket;
@@ -229,14 +232,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             Some((version, freed)) => {
                 attempt.known_fence = freed.fence;
                 attempt.exists = true;
-                self.write(
-                    ticket,
-                    version,
-                    freed.fence + 1,
-                    false,
-                    Asks::default(),
-                    now,
-                )
+                let fence = next_fence(freed.fence, now);
+                self.write(ticket, version, fence, false, Asks::default(), now)
             }
             None => {
                 attempt.exists = seen;
@@ -256,14 +253,15 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             let bound_ms = attempt.bound(now);
             return self.call(Step::Read { bound_ms });
         }
-        let (owed, last) = self.reservation(ticket, 1);
+        let fence = next_fence(0, now);
+        let (owed, last) = self.reservation(ticket, fence, now);
         let Some(attempt) = self.attempt_mut(ticket) else {
             return Step::GiveUp;
         };
         let stamp = Stamp::of(now);
         attempt.call = Call::Write {
             take: Take {
-                fence: 1,
+                fence,
                 owed,
                 last,
                 stamp,
@@ -281,12 +279,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// The fences a take by `ticket` with `fence` reserves — `(owed, last)`: with acquisitions
     /// waiting behind it here, a batch ([`MAX_BATCH`] fences, one owed to each of those, the
     /// rest spare), so they are handed on with no store call; else `fence` alone.
-    fn reservation(&self, ticket: Ticket, fence: u64) -> (u64, u64) {
+    fn reservation(&self, ticket: Ticket, fence: u64, now: Now) -> (u64, u64) {
         match self.lines.next_in_line(ticket) {
             None => (fence, fence),
             Some(next) => {
                 let behind = 1 + self.lines.behind(next, MAX_BATCH - 2) as u64;
-                (fence + behind, fence + MAX_BATCH as u64 - 1)
+                batch_fences(fence, behind, now)
             }
         }
     }
@@ -301,7 +299,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         asks: Asks,
         now: Now,
     ) -> Step<V> {
-        let (owed, last) = self.reservation(ticket, fence);
+        let (owed, last) = self.reservation(ticket, fence, now);
         let Some(attempt) = self.attempt_mut(ticket) else {
             return Step::GiveUp;
         };
@@ -523,8 +521,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 match &record {
                     Err(_) if stale && attempt.takeovers < TAKEOVERS => {
                         attempt.takeovers += 1;
-                        // Not ours: its fence is lost; epoch milliseconds outgrow any count.
-                        let fence = (now.wall.floor() as u64).max(1);
+                        // Not ours: its fence is lost; the clock's is above every one before.
+                        let fence = next_fence(0, now);
                         Next::Write(version, fence, true, Asks::default())
                     }
                     Err(_) => {
@@ -533,7 +531,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     }
                     Ok(found) => {
                         let asks = found.asks.live(now.wall);
-                        let fence = found.fence.saturating_add(1);
+                        let fence = next_fence(found.fence, now);
                         if !found.held && asks.may_take(&id, found.at, now.wall) {
                             let asks = asks.taken(&id, Some(found.at), now.wall);
                             Next::Write(version, fence, false, asks)

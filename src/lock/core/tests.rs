@@ -5,11 +5,15 @@
 #[cfg(target_family = "wasm")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use super::{Answer, LockCore, Now, Step, Succession, Woken};
+use super::{
+    batch_fences, clock_fence, next_fence, Answer, LockCore, Now, Step, Succession, Woken,
+    FENCES_PER_MS,
+};
 use crate::lock::LockOptions;
+use crate::lock::MAX_BATCH;
 use crate::queue::Ticket;
 use crate::random::SeededRandom;
-use crate::record::Record;
+use crate::record::{Record, MAX_FENCE};
 use crate::store::MemoryStore;
 
 type Core = LockCore<String, u32>;
@@ -170,7 +174,8 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     assert_eq!(woken(&mut core), vec![(true, 2)]);
     assert_eq!(core.step(b, Answer::Woke, at(6.0), &random), Step::Held);
     let record = stored(&store, "k");
-    assert_eq!((core.lease(b).unwrap().fence, record.fence), (2, 65));
+    // Fences follow the clock: the hand-off at 5 ms takes 5000, and reserves up to 5063.
+    assert_eq!((core.lease(b).unwrap().fence, record.fence), (5000, 5063));
     assert_eq!(
         core.lease(b).unwrap().held_until,
         2005.0,
@@ -182,7 +187,7 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     assert_eq!(core.release(b, at(7.0), &random), Step::Done);
     assert_eq!(woken(&mut core), vec![(true, 3)]);
     assert_eq!(core.step(c, Answer::Woke, at(7.0), &random), Step::Held);
-    assert_eq!(core.lease(c).unwrap().fence, 3);
+    assert_eq!(core.lease(c).unwrap().fence, 5001);
     assert_eq!(core.store_calls(), calls);
 
     // Nobody waits: the record is freed, and remembered.
@@ -206,8 +211,8 @@ fn create_hold_queue_hand_off_free_and_take_the_freed_record_with_one_cas() {
     );
     assert_eq!(
         core.lease(d).unwrap().fence,
-        66,
-        "above every fence the batch reserved"
+        9000,
+        "above every fence the batch reserved, the clock's at 9 ms"
     );
 }
 
@@ -371,7 +376,7 @@ fn a_lock_handed_on_within_a_batch_has_a_true_held_until_and_renews() {
     woken(&mut core);
     assert_eq!(core.step(d, Answer::Woke, at(40.0), &random), Step::Held);
     assert_eq!(core.store_calls(), calls);
-    assert_eq!(core.lease(d).unwrap().fence, 4);
+    assert_eq!(core.lease(d).unwrap().fence, 10_002);
     assert_eq!(core.lease(d).unwrap().held_until, 2030.0);
 }
 
@@ -436,7 +441,7 @@ fn waiters_share_one_timer_and_a_holder_past_its_lease_is_put_out_for_the_next()
         drive(&mut core, &store, "k", long, step, until, &random),
         Step::Held
     );
-    assert_eq!(core.lease(long).unwrap().fence, 2);
+    assert_eq!(core.lease(long).unwrap().fence, 501_000);
 }
 
 #[test]
@@ -557,7 +562,7 @@ fn a_release_dropped_mid_call_and_a_hand_off_whose_waiter_left() {
         Step::Held
     );
     assert!(now > 500.0, "only once stale");
-    assert_eq!(core.lease(b).unwrap().fence, 2);
+    assert_eq!(core.lease(b).unwrap().fence, 501_000);
 
     // A hand-off CAS whose waiter left while it was in flight: nobody is left, so the record
     // (held by a token nobody has) is remembered and taken back with one CAS.
@@ -685,13 +690,14 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
         }
         assert_eq!(woken(&mut core), vec![(true, id)]);
         assert_eq!(core.step(next, Answer::Woke, at(now), &random), Step::Held);
-        assert_eq!(core.lease(next).unwrap().fence, 1 + u64::from(id));
+        // The hand-off at 1 ms takes the clock's fence (1000), the batch the ones after it.
+        assert_eq!(core.lease(next).unwrap().fence, 999 + u64::from(id));
         holder = next;
     }
     assert_eq!(writes, vec![1], "one hand-off CAS for the four");
     assert_eq!(
         stored(&store, "k").fence,
-        65,
+        1063,
         "it reserved the batch's 64 fences: three owed to the announced works, the rest spare"
     );
     // A fifth work not announced, soon after: a spare fence, no write — nobody is known to
@@ -701,7 +707,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
         .unwrap();
     assert_eq!(core.release_with(holder, 0, at(6.0), &random), Step::Done);
     assert_eq!(core.step(fifth, Answer::Woke, at(6.0), &random), Step::Held);
-    assert_eq!(core.lease(fifth).unwrap().fence, 6);
+    assert_eq!(core.lease(fifth).unwrap().fence, 1004);
     // A sixth, past that pause with no guard watching the record: the hand-off writes once and
     // reserves again.
     let (sixth, _) = core
@@ -719,10 +725,10 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
     );
     assert_eq!(
         core.lease(sixth).unwrap().fence,
-        66,
-        "above every fence the last batch reserved"
+        40_000,
+        "above every fence the last batch reserved: the clock's at 40 ms"
     );
-    assert_eq!(stored(&store, "k").fence, 129);
+    assert_eq!(stored(&store, "k").fence, 40_063);
     // Past the streak's bound the record is freed for other isolates, followers or not.
     let (seventh, _) = core
         .acquire_with("k", 7, options(1000.0, 2000.0), streak, at(200.0), &random)
@@ -740,7 +746,7 @@ fn announced_followers_get_fences_reserved_by_one_hand_off_and_are_handed_on_fre
         until_held(&mut core, &store, seventh, step, &mut now, &random),
         Step::Held
     );
-    assert!(core.lease(seventh).unwrap().fence > 129);
+    assert!(core.lease(seventh).unwrap().fence > 40_063);
 }
 
 /// Drives `ticket` to its end as [`drive`] does, counting the store calls made.
@@ -909,7 +915,11 @@ fn a_head_watches_the_version_it_read_until_the_record_turns_stale() {
         drive(&mut core, &store, "k", b, step, 2001.0, &random),
         Step::Held
     );
-    assert_eq!(core.lease(b).unwrap().fence, 2);
+    assert_eq!(
+        core.lease(b).unwrap().fence,
+        2_001_000,
+        "above the record's 1, and the taker's clock in microseconds"
+    );
 }
 
 #[test]
@@ -1069,7 +1079,11 @@ fn isolates_take_a_name_in_the_order_they_asked() {
     assert_eq!(wake(&mut c, &store, tc, 31.0, &random), Step::Held);
     assert_eq!(release(&mut c, &store, tc, 40.0, &random), Step::Done);
     assert_eq!(wake(&mut a, &store, ta, 41.0, &random), Step::Held);
-    assert_eq!(a.lease(ta).unwrap().fence, 4, "fences rose with every turn");
+    assert_eq!(
+        a.lease(ta).unwrap().fence,
+        41_000,
+        "fences rose with every turn, to the clock's"
+    );
     assert!(stored(&store, "k").asks.is_empty());
 }
 
@@ -1113,5 +1127,90 @@ fn an_ask_whose_isolate_died_costs_the_name_one_offer() {
     assert!(
         stored(&store, "k").asks.is_empty(),
         "the dead ask is dropped"
+    );
+}
+
+/// One acquisition of `k` at `now` by a fresh isolate (a core of its own) over `store`, released
+/// at once: its fence.
+fn fence_of_a_fresh_isolate(store: &MemoryStore, now: Now, random: &SeededRandom) -> u64 {
+    let mut core = Core::new();
+    let (ticket, mut step) = core
+        .acquire("k", 1, options(0.0, 2000.0), now, random)
+        .unwrap();
+    while let Some(answer) = call(store, "k", &step) {
+        step = core.step(ticket, answer, now, random);
+    }
+    assert_eq!(step, Step::Held);
+    let fence = core.lease(ticket).unwrap().fence;
+    let mut step = core.release(ticket, now, random);
+    while let Some(answer) = call(store, "k", &step) {
+        step = core.step(ticket, answer, now, random);
+    }
+    assert_eq!(step, Step::Done);
+    fence
+}
+
+#[test]
+fn fences_follow_the_clock_so_a_lost_record_starts_above_every_fence_before() {
+    let random = SeededRandom::new(7);
+    let start = 1_764_452_000_000.0; // epoch milliseconds
+    let store = MemoryStore::new();
+    let before: Vec<u64> = (0..5)
+        .map(|i| fence_of_a_fresh_isolate(&store, at(start + f64::from(i) / 5.0), &random))
+        .collect();
+    // Within one millisecond fences rise by one from the clock's.
+    let first = (start * FENCES_PER_MS) as u64;
+    assert_eq!(before, (first..first + 5).collect::<Vec<_>>());
+
+    // The store loses the record (a fresh store): a fresh isolate on the same clock, a
+    // millisecond later, starts above them all.
+    let lost = MemoryStore::new();
+    let after = fence_of_a_fresh_isolate(&lost, at(start + 1.0), &random);
+    assert_eq!(after, first + 1000);
+    // Lost again: an isolate whose wall clock is 20 ms behind, 50 ms after the last
+    // acquisition (more than a 25 ms clock bound), is above them too.
+    let lost = MemoryStore::new();
+    let behind = Now {
+        wall: start + 51.0 - 20.0,
+        mono: start + 51.0,
+    };
+    let skewed = fence_of_a_fresh_isolate(&lost, behind, &random);
+    assert!(
+        skewed > after && skewed > *before.last().unwrap(),
+        "{skewed}"
+    );
+
+    // An old record (fence 42, written before fences followed the clock) is read: the clock's.
+    let old = MemoryStore::new();
+    old.put("k", &Record::free(42, 0.0).encode());
+    assert_eq!(fence_of_a_fresh_isolate(&old, at(start), &random), first);
+    // A record ahead of the clock: one above it.
+    assert_eq!(
+        fence_of_a_fresh_isolate(&old, at(start), &random),
+        first + 1
+    );
+}
+
+#[test]
+fn fences_stay_whole_numbers_below_2_pow_53_and_spares_stay_near_the_clock() {
+    // The clock's fence: 0 before 1970, whole milliseconds, short of the limit by a batch.
+    assert_eq!(clock_fence(at(-5.0)), 0);
+    assert_eq!(clock_fence(at(12.9)), 12_000);
+    let year_3000 = 32_503_680_000_000.0;
+    assert_eq!(clock_fence(at(year_3000)), MAX_FENCE - MAX_BATCH as u64);
+    assert_eq!(next_fence(0, at(-5.0)), 1);
+    assert_eq!(next_fence(MAX_FENCE - 1, at(year_3000)), MAX_FENCE);
+    assert_eq!(next_fence(MAX_FENCE, at(0.0)), MAX_FENCE, "the ceiling");
+
+    // A batch: fences owed to the works behind, then spares up to a batch past the clock's.
+    assert_eq!(batch_fences(5000, 2, at(5.0)), (5002, 5063));
+    // A record ahead of the clock: the owed ones, no spare past the clock's batch.
+    assert_eq!(batch_fences(1_000_001, 2, at(5.0)), (1_000_003, 1_000_003));
+    // Spares count from the fence taken when the clock is behind it by less than a batch.
+    assert_eq!(batch_fences(5010, 0, at(5.0)), (5010, 5063));
+    // Near the limit, nothing passes it.
+    assert_eq!(
+        batch_fences(MAX_FENCE - 1, 5, at(year_3000)),
+        (MAX_FENCE, MAX_FENCE)
     );
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The fault harness's planted bug `fences` (faults/README.md): a copy of pkg/ whose lock module
+# takes fences from the record alone, as before fences followed the clock — built from the same
+# sources with `--cfg keyturn_planted="record-fences"` (src/lock/core.rs). The JS is pkg/'s; only
+# the lock's wasm differs, and its bindings must be the same (checked).
+#
+#   bash faults/planted-fences.sh <out dir>     (expects a fresh pkg/: make build)
+set -euo pipefail
+out="$1"
+cd "$(dirname "$0")/.."
+RUSTFLAGS='--cfg keyturn_planted="record-fences" -C llvm-args=-inline-threshold=75' \
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=2 cargo build --quiet --lib --release -p keyturn-wasm \
+  --target wasm32-unknown-unknown --features lock --target-dir target/planted-fences
+wasm=target/planted-fences/wasm32-unknown-unknown/release/keyturn_wasm
+wasm-snip --snip-rust-panicking-code "$wasm.wasm" -o "$wasm.snipped.wasm"
+glue="$(mktemp -d)"
+trap 'rm -rf "$glue"' EXIT
+wasm-bindgen --target web --experimental-reset-state-function --out-dir "$glue" --out-name keyturn_lock \
+  "$wasm.snipped.wasm"
+cmp -s "$glue/keyturn_lock.js" pkg/keyturn_lock.js || { echo "planted-fences: the lock's bindings differ from pkg/'s" >&2; exit 1; }
+rm -rf "$out"
+cp -r pkg "$out"
+cp "$glue/keyturn_lock_bg.wasm" "$out/keyturn_lock_bg.wasm"
