@@ -42,6 +42,7 @@ faults-long: build
 bench: build
 	node bench/serializer.mjs
 	node bench/coalescing.mjs
+	node bench/concurrency.mjs
 	node bench/workerd.mjs
 	node bench/lock.mjs
 	node bench/cross-isolate.mjs

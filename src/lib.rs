@@ -7,7 +7,9 @@
 //! ## Which one to use
 //! - [`KeyedSerializer`] (JS: `createKeyedSerializer`) orders work **within one isolate**: works
 //!   for one key never overlap and start in the order they were entered; different keys run
-//!   concurrently. It decides nothing across isolates, processes or machines.
+//!   concurrently. It decides nothing across isolates, processes or machines. With
+//!   [`SerializerOptions::with_concurrency`] (JS: `{ concurrency }`) up to N works of a key run
+//!   at once, still started in call order, each in a slot ([`WorkSignal::slot`]).
 //! - [`LockManager`] (JS: `acquireLock`) excludes **across isolates** through a store with a
 //!   conditional put ([`LockStore`]): a lease with takeover of dead holders and a fence that
 //!   rises with every acquisition. It costs store round trips; within one isolate its
@@ -92,8 +94,8 @@ pub use lock::{
 pub use platform::{acquire_lock, PlatformClock, PlatformRandom, WallClock};
 pub use random::{Random, SeededRandom};
 pub use serializer::{
-    Coalesce, KeyedSerializer, MaxPendingOutOfRange, SerializeError, SerializerOptionError,
-    SerializerOptions, Stats, StoreSerializer, TimeoutOutOfRange, WorkSignal, DEFAULT_TIMEOUT_MS,
-    MAX_TIMEOUT_MS,
+    Coalesce, ConcurrencyOutOfRange, KeyedSerializer, MaxPendingOutOfRange, SerializeError,
+    SerializerOptionError, SerializerOptions, Stats, StoreSerializer, TimeoutOutOfRange,
+    WorkSignal, DEFAULT_TIMEOUT_MS, MAX_CONCURRENCY, MAX_TIMEOUT_MS,
 };
 pub use store::{LockStore, MemoryStore, StoreError, Versioned};

@@ -27,6 +27,10 @@ pub const TIMEOUT_RANGE: &str = "{what} must be a finite number from 1 to {max},
 /// A bound on a key's works out of range.
 pub const MAX_PENDING_RANGE: &str =
     "{what} must be a whole number from 1 up, or Infinity, got {value}";
+/// A `concurrency` out of range.
+pub const CONCURRENCY_RANGE: &str = "{what} must be a whole number from 1 to {max}, got {value}";
+/// A `concurrency` above 1 where only one at a time is available.
+pub const CONCURRENCY_OVER_STORE: &str = "{what} above 1 is not available with a store yet: over a store one turn of a key runs at a time across isolates, got {value}";
 /// A lock's wait out of range.
 pub const WAIT_RANGE: &str =
     "{what} must be a finite number of milliseconds, 0 or more, got {value}";
@@ -77,6 +81,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("keyLoneSurrogate", KEY_LONE_SURROGATE),
     ("timeoutRange", TIMEOUT_RANGE),
     ("maxPendingRange", MAX_PENDING_RANGE),
+    ("concurrencyRange", CONCURRENCY_RANGE),
+    ("concurrencyOverStore", CONCURRENCY_OVER_STORE),
     ("waitRange", WAIT_RANGE),
     ("staleRange", STALE_RANGE),
     ("skewRange", SKEW_RANGE),

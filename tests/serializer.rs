@@ -262,6 +262,83 @@ fn randomized_works_keep_per_key_order_and_never_overlap() {
     assert_eq!(serializer.pending(), 0);
 }
 
+type SlotEvent = (usize, usize, u16, bool);
+
+/// Logs its event when dropped.
+struct Ended(Rc<RefCell<Vec<SlotEvent>>>, SlotEvent);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.borrow_mut().push(self.1);
+    }
+}
+
+#[test]
+fn randomized_works_at_concurrency_3_never_run_more_than_3_and_start_in_entry_order() {
+    let clock = ManualClock::new();
+    let options = SerializerOptions::new(40.0, f64::INFINITY)
+        .and_then(|options| options.with_concurrency(3.0))
+        .unwrap();
+    let serializer = Rc::new(KeyedSerializer::with_options(options, clock.clone()));
+    let executor = Executor::new();
+    let mut rng = Rng(7);
+    // (key, seq, slot, start?)
+    let events: Rc<RefCell<Vec<SlotEvent>>> = Rc::new(RefCell::new(Vec::new()));
+    let mut entered: Vec<Vec<usize>> = vec![Vec::new(); 16];
+    for seq in 0..10_000 {
+        let key = rng.below(16) as usize;
+        let ms = rng.below(60) as f64; // some exceed the 40 ms deadline
+        entered[key].push(seq);
+        let (c, s, e) = (clock.clone(), serializer.clone(), events.clone());
+        executor.spawn(async move {
+            let name = format!("k{key}");
+            let _ = s
+                .run(&name, |signal| async move {
+                    e.borrow_mut().push((key, seq, signal.slot(), true));
+                    // Its end is logged when the work's future goes, done or dropped at its
+                    // deadline.
+                    let _end = Ended(e, (key, seq, signal.slot(), false));
+                    c.after(ms).await;
+                })
+                .await;
+        });
+    }
+    let mut most = 0;
+    while executor.unfinished() > 0 {
+        executor.run_until_stalled();
+        most = most.max(serializer.stats().running);
+        clock.advance(1.0);
+    }
+    // Per key: starts in entry order, at most 3 running, each in a slot of its own.
+    let mut started: Vec<Vec<usize>> = vec![Vec::new(); 16];
+    let mut slots: Vec<[Option<usize>; 3]> = vec![[None; 3]; 16];
+    let mut widest = 0;
+    for &(key, seq, slot, is_start) in events.borrow().iter() {
+        let slot = usize::from(slot);
+        assert!(slot < 3, "slot {slot} at concurrency 3");
+        if is_start {
+            started[key].push(seq);
+            assert_eq!(
+                slots[key][slot], None,
+                "work {seq} started in a slot in use"
+            );
+            slots[key][slot] = Some(seq);
+            widest = widest.max(slots[key].iter().flatten().count());
+        } else {
+            assert_eq!(
+                slots[key][slot],
+                Some(seq),
+                "an end belongs to the work in its slot"
+            );
+            slots[key][slot] = None;
+        }
+    }
+    assert_eq!(started, entered);
+    assert_eq!(widest, 3, "keys ran three works at once");
+    assert!(most <= 16 * 3);
+    assert_eq!(serializer.pending(), 0);
+}
+
 #[test]
 fn a_bound_refuses_calls_past_it_and_the_counters_say_what_happened() {
     let clock = ManualClock::new();

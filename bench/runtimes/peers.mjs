@@ -13,8 +13,8 @@ const AsyncLock = require('async-lock');
 
 const TIMEOUT_MS = 30_000;
 
-/** A map of per-key locks that drops a key once its lock is idle. */
-function keyed(make, run, idle) {
+/** A map of per-key locks that drops a key once its lock is idle (also semaphore-peers.mjs's). */
+export function keyed(make, run, idle) {
   const locks = new Map();
   const serialize = (key, work) => {
     let lock = locks.get(key);

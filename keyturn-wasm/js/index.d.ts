@@ -102,6 +102,12 @@ export interface Turn {
    * store: 0.
    */
   readonly fence: number;
+  /**
+   * The key's slot this work runs in: 0 … `concurrency` − 1, the lowest free when it started.
+   * No two works of a key running at once share one; always 0 at `concurrency` 1 (and, for
+   * now, with a store).
+   */
+  readonly slot: number;
 }
 
 /** Counters since the serializer was made, and what is live now. */
@@ -161,6 +167,13 @@ export interface KeyedSerializerOptions {
   /** Most works one key may have queued or running: a whole number from 1 up, or `Infinity` (the default). */
   maxPending?: number | undefined;
   /**
+   * Most works of one key that run at once: a whole number from 1 (the default: one at a time)
+   * to 1024. They start in call order, each in a slot of its key (`turn.slot`); deadlines,
+   * `maxPending`, signals and coalescing stay per work (a call coalesces only with a work that
+   * has not started). Not available with a `store` yet: above 1 with one is a `RangeError`.
+   */
+  concurrency?: number | undefined;
+  /**
    * Serialize across every isolate whose serializer uses the same storage: each turn holds the
    * key's lease in this store (the lock named `SERIALIZE_PREFIX + key`), renewed while its work
    * runs. The deadline covers waiting for the lease and running. A store failure rejects that
@@ -179,13 +192,13 @@ export interface KeyedSerializerOptions {
 export const SERIALIZE_PREFIX: string;
 
 /**
- * A per-key serializer: works for one key never overlap and start in the order they entered
- * `serialize`; works for different keys run concurrently. Within one isolate — or, with a
+ * A per-key serializer: works for one key never overlap (at most `concurrency` run at once)
+ * and start in the order they entered `serialize`; works for different keys run concurrently. Within one isolate — or, with a
  * `store`, across every isolate sharing it (in order within each isolate).
  *
  * Throws a `TypeError` when `options` or one of its fields has the wrong type (or `store` is
- * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending`, `staleMs`,
- * `maxClockSkewMs` or `storeTimeoutMs` is out of range.
+ * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending`, `concurrency`,
+ * `staleMs`, `maxClockSkewMs` or `storeTimeoutMs` is out of range.
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;
 

@@ -25,9 +25,12 @@ import * as glue from './keyturn_wasm.js';
 import { InstanceHost } from './instance.js';
 import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
 import {
+  MAX_CONCURRENCY,
   MAX_TIMEOUT_MS,
   MESSAGES,
   SERIALIZER_ABANDONED,
+  SERIALIZER_BAD_CONCURRENCY,
+  SERIALIZER_BAD_MAX_PENDING,
   SERIALIZER_BAD_TIMEOUT,
   SERIALIZER_IDLE,
   SERIALIZER_IDLE_LINE,
@@ -67,6 +70,7 @@ import { LeasedTurns } from './serializer/leased.js';
  * @property {(line: Line | undefined, work: Work, options: CallOptions | undefined) => Job} newJob
  * @property {(group: string) => Callers} newCallers
  * @property {(line: Line) => void} opened
+ * @property {(job: Job) => void} turnCame
  * @property {(job: Job, result: Promise<unknown>) => void} entered
  * @property {(job: Job, change: number) => void} cancelled
  * @property {() => void} idle
@@ -86,7 +90,7 @@ function liveInstance() {
   return host.current();
 }
 
-const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
+const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
 const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce']);
 
 const ignore = () => {};
@@ -114,6 +118,7 @@ const timeoutError = (what, value) => rangeError(MESSAGES.timeoutRange, { what, 
  * @typedef {object} SerializerOptions
  * @property {number} [timeoutMs]
  * @property {number} [maxPending]
+ * @property {number} [concurrency]
  * @property {object} [store]
  * @property {number} [staleMs]
  * @property {number} [maxClockSkewMs]
@@ -139,11 +144,15 @@ export class Serializer {
     SERIALIZER_OPTIONS.check(options, 'options');
     const timeoutMs = optionalNumber(options?.timeoutMs, 'options.timeoutMs');
     const maxPending = optionalNumber(options?.maxPending, 'options.maxPending');
+    const concurrency = optionalNumber(options?.concurrency, 'options.concurrency');
     const store = options?.store;
     const lease = leaseOptions(options, undefined);
-    const code = Binding.checkOptions(timeoutMs, maxPending);
+    const code = Binding.checkOptions(timeoutMs, maxPending, concurrency, store !== undefined);
     if (code === SERIALIZER_BAD_TIMEOUT) throw timeoutError('options.timeoutMs', timeoutMs);
-    if (code !== 0) throw rangeError(MESSAGES.maxPendingRange, { what: 'options.maxPending', value: maxPending });
+    if (code === SERIALIZER_BAD_MAX_PENDING) throw rangeError(MESSAGES.maxPendingRange, { what: 'options.maxPending', value: maxPending });
+    const what = { what: 'options.concurrency', max: MAX_CONCURRENCY, value: concurrency };
+    if (code === SERIALIZER_BAD_CONCURRENCY) throw rangeError(MESSAGES.concurrencyRange, what);
+    if (code !== 0) throw rangeError(MESSAGES.concurrencyOverStore, what);
     /** @type {Turns} */
     let turns = PlainTurns;
     if (store !== undefined) {
@@ -159,12 +168,15 @@ export class Serializer {
     this.core = new Binding(
       timeoutMs,
       maxPending,
+      concurrency,
       Scheduler.sharedTimer,
       store !== undefined,
       lease.staleMs,
       lease.maxClockSkewMs,
       lease.storeTimeoutMs,
     );
+    /** Whether several works of a key may run at once (`concurrency` above 1). */
+    this.parallel = this.core.concurrency() > 1;
     /** @type {Map<string, Line>} */
     this.lines = new Map();
     this.turns = turns;
@@ -261,6 +273,7 @@ export class Serializer {
     const { instance } = this;
     let line = this.lines.get(key);
     let job;
+    const opened = line === undefined;
     if (line !== undefined) {
       job = this.scheduler.newJob(line, work, call);
       job.slot = instance.hold(job);
@@ -290,13 +303,12 @@ export class Serializer {
       job.reject = reject;
     });
     const callers = call?.callers;
-    if (callers === undefined) {
-      this.scheduler.entered(job, result);
-      return result;
-    }
-    callers.settleWith(job);
+    if (callers !== undefined) callers.settleWith(job);
     this.scheduler.entered(job, result);
-    return callers.add(job, signal, onLateSettle);
+    // A key's first job's turn has come (the scheduler was told: `opened`); a later one's, when
+    // fewer than `concurrency` jobs are ahead of it.
+    if (!opened && this.parallel && this.core.turnCame(job.ticket)) this.scheduler.turnCame(job);
+    return callers === undefined ? result : callers.add(job, signal, onLateSettle);
   }
 
   /**
@@ -346,15 +358,16 @@ export class Serializer {
   /**
    * A started job whose controller could be made goes to its turns: the work, or its lease first.
    * @param {Job} job
+   * @param {number} slot the key's slot it runs in
    */
-  begin(job) {
+  begin(job, slot) {
     try {
       job.controller = new AbortController();
     } catch (error) {
       job.reject(error);
       return;
     }
-    this.turns.start(job);
+    this.turns.start(job, slot);
   }
 
   /**

@@ -159,6 +159,7 @@ pub fn option_refusal(error: OptionError) -> f64 {
         OptionError::StaleMs(_) => lock::BAD_STALE,
         OptionError::MaxClockSkewMs(_) => lock::BAD_SKEW,
         OptionError::StoreTimeoutMs(_) => lock::BAD_STORE_TIMEOUT,
+        OptionError::ConcurrencyOverStore(_) => serializer::CONCURRENCY_OVER_STORE,
     }
 }
 
@@ -178,6 +179,7 @@ pub fn serializer_refusal(error: SerializerOptionError) -> f64 {
     match error {
         SerializerOptionError::TimeoutMs(_) => serializer::BAD_TIMEOUT,
         SerializerOptionError::MaxPending(_) => serializer::BAD_MAX_PENDING,
+        SerializerOptionError::Concurrency(_) => serializer::BAD_CONCURRENCY,
     }
 }
 

@@ -16,7 +16,7 @@
 use wasm_bindgen::prelude::*;
 
 use keyturn::machine::{Abandon, EnqueueError, LineId, SerializerCore, Ticket, Turns};
-use keyturn::{validate_key, Coalesce, LockOptions, SerializerOptions};
+use keyturn::{validate_key, Coalesce, LockOptions, SerializerOptionError, SerializerOptions};
 
 use crate::interop;
 use crate::wire::serializer::IDLE;
@@ -30,6 +30,16 @@ fn coalesce_of(group: Option<String>) -> Coalesce {
         Some(name) if name.is_empty() => Coalesce::Yes,
         Some(name) => Coalesce::Group(name.into()),
     }
+}
+
+/// A serializer's options as the caller gave them, `None` for each it left out.
+fn options(
+    timeout_ms: Option<f64>,
+    max_pending: Option<f64>,
+    concurrency: Option<f64>,
+) -> Result<SerializerOptions, SerializerOptionError> {
+    let options = SerializerOptions::given(timeout_ms, max_pending)?;
+    concurrency.map_or(Ok(options), |n| options.with_concurrency(n))
 }
 
 /// What the last [`SerializerBinding::begin_turn`] answered besides the lease to hand on.
@@ -46,8 +56,10 @@ pub struct SerializerBinding {
     core: SerializerCore<u32>,
     /// With a store: the leases its turns left for the next turn of their key.
     turns: Option<Turns<JsValue>>,
-    /// The deadline of the work [`start_head`](Self::start_head) last started.
+    /// The deadline of the work [`start_next`](Self::start_next) last started.
     deadline: f64,
+    /// The slot of the work last started.
+    slot: u16,
     turn: TurnView,
 }
 
@@ -72,12 +84,20 @@ impl SerializerBinding {
 
 #[wasm_bindgen]
 impl SerializerBinding {
-    /// Checks a serializer's `timeoutMs` and `maxPending` as the caller gave them (numbers or
-    /// `undefined`: the JS checked their types): 0, or the refusal code of the first out of
-    /// range.
+    /// Checks a serializer's `timeoutMs`, `maxPending` and `concurrency` as the caller gave
+    /// them (numbers or `undefined`: the JS checked their types), `leased` with a store: 0, or
+    /// the refusal code of the first out of range.
     #[wasm_bindgen(js_name = checkOptions)]
-    pub fn check_options(timeout_ms: Option<f64>, max_pending: Option<f64>) -> f64 {
-        match SerializerOptions::given(timeout_ms, max_pending) {
+    pub fn check_options(
+        timeout_ms: Option<f64>,
+        max_pending: Option<f64>,
+        concurrency: Option<f64>,
+        leased: bool,
+    ) -> f64 {
+        match options(timeout_ms, max_pending, concurrency) {
+            Ok(options) if leased => options
+                .check_over_store()
+                .map_or_else(interop::option_refusal, |()| 0.0),
             Ok(_) => 0.0,
             Err(error) => interop::serializer_refusal(error),
         }
@@ -104,7 +124,7 @@ impl SerializerBinding {
         if let Err(error) = validate_key(key) {
             return interop::enqueue_refusal(EnqueueError::InvalidKey(error));
         }
-        match timeout_ms.map(|ms| SerializerOptions::given(Some(ms), None)) {
+        match timeout_ms.map(|ms| options(Some(ms), None, None)) {
             Some(Err(error)) => interop::serializer_refusal(error),
             _ => 0.0,
         }
@@ -120,13 +140,14 @@ impl SerializerBinding {
     pub fn new(
         timeout_ms: Option<f64>,
         max_pending: Option<f64>,
+        concurrency: Option<f64>,
         shared_timer: bool,
         leased: bool,
         stale_ms: Option<f64>,
         max_clock_skew_ms: Option<f64>,
         store_timeout_ms: Option<f64>,
     ) -> SerializerBinding {
-        let options = SerializerOptions::given(timeout_ms, max_pending).unwrap_or_default();
+        let options = options(timeout_ms, max_pending, concurrency).unwrap_or_default();
         let turns = leased
             .then(|| Turns::new(lease(stale_ms, max_clock_skew_ms, store_timeout_ms)).ok())
             .flatten();
@@ -134,8 +155,14 @@ impl SerializerBinding {
             core: SerializerCore::new(options, shared_timer, !leased),
             turns,
             deadline: f64::INFINITY,
+            slot: 0,
             turn: TurnView::default(),
         }
+    }
+
+    /// Most works of one key that run at once.
+    pub fn concurrency(&self) -> u32 {
+        self.core.concurrency() as u32
     }
 
     /// The bound on a key's works (`Infinity` for none), for `SerializedQueueFull`.
@@ -166,7 +193,8 @@ impl SerializerBinding {
 
     /// Queues the job held as `job` behind the works of the busy line `line`, as
     /// [`open`](Self::open): its
-    /// ticket (≥ 0), or a refusal code (negative), nothing queued.
+    /// ticket (≥ 0), or a refusal code (negative), nothing queued. Whether its turn came at
+    /// once (fewer than `concurrency` works ahead of it): [`turn_came`](Self::turn_came).
     #[wasm_bindgen(js_name = enqueueOn)]
     pub fn enqueue_on(
         &mut self,
@@ -211,38 +239,63 @@ impl SerializerBinding {
             .map_or(-1.0, |ticket| ticket.pack())
     }
 
-    /// Starts the head of `line` at `now` if it waits to be started: answers its job's number, whose
-    /// deadline is then [`deadline`](Self::deadline); else `undefined`. The JS then arms its
-    /// deadline's timer and calls its work.
-    #[wasm_bindgen(js_name = startHead)]
-    pub fn start_head(&mut self, line: u32, now: f64) -> Option<u32> {
-        let started = self.core.start_head(LineId(line), now)?;
+    /// Whether the turn of a queued job (by ticket) has come: fewer than `concurrency` works
+    /// are ahead of it.
+    #[wasm_bindgen(js_name = turnCame)]
+    pub fn turn_came(&self, ticket: f64) -> bool {
+        self.ticket_of(ticket)
+            .is_some_and(|ticket| self.core.turn_has_come(ticket))
+    }
+
+    /// Starts the next work of `line` at `now` if its turn has come: answers its job's number,
+    /// whose deadline is then [`deadline`](Self::deadline) and slot [`slot`](Self::slot); else
+    /// `undefined`. The JS then arms its deadline's timer and calls its work.
+    #[wasm_bindgen(js_name = startNext)]
+    pub fn start_next(&mut self, line: u32, now: f64) -> Option<u32> {
+        let started = self.core.start_next(LineId(line), now)?;
         self.deadline = started.deadline;
+        self.slot = started.slot;
         Some(*started.payload)
     }
 
-    /// The deadline of the work [`start_head`](Self::start_head) last started.
+    /// The deadline of the work [`start_next`](Self::start_next) last started.
     pub fn deadline(&self) -> f64 {
         self.deadline
     }
 
-    /// Starts the work of `ticket` if it is the head of its line and waits to be started (with
-    /// a timer per work: no deadline is ordered): answers how long its deadline's timer runs,
-    /// in milliseconds; `undefined` when it did not start.
+    /// The slot of the work last started (0 … `concurrency` − 1).
+    pub fn slot(&self) -> u32 {
+        u32::from(self.slot)
+    }
+
+    /// Starts the work of `ticket` if it is its line's next to start and its turn has come
+    /// (with a timer per work: no deadline is ordered): answers how long its deadline's timer
+    /// runs, in milliseconds, its slot then [`slot`](Self::slot); `undefined` when it did not
+    /// start.
     #[wasm_bindgen(js_name = startTicket)]
     pub fn start_ticket(&mut self, ticket: f64) -> Option<f64> {
         let ticket = self.ticket_of(ticket)?;
-        if !self.core.is_head(ticket) {
-            return None;
-        }
-        let line = self.core.line_of(ticket)?;
-        self.core
-            .start_head(line, 0.0)
-            .map(|started| started.timeout_ms)
+        let started = self.core.start(ticket, 0.0)?;
+        self.slot = started.slot;
+        Some(started.timeout_ms)
     }
 
-    /// The head of `line` left it (its caller's promise settled): answers `IDLE` when the key
-    /// went idle, `NEXT` when a next work waits to be started.
+    /// Whether a job (by ticket) may start now: its turn has come and every job ahead of it
+    /// has started.
+    #[wasm_bindgen(js_name = mayStart)]
+    pub fn may_start(&self, ticket: f64) -> bool {
+        self.ticket_of(ticket)
+            .is_some_and(|ticket| self.core.may_start(ticket))
+    }
+
+    /// Whether a job (by ticket) still waits in its line: queued, not started.
+    pub fn waits(&self, ticket: f64) -> bool {
+        self.ticket_of(ticket)
+            .is_some_and(|ticket| self.core.is_waiting(ticket))
+    }
+
+    /// The head of `line` left it (its caller's promise settled; at `concurrency` 1): answers
+    /// `IDLE` when the key went idle, `NEXT` when a next work waits to be started.
     #[wasm_bindgen(js_name = finishHead)]
     pub fn finish_head(&mut self, line: u32) -> u32 {
         self.core
@@ -323,7 +376,9 @@ impl SerializerBinding {
 
     /// The running head of `line` had its work called (with a store: once its lease is held).
     pub fn called(&mut self, line: u32) {
-        self.core.called(LineId(line));
+        if let Some(head) = self.core.head(LineId(line)) {
+            self.core.called(head);
+        }
     }
 
     /// An abandoned work settled after all.

@@ -35,6 +35,10 @@ pub mod serializer {
             KEY_TOO_LONG = -6.0,
             /// The serializer's `maxPending` is out of range.
             BAD_MAX_PENDING = -7.0,
+            /// The serializer's `concurrency` is out of range.
+            BAD_CONCURRENCY = -8.0,
+            /// A `concurrency` above 1 with a store.
+            CONCURRENCY_OVER_STORE = -9.0,
             /// A line change: the key went idle.
             IDLE = 1.0,
             /// A line change: its (new) head waits to be started.

@@ -106,6 +106,9 @@ pub enum OptionError {
     MaxClockSkewMs(f64),
     /// `storeTimeoutMs` is below 1, NaN, or past [`MAX_TIMEOUT_MS`].
     StoreTimeoutMs(f64),
+    /// A serializer over a store was given a `concurrency` above 1: over a store, one turn of
+    /// a key runs at a time, across every isolate.
+    ConcurrencyOverStore(f64),
 }
 
 impl fmt::Display for OptionError {
@@ -116,6 +119,9 @@ impl fmt::Display for OptionError {
             OptionError::MaxClockSkewMs(value) => (messages::SKEW_RANGE, "maxClockSkewMs", value),
             OptionError::StoreTimeoutMs(value) => {
                 (messages::TIMEOUT_RANGE, "storeTimeoutMs", value)
+            }
+            OptionError::ConcurrencyOverStore(value) => {
+                (messages::CONCURRENCY_OVER_STORE, "concurrency", value)
             }
         };
         f.write_str(&messages::fill(

@@ -147,24 +147,17 @@ impl<'a, C: Clock, T> Coalesced<'a, C, T> {
     where
         T: Clone,
     {
-        let started = {
-            let mut front = self.serializer.front.borrow_mut();
-            let core = &mut front.core;
-            if !core.is_head(self.ticket) {
-                drop(front);
-                *self.run.state.borrow_mut() = RunState::Waiting(work);
-                return Ok(false);
-            }
-            let now = self.serializer.clock.now_ms();
-            core.line_of(self.ticket)
-                .and_then(|line| core.start_head(line, now))
-                .map_or(0.0, |started| started.timeout_ms)
-        };
+        if !self.serializer.front.borrow().core.may_start(self.ticket) {
+            *self.run.state.borrow_mut() = RunState::Waiting(work);
+            return Ok(false);
+        }
+        let now = self.serializer.clock.now_ms();
+        let (started, slot) = super::start(&self.serializer.front, self.ticket, now);
         let deadline = match self.serializer.clock.sleep(started) {
             Ok(deadline) => deadline,
             Err(error) => return Err(SerializeError::Timer(error)),
         };
-        let signal = WorkSignal::default();
+        let signal = WorkSignal::in_slot(slot);
         let work = work(signal.clone());
         *self.run.state.borrow_mut() = RunState::Running {
             work,

@@ -1,5 +1,6 @@
-//! The serializer's step machine: per-key lines of works, their deadlines and counters, with no
-//! I/O, no timers and no executor. Both front ends drive it — the Rust [`KeyedSerializer`]
+//! The serializer's step machine: per-key lines of works, which of them may run (the first
+//! `concurrency` of each line), their slots, deadlines and counters, with no I/O, no timers and
+//! no executor. Both front ends drive it — the Rust [`KeyedSerializer`]
 //! (futures) and the JavaScript binding (promises) — by telling it what happened (a call came
 //! in, a work's turn came, it settled, it was abandoned, time passed) and doing what it answers.
 //!
@@ -7,6 +8,7 @@
 
 use core::fmt;
 
+use super::slots::Slots;
 use super::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
 use crate::deadlines::Deadlines;
 use crate::key::{validate_key, KeyError};
@@ -16,13 +18,16 @@ use crate::queue::{LineId, Lines, Pushed, Ticket};
 /// Where a work is in its life.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
-    /// Waiting for its turn, or at the head but not started yet.
+    /// Waiting for its turn: `concurrency` works are ahead of it in its line.
+    Waiting,
+    /// Its turn has come (fewer than `concurrency` works are ahead of it) but it has not
+    /// started yet.
     Queued,
     /// Its turn came at some time; past `deadline` it is abandoned.
     Running { deadline: f64 },
-    /// Given up on — timed out, or cancelled by its caller — but still the head of its line
-    /// until its front end has told its caller and calls [`SerializerCore::finish`]. It no
-    /// longer counts against `maxPending`.
+    /// Given up on — timed out, or cancelled by its caller — but still in its line, holding
+    /// its slot, until its front end has told its caller and calls [`SerializerCore::finish`].
+    /// It no longer counts against `maxPending`.
     Abandoned,
 }
 
@@ -31,16 +36,32 @@ struct Job<P> {
     /// This work's deadline in milliseconds (the serializer's, or its own).
     timeout_ms: f64,
     state: State,
-    /// How calls may join it (only while it is the last of its line and `Queued`).
+    /// How calls may join it (only while it is the last of its line and has not started).
     coalesce: Coalesce,
+    /// The key's slot it holds once started (0 … `concurrency` − 1).
+    slot: u16,
     /// The calls it answers: the one that queued it and those that joined it, less those that
     /// left. It leaves its line (or is abandoned) only when its last caller leaves.
     callers: u32,
 }
 
-/// Per line: the works that count against `maxPending` (queued or running, not abandoned).
-#[derive(Debug, Default, Clone, Copy)]
-struct Counted(u32);
+/// Per line: what its works are doing. A line's works start in line order, and a work's turn
+/// comes once fewer than `concurrency` works are ahead of it: so the started works are the
+/// line's first, the works whose turn has come its first `concurrency`, and two places in the
+/// line say where each ends.
+#[derive(Debug, Default)]
+struct LineState {
+    /// Works that count against `maxPending` (queued or running, not abandoned).
+    counted: u32,
+    /// Works in the line, abandoned ones included.
+    entries: u32,
+    /// The first work that has not started, if any.
+    unstarted: Option<Ticket>,
+    /// The first work whose turn has not come (`concurrency` works ahead of it), if any.
+    frontier: Option<Ticket>,
+    /// The slots its started works hold.
+    slots: Slots,
+}
 
 /// Why a running work was given up on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +110,7 @@ impl fmt::Display for EnqueueError {
 
 impl std::error::Error for EnqueueError {}
 
-/// A work whose turn came, from [`SerializerCore::start_head`].
+/// A work whose turn came, from [`SerializerCore::start_next`] or [`SerializerCore::start`].
 #[derive(Debug)]
 pub struct Started<'a, P> {
     /// What was queued with it.
@@ -99,6 +120,8 @@ pub struct Started<'a, P> {
     pub timeout_ms: f64,
     /// Its deadline, on the clock the start was timed by: past it the work is abandoned.
     pub deadline: f64,
+    /// The key's slot it holds while it runs: the lowest free one, 0 … `concurrency` − 1.
+    pub slot: u16,
 }
 
 /// What came of a caller giving up on its work, from [`SerializerCore::give_up`].
@@ -115,8 +138,9 @@ pub enum GaveUp {
 /// A work that left its line, from [`SerializerCore::finish`].
 #[derive(Debug)]
 pub struct Released {
-    /// The line's new head, when the work was the head and another waits behind it: its turn
-    /// has come, and its front end starts it.
+    /// The work whose turn came because this one left (it was one of the line's first
+    /// `concurrency` works, and another waited behind them): its front end starts the line's
+    /// next work ([`SerializerCore::start_next`]).
     pub next: Option<Ticket>,
     /// Whether the key went idle (its [`LineId`] is free for reuse).
     pub idle: bool,
@@ -149,7 +173,7 @@ pub struct Stats {
 /// I/O of its own.
 ///
 /// A front end queues works ([`open`](Self::open) for an idle key, [`enqueue_on`](Self::enqueue_on)
-/// for a busy one), starts the head of a line when its turn comes ([`start_head`](Self::start_head)),
+/// for a busy one), starts a line's next work when its turn comes ([`start_next`](Self::start_next)),
 /// and reports what happened: a work settled ([`finish`](Self::finish)), was abandoned at its
 /// deadline or cancelled while running ([`abandon`](Self::abandon)) or cancelled while waiting
 /// ([`finish`](Self::finish) before it started). With a shared timer it arms one timer for
@@ -158,7 +182,7 @@ pub struct Stats {
 /// Keys are found by the front end (the JS binding keeps a JS `Map`, the Rust front end a
 /// `HashMap`): the core knows lines by [`LineId`].
 pub struct SerializerCore<P> {
-    lines: Lines<Job<P>, Counted>,
+    lines: Lines<Job<P>, LineState>,
     options: SerializerOptions,
     /// Whether the core orders deadlines for one shared timer (else each work has its own).
     shared_timer: bool,
@@ -217,15 +241,41 @@ impl<P> SerializerCore<P> {
         Job {
             payload,
             timeout_ms,
-            state: State::Queued,
+            state: State::Waiting,
             coalesce,
+            slot: 0,
             callers: 1,
+        }
+    }
+
+    /// Most works of one key that run at once.
+    pub fn concurrency(&self) -> usize {
+        self.options.concurrency()
+    }
+
+    /// A work just pushed at the end of `line`: its turn comes at once when fewer than
+    /// `concurrency` works are ahead of it; else it is the first whose turn has not come, if
+    /// no other is.
+    fn pushed(&mut self, line: LineId, ticket: Ticket) {
+        let concurrency = self.options.concurrency();
+        let Some(state) = self.lines.line_data_mut(line) else {
+            return;
+        };
+        state.entries += 1;
+        state.counted = state.counted.saturating_add(1);
+        self.counted += 1;
+        state.unstarted.get_or_insert(ticket);
+        if state.entries as usize > concurrency {
+            state.frontier.get_or_insert(ticket);
+        } else if let Some(job) = self.lines.get_mut(ticket) {
+            job.state = State::Queued;
         }
     }
 
     /// Queues a work under `key`, which the front end knows is idle, with its own deadline
     /// (`timeout_ms`) or the serializer's (`None`), joinable as `coalesce` says. It is the head
-    /// of its new line: its turn has come, and the front end starts it.
+    /// of its new line: its turn has come, and the front end starts it
+    /// ([`start_next`](Self::start_next)).
     ///
     /// # Errors
     /// A bad key or deadline, or too many works; nothing was queued.
@@ -244,12 +294,14 @@ impl<P> SerializerCore<P> {
         let pushed = self
             .lines
             .open(key, Self::job(payload, timeout_ms, coalesce));
-        self.count(pushed.line, 1);
+        self.pushed(pushed.line, pushed.ticket);
         Ok(pushed)
     }
 
     /// Queues a work behind the others of a busy key, known by its line, joinable as
-    /// `coalesce` says.
+    /// `coalesce` says. Its turn has come at once when fewer than `concurrency` works are ahead
+    /// of it ([`turn_has_come`](Self::turn_has_come)): its front end then starts the line's
+    /// next work.
     ///
     /// # Errors
     /// A bad deadline, a key at `maxPending` (counted in [`Stats::refused`]), too many works,
@@ -262,7 +314,7 @@ impl<P> SerializerCore<P> {
         coalesce: Coalesce,
     ) -> Result<Ticket, EnqueueError> {
         let timeout_ms = self.timeout_given(timeout_ms)?;
-        let Some(&Counted(counted)) = self.lines.line_data(line) else {
+        let Some(counted) = self.lines.line_data(line).map(|state| state.counted) else {
             return Err(EnqueueError::IdleLine);
         };
         if counted as usize >= self.options.max_pending {
@@ -278,16 +330,16 @@ impl<P> SerializerCore<P> {
             .lines
             .push_on(line, Self::job(payload, timeout_ms, coalesce))
             .ok_or(EnqueueError::IdleLine)?;
-        self.count(line, 1);
+        self.pushed(line, ticket);
         Ok(ticket)
     }
 
     /// A call that coalesces (not [`Coalesce::Never`]) under a busy key: it joins the key's
-    /// last work when that work was queued with the same `coalesce`, still waits (its deadline
-    /// is not running) and has the same deadline length (`timeout_ms`, or the serializer's).
-    /// Then the work answers one more caller, the call adds nothing to what `maxPending`
-    /// bounds, and [`Stats::coalesced`] counts it: the joined work's ticket. `None` when it
-    /// cannot join: the call queues as any call does ([`enqueue_on`](Self::enqueue_on)).
+    /// last work when that work was queued with the same `coalesce`, has not started and has
+    /// the same deadline length (`timeout_ms`, or the serializer's). Then the work answers one
+    /// more caller, the call adds nothing to what `maxPending` bounds, and [`Stats::coalesced`]
+    /// counts it: the joined work's ticket. `None` when it cannot join: the call queues as any
+    /// call does ([`enqueue_on`](Self::enqueue_on)).
     ///
     /// Only the last work, and only a waiting one: a call never skips ahead of other work,
     /// and every call is answered by a run that starts after it was made.
@@ -310,7 +362,8 @@ impl<P> SerializerCore<P> {
         let Some(job) = self.lines.get_mut(last) else {
             return Ok(None);
         };
-        if job.state != State::Queued || job.timeout_ms != timeout_ms || job.coalesce != *coalesce {
+        let waits = matches!(job.state, State::Waiting | State::Queued);
+        if !waits || job.timeout_ms != timeout_ms || job.coalesce != *coalesce {
             return Ok(None);
         }
         job.callers = job.callers.saturating_add(1);
@@ -332,23 +385,63 @@ impl<P> SerializerCore<P> {
         }
     }
 
-    fn count(&mut self, line: LineId, delta: i32) {
-        if let Some(Counted(counted)) = self.lines.line_data_mut(line) {
-            *counted = counted.saturating_add_signed(delta);
+    /// One work of `line` no longer counts against `maxPending`.
+    fn uncount(&mut self, line: LineId) {
+        if let Some(state) = self.lines.line_data_mut(line) {
+            state.counted = state.counted.saturating_sub(1);
         }
-        self.counted = self.counted.saturating_add_signed(delta as isize);
+        self.counted = self.counted.saturating_sub(1);
     }
 
-    /// Starts the head of a line if its turn has come and it has not started: it runs from
-    /// `now` until its deadline. `None` when the head has started already (or the line is idle).
-    pub fn start_head(&mut self, line: LineId, now: f64) -> Option<Started<'_, P>> {
-        let ticket = self.lines.head(line)?;
-        let job = self.lines.get_mut(ticket)?;
-        if job.state != State::Queued {
+    /// Whether a work's turn has come: fewer than `concurrency` works are ahead of it in its
+    /// line (at `concurrency` 1: it is the head). `false` for a stale ticket.
+    pub fn turn_has_come(&self, ticket: Ticket) -> bool {
+        matches!(self.lines.get(ticket), Some(job) if job.state != State::Waiting)
+    }
+
+    /// The line's first work that has not started, if its turn has come: the one to start next.
+    pub fn startable(&self, line: LineId) -> Option<Ticket> {
+        let ticket = self.lines.line_data(line)?.unstarted?;
+        self.may_start(ticket).then_some(ticket)
+    }
+
+    /// Whether the work of `ticket` may start now: its turn has come and every work ahead of
+    /// it has started.
+    pub fn may_start(&self, ticket: Ticket) -> bool {
+        matches!(self.lines.get(ticket), Some(job) if job.state == State::Queued)
+            && self
+                .lines
+                .line_of(ticket)
+                .and_then(|line| self.lines.line_data(line))
+                .is_some_and(|state| state.unstarted == Some(ticket))
+    }
+
+    /// Starts the line's first work that has not started, if its turn has come: it runs from
+    /// `now` until its deadline, in the lowest free slot. `None` when that work's turn has not
+    /// come, or every work of the line has started (or the line is idle).
+    pub fn start_next(&mut self, line: LineId, now: f64) -> Option<Started<'_, P>> {
+        let ticket = self.lines.line_data(line)?.unstarted?;
+        self.start(ticket, now)
+    }
+
+    /// [`start_next`](Self::start_next) for the work of `ticket`: `None` unless it is its
+    /// line's first work that has not started and its turn has come — works start in line order.
+    pub fn start(&mut self, ticket: Ticket, now: f64) -> Option<Started<'_, P>> {
+        if self.lines.get(ticket)?.state != State::Queued {
             return None;
         }
+        let line = self.lines.line_of(ticket)?;
+        let after = self.lines.next_in_line(ticket);
+        let state = self.lines.line_data_mut(line)?;
+        if state.unstarted != Some(ticket) {
+            return None;
+        }
+        state.unstarted = after;
+        let slot = state.slots.take();
+        let job = self.lines.get_mut(ticket)?;
         let deadline = now + job.timeout_ms;
         job.state = State::Running { deadline };
+        job.slot = slot;
         self.running += 1;
         if self.calls_at_start {
             self.stats.started += 1;
@@ -365,27 +458,27 @@ impl<P> SerializerCore<P> {
             payload: &mut job.payload,
             timeout_ms: job.timeout_ms,
             deadline,
+            slot,
         })
     }
 
-    /// The running head of `line` had its work called (a core made without `calls_at_start`:
-    /// a serializer over a store calls a work once it holds the key's lease). A work that never
-    /// got that far — it timed out waiting for the lease — is not counted in [`Stats::started`].
-    pub fn called(&mut self, line: LineId) {
+    /// A running work had its work called (a core made without `calls_at_start`: a serializer
+    /// over a store calls a work once it holds the key's lease). A work that never got that
+    /// far — it timed out waiting for the lease — is not counted in [`Stats::started`].
+    pub fn called(&mut self, ticket: Ticket) {
         let running = self
             .lines
-            .head(line)
-            .and_then(|head| self.lines.get(head))
+            .get(ticket)
             .is_some_and(|job| matches!(job.state, State::Running { .. }));
         if running {
             self.stats.started += 1;
         }
     }
 
-    /// Gives up on a running work: it timed out, or its caller cancelled it. It stays the head
-    /// of its line (the next work's turn comes at [`finish`](Self::finish)) but no longer
-    /// counts as running nor against `maxPending`. `false`, changing nothing, for a work that
-    /// is not running.
+    /// Gives up on a running work: it timed out, or its caller cancelled it. It stays in its
+    /// line, in its slot (the next work's turn comes at [`finish`](Self::finish)), but no
+    /// longer counts as running nor against `maxPending`. `false`, changing nothing, for a work
+    /// that is not running.
     pub fn abandon(&mut self, ticket: Ticket, why: Abandon) -> bool {
         let Some(job) = self.lines.get_mut(ticket) else {
             return false;
@@ -400,30 +493,58 @@ impl<P> SerializerCore<P> {
             Abandon::Aborted => self.stats.aborted += 1,
         }
         if let Some(line) = self.lines.line_of(ticket) {
-            self.count(line, -1);
+            self.uncount(line);
         }
         true
     }
 
     /// A work leaves its line: it settled (running or abandoned), or it was cancelled before
-    /// it started (counted in [`Stats::aborted`]). When it was the head, the next work's turn
-    /// comes ([`Released::next`]). `None` for a stale ticket.
+    /// it started (counted in [`Stats::aborted`]). When it was one of the line's first
+    /// `concurrency` works, the next work's turn comes ([`Released::next`]). `None` for a stale
+    /// ticket.
     pub fn finish(&mut self, ticket: Ticket) -> Option<Released> {
         let line = self.lines.line_of(ticket)?;
-        match self.lines.get(ticket)?.state {
-            State::Queued => {
+        let job = self.lines.get(ticket)?;
+        let (state, slot) = (job.state, job.slot);
+        match state {
+            State::Waiting | State::Queued => {
                 self.stats.aborted += 1;
-                self.count(line, -1);
+                self.uncount(line);
             }
             State::Running { .. } => {
                 self.running -= 1;
-                self.count(line, -1);
+                self.uncount(line);
             }
             State::Abandoned => {}
         }
+        let after = self.lines.next_in_line(ticket);
+        let mut next = None;
+        if let Some(line_state) = self.lines.line_data_mut(line) {
+            line_state.entries -= 1;
+            if line_state.unstarted == Some(ticket) {
+                line_state.unstarted = after;
+            }
+            if matches!(state, State::Running { .. } | State::Abandoned) {
+                line_state.slots.free(slot);
+            }
+            if line_state.frontier == Some(ticket) {
+                line_state.frontier = after;
+            } else if state != State::Waiting {
+                next = line_state.frontier;
+            }
+        }
+        if let Some(came) = next {
+            let after_came = self.lines.next_in_line(came);
+            if let Some(line_state) = self.lines.line_data_mut(line) {
+                line_state.frontier = after_came;
+            }
+            if let Some(job) = self.lines.get_mut(came) {
+                job.state = State::Queued;
+            }
+        }
         let removed = self.lines.remove(ticket)?;
         Some(Released {
-            next: removed.next,
+            next,
             idle: removed.idle,
         })
     }
@@ -433,7 +554,9 @@ impl<P> SerializerCore<P> {
     /// (counted in [`Stats::aborted`]), a running one is abandoned as aborted.
     pub fn give_up(&mut self, ticket: Ticket) -> GaveUp {
         match self.lines.get(ticket).map(|job| job.state) {
-            Some(State::Queued) => self.finish(ticket).map_or(GaveUp::Nothing, GaveUp::Left),
+            Some(State::Waiting | State::Queued) => {
+                self.finish(ticket).map_or(GaveUp::Nothing, GaveUp::Left)
+            }
             Some(State::Running { .. }) => {
                 self.abandon(ticket, Abandon::Aborted);
                 GaveUp::Abandoned
@@ -442,7 +565,8 @@ impl<P> SerializerCore<P> {
         }
     }
 
-    /// [`finish`](Self::finish) for the head of a line.
+    /// [`finish`](Self::finish) for the head of a line (at `concurrency` 1, the work whose turn
+    /// it is).
     pub fn finish_head(&mut self, line: LineId) -> Option<Released> {
         let head = self.lines.head(line)?;
         self.finish(head)
@@ -517,13 +641,18 @@ impl<P> SerializerCore<P> {
 
     /// Whether a work is waiting: queued, its turn not come or not started yet.
     pub fn is_waiting(&self, ticket: Ticket) -> bool {
-        matches!(self.lines.get(ticket), Some(job) if job.state == State::Queued)
+        matches!(self.lines.get(ticket), Some(job) if matches!(job.state, State::Waiting | State::Queued))
     }
 
     /// Whether a work has started and is in its line still: running, or abandoned and not
     /// finished yet.
     pub fn has_started(&self, ticket: Ticket) -> bool {
-        matches!(self.lines.get(ticket), Some(job) if job.state != State::Queued)
+        matches!(self.lines.get(ticket), Some(job) if matches!(job.state, State::Running { .. } | State::Abandoned))
+    }
+
+    /// The slot a started work holds (0 for one that has not started).
+    pub fn slot_of(&self, ticket: Ticket) -> Option<u16> {
+        self.lines.get(ticket).map(|job| job.slot)
     }
 
     /// Whether a work was abandoned (timed out, or its caller gave up while it ran) and has not
@@ -557,7 +686,7 @@ impl<P> SerializerCore<P> {
     pub fn pending_in(&self, line: LineId) -> usize {
         self.lines
             .line_data(line)
-            .map_or(0, |counted| counted.0 as usize)
+            .map_or(0, |state| state.counted as usize)
     }
 
     /// Keys with queued or running work (abandoned works that have not left their line yet
@@ -578,7 +707,7 @@ impl<P> SerializerCore<P> {
 }
 
 /// Whether a heap entry is a running work's current deadline (ended works' entries are dead).
-fn live_deadline<P>(lines: &Lines<Job<P>, Counted>, (deadline, ticket): (f64, Ticket)) -> bool {
+fn live_deadline<P>(lines: &Lines<Job<P>, LineState>, (deadline, ticket): (f64, Ticket)) -> bool {
     matches!(lines.get(ticket), Some(job) if job.state == State::Running { deadline })
 }
 

@@ -7,6 +7,7 @@
 
 mod coalesced;
 pub(crate) mod core;
+mod slots;
 mod store;
 pub(crate) mod turns;
 
@@ -21,6 +22,7 @@ use std::task::{Context, Poll, Waker};
 use self::coalesced::{BoxedWork, Coalesced, SharedRun};
 pub use self::core::Stats;
 pub(crate) use self::core::{Abandon, EnqueueError, SerializerCore};
+pub use self::slots::MAX_CONCURRENCY;
 pub use self::store::StoreSerializer;
 pub(crate) use self::turns::{Acquired, Turns};
 use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
@@ -91,12 +93,43 @@ pub(crate) fn validate_max_pending(max: f64) -> Result<usize, MaxPendingOutOfRan
     }
 }
 
-/// What a serializer may vary, checked: make it with [`SerializerOptions::new`], or take the
-/// default (30 s deadlines, no bound).
+/// A `concurrency` that is not a whole number from 1 to [`MAX_CONCURRENCY`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConcurrencyOutOfRange(pub f64);
+
+impl fmt::Display for ConcurrencyOutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&messages::fill(
+            messages::CONCURRENCY_RANGE,
+            &[
+                ("what", "concurrency"),
+                ("max", &MAX_CONCURRENCY.to_string()),
+                ("value", &self.0.to_string()),
+            ],
+        ))
+    }
+}
+
+impl std::error::Error for ConcurrencyOutOfRange {}
+
+/// Checks how many works of one key may run at once: a whole number from 1 to
+/// [`MAX_CONCURRENCY`].
+pub(crate) fn validate_concurrency(n: f64) -> Result<usize, ConcurrencyOutOfRange> {
+    if n.fract() == 0.0 && (1.0..=MAX_CONCURRENCY as f64).contains(&n) {
+        Ok(n as usize)
+    } else {
+        Err(ConcurrencyOutOfRange(n))
+    }
+}
+
+/// What a serializer may vary, checked: make it with [`SerializerOptions::new`] (and
+/// [`with_concurrency`](SerializerOptions::with_concurrency)), or take the default (30 s
+/// deadlines, no bound, one work of a key at a time).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SerializerOptions {
     timeout_ms: f64,
     max_pending: usize,
+    concurrency: usize,
 }
 
 /// An option [`SerializerOptions::new`] refused.
@@ -106,6 +139,8 @@ pub enum SerializerOptionError {
     TimeoutMs(TimeoutOutOfRange),
     /// `maxPending` is out of range.
     MaxPending(MaxPendingOutOfRange),
+    /// `concurrency` is out of range.
+    Concurrency(ConcurrencyOutOfRange),
 }
 
 impl fmt::Display for SerializerOptionError {
@@ -113,6 +148,7 @@ impl fmt::Display for SerializerOptionError {
         match self {
             SerializerOptionError::TimeoutMs(error) => error.fmt(f),
             SerializerOptionError::MaxPending(error) => error.fmt(f),
+            SerializerOptionError::Concurrency(error) => error.fmt(f),
         }
     }
 }
@@ -133,6 +169,48 @@ impl SerializerOptions {
                 .map_err(SerializerOptionError::TimeoutMs)?,
             max_pending: validate_max_pending(max_pending)
                 .map_err(SerializerOptionError::MaxPending)?,
+            concurrency: 1,
+        })
+    }
+
+    /// These options with at most `concurrency` works of one key running at once — a whole
+    /// number from 1 (the default: one at a time) to [`MAX_CONCURRENCY`]. They start in call
+    /// order, each in a slot of its key ([`WorkSignal::slot`]); `max_pending`, deadlines and
+    /// coalescing stay per work.
+    ///
+    /// # Errors
+    /// [`SerializerOptionError::Concurrency`] when it is out of range.
+    ///
+    /// # Examples
+    ///
+    /// Two works of a key run at once; the third waits for a slot:
+    ///
+    /// ```
+    /// use std::future::{pending, Future};
+    /// use std::pin::pin;
+    /// use std::task::{Context, Poll, Waker};
+    /// use keyturn::{KeyedSerializer, ManualClock, SerializerOptions};
+    ///
+    /// let options = SerializerOptions::default().with_concurrency(2.0)?;
+    /// let serializer = KeyedSerializer::with_options(options, ManualClock::new());
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut first = pin!(serializer.run("tenant-1", |_| pending::<u16>()));
+    /// let mut second = Box::pin(serializer.run("tenant-1", |_| pending::<u16>()));
+    /// let mut third = pin!(serializer.run("tenant-1", |signal| async move { signal.slot() }));
+    /// assert!(first.as_mut().poll(&mut cx).is_pending());
+    /// assert!(second.as_mut().poll(&mut cx).is_pending());
+    /// assert!(third.as_mut().poll(&mut cx).is_pending(), "two run ahead of it");
+    /// assert_eq!(serializer.stats().running, 2);
+    ///
+    /// drop(second); // its caller gave up: its slot, 1, is free
+    /// assert_eq!(third.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+    /// # Ok::<(), keyturn::SerializerOptionError>(())
+    /// ```
+    pub fn with_concurrency(self, concurrency: f64) -> Result<Self, SerializerOptionError> {
+        Ok(SerializerOptions {
+            concurrency: validate_concurrency(concurrency)
+                .map_err(SerializerOptionError::Concurrency)?,
+            ..self
         })
     }
 
@@ -160,6 +238,23 @@ impl SerializerOptions {
     pub fn max_pending(&self) -> usize {
         self.max_pending
     }
+
+    /// Most works of one key that run at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Whether these options serve a serializer over a store ([`StoreSerializer`]): not with a
+    /// `concurrency` above 1, not available over a store yet.
+    ///
+    /// # Errors
+    /// [`OptionError::ConcurrencyOverStore`](crate::OptionError::ConcurrencyOverStore).
+    pub fn check_over_store(&self) -> Result<(), crate::OptionError> {
+        match self.concurrency {
+            1 => Ok(()),
+            n => Err(crate::OptionError::ConcurrencyOverStore(n as f64)),
+        }
+    }
 }
 
 impl Default for SerializerOptions {
@@ -167,6 +262,7 @@ impl Default for SerializerOptions {
         SerializerOptions {
             timeout_ms: f64::from(DEFAULT_TIMEOUT_MS),
             max_pending: usize::MAX,
+            concurrency: 1,
         }
     }
 }
@@ -191,14 +287,29 @@ pub enum Coalesce {
     Group(Rc<str>),
 }
 
-/// Tells a work that its deadline passed, or that its caller gave up on it. Cheap to clone;
-/// every clone sees the same flag.
+/// Tells a work that its deadline passed, or that its caller gave up on it, and which of its
+/// key's slots it runs in. Cheap to clone; every clone sees the same flag.
 #[derive(Debug, Clone, Default)]
 pub struct WorkSignal {
     aborted: Rc<Cell<bool>>,
+    slot: u16,
 }
 
 impl WorkSignal {
+    fn in_slot(slot: u16) -> Self {
+        WorkSignal {
+            aborted: Rc::default(),
+            slot,
+        }
+    }
+
+    /// The slot of its key the work runs in: 0 … `concurrency` − 1, the lowest free when it
+    /// started (always 0 at `concurrency` 1). No two works of one key running at once share
+    /// one.
+    pub fn slot(&self) -> u16 {
+        self.slot
+    }
+
     /// Whether the work was abandoned. A work checks this before every write that must not
     /// land late — anything it spawned outside its own future keeps running otherwise.
     pub fn is_aborted(&self) -> bool {
@@ -409,8 +520,8 @@ impl<C: Clock> KeyedSerializer<C> {
     pub(crate) fn called(&self, key: &str) {
         let mut front = self.front.borrow_mut();
         let Front { core, index } = &mut *front;
-        if let Some(&line) = index.get(key) {
-            core.called(LineId(line));
+        if let Some(head) = index.get(key).and_then(|&line| core.head(LineId(line))) {
+            core.called(head);
         }
     }
 
@@ -482,20 +593,14 @@ impl<C: Clock> KeyedSerializer<C> {
             route: WakeRoute::default(),
         }
         .await;
-        let timeout_ms = {
-            let mut front = self.front.borrow_mut();
-            let line = front.core.line_of(ticket);
-            let now = self.clock.now_ms();
-            line.and_then(|line| front.core.start_head(line, now))
-                .map_or(0.0, |started| started.timeout_ms)
-        };
+        let (timeout_ms, slot) = start(&self.front, ticket, self.clock.now_ms());
         let deadline = match self.clock.sleep(timeout_ms) {
             Ok(deadline) => deadline,
             // Left as settled (not cancelled): the guard just finishes it.
             Err(error) => return Err(SerializeError::Timer(error)),
         };
         turn.running = true;
-        let signal = WorkSignal::default();
+        let signal = WorkSignal::in_slot(slot);
         let outcome = {
             let work = pin!(work(signal.clone()));
             FirstOf { work, deadline }.await
@@ -691,8 +796,31 @@ impl Drop for TurnGuard<'_> {
     }
 }
 
+/// Starts the work of `ticket`, whose turn has come and which is its line's next to start
+/// ([`WaitTurn`]), at `now`: its deadline's length and its slot. The line's next work, if its
+/// turn has come too, is woken to start after it.
+fn start(front: &RefCell<Front>, ticket: Ticket, now: f64) -> (f64, u16) {
+    let (started, waker) = {
+        let mut front = front.borrow_mut();
+        let core = &mut front.core;
+        let started = core
+            .start(ticket, now)
+            .map_or((0.0, 0), |started| (started.timeout_ms, started.slot));
+        let waker = core
+            .line_of(ticket)
+            .and_then(|line| core.startable(line))
+            .and_then(|next| core.payload_mut(next))
+            .and_then(|turn| turn.waker.take());
+        (started, waker)
+    };
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+    started
+}
+
 /// A work left its line (settled, cancelled or dropped): a key gone idle leaves the index, and
-/// the next work's caller is woken — outside the borrow: a waker may poll, and a poll borrows.
+/// the caller whose turn came is woken — outside the borrow: a waker may poll, and a poll borrows.
 fn leave_line(front: &RefCell<Front>, key: &str, ticket: Ticket) {
     let waker = {
         let mut front = front.borrow_mut();
@@ -722,7 +850,7 @@ struct WaitTurn<'a, C: Clock> {
 impl<C: Clock> Future for WaitTurn<'_, C> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.front.borrow().core.is_head(self.ticket) {
+        if self.front.borrow().core.may_start(self.ticket) {
             return Poll::Ready(());
         }
         let this = &mut *self;

@@ -83,12 +83,14 @@ impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
     /// its deadline, whatever `lease.wait_ms` says — timed by `locks`' clock.
     ///
     /// # Errors
-    /// An [`OptionError`] for a lease option out of range.
+    /// An [`OptionError`] for a lease option out of range, or for `options` with a
+    /// `concurrency` above 1 ([`OptionError::ConcurrencyOverStore`]).
     pub fn new(
         options: SerializerOptions,
         lease: LockOptions,
         locks: LockManager<S, C, R>,
     ) -> Result<Self, OptionError> {
+        options.check_over_store()?;
         let turns = KeyedTurns::new(lease)?;
         Ok(StoreSerializer {
             parts: Rc::new(Parts {

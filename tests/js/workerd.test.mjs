@@ -44,6 +44,19 @@ test('the serializer across concurrent requests in workerd: each work runs in it
   assert.ok(Date.now() - started >= 100, 'the hung work held the key until its deadline');
 });
 
+test('concurrency 3 across concurrent requests in workerd: at most three run at once, started in call order, each in its own request', async () => {
+  const responses = await Promise.all(Array.from({ length: 40 }, (_, n) => mf.dispatchFetch(`http://worker/concurrency?n=${n}`)));
+  const bodies = await Promise.all(responses.map((response) => response.json()));
+  assert.ok(responses.every((response) => response.status === 200));
+  assert.ok(bodies.every(({ slot }) => slot >= 0 && slot < 3), JSON.stringify(bodies));
+  const log = await (await mf.dispatchFetch('http://worker/concurrency-log')).json();
+  assert.deepEqual(log.starts, log.calls, 'started in the order the calls reached the serializer');
+  assert.equal(log.overlaps, 0, 'no two running works shared a slot');
+  assert.equal(log.most, 3);
+  assert.equal(log.running, 0);
+  assert.equal(log.pending, 0);
+});
+
 // workerd allows 10 000 active timeouts per request: one request with far more works than that
 // must run them all (a deadline timer lives only while its work runs), and a request that used
 // up its own quota gets an answer — the isolate serves the next request either way.

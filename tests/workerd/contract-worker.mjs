@@ -27,10 +27,35 @@ async function serializeRoute(url, env) {
   }
 }
 
+// Three at a time per key, across the isolate's requests: what each work saw, for /concurrency-log.
+const threeAtATime = createKeyedSerializer({ concurrency: 3, timeoutMs: 5000 });
+const seen = { calls: [], starts: [], slots: [], running: 0, most: 0, overlaps: 0 };
+
+/** GET /concurrency?n=N: a work for key "k" that does R2 I/O, at most three at once. */
+async function concurrencyRoute(url, env) {
+  const n = Number(url.searchParams.get('n'));
+  seen.calls.push(n);
+  const slot = await threeAtATime('k', async (_signal, turn) => {
+    seen.starts.push(n);
+    if (seen.slots.includes(turn.slot)) seen.overlaps += 1;
+    seen.slots.push(turn.slot);
+    seen.running += 1;
+    seen.most = Math.max(seen.most, seen.running);
+    await env.BUCKET.put(`concurrent/${n}`, String(n));
+    await env.BUCKET.get(`concurrent/${n}`);
+    seen.running -= 1;
+    seen.slots.splice(seen.slots.indexOf(turn.slot), 1);
+    return turn.slot;
+  });
+  return Response.json({ slot });
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === '/serialize') return serializeRoute(url, env);
+    if (url.pathname === '/concurrency') return concurrencyRoute(url, env);
+    if (url.pathname === '/concurrency-log') return Response.json({ ...seen, pending: threeAtATime.pending() });
     const which = url.searchParams.get('store');
     const make = which === 'r2' ? () => new R2Store(env.BUCKET) : () => new DurableObjectStore(env.LOCKS);
     return Response.json({ failures: await contract(make, acquireLock) });

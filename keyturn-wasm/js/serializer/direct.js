@@ -1,7 +1,8 @@
-// The direct scheduler (Node, browsers, Deno, bundlers): a job starts when the one before it
-// settled, two microtasks later, and one timer — armed for the earliest deadline the core
-// orders — bounds every running work. Cleared once nothing is queued. A coalescing job's
-// callers need nothing of it: the job starts as any (`Callers` as it is).
+// The direct scheduler (Node, browsers, Deno, bundlers): a job starts two microtasks after its
+// turn came — the one before it settled, or with `concurrency` above 1 one of the jobs ahead of
+// it — and one timer, armed for the earliest deadline the core orders, bounds every running
+// work. Cleared once nothing is queued. A coalescing job's callers need nothing of it: the job
+// starts as any (`Callers` as it is).
 import { SERIALIZER_NEXT } from '../constants.js';
 import { Callers } from './coalescing.js';
 import { clear, timerDelay, unref } from '../timers.js';
@@ -84,7 +85,7 @@ export class DirectScheduler {
    * @param {Promise<unknown>} result
    */
   entered(job, result) {
-    if (!job.cancellable) {
+    if (!job.cancellable && !this.serializer.parallel) {
       // This reaction also makes a rejection nobody awaits not an unhandled rejection, as in
       // `keyed-serializer.js`, whose tail handles every result; callers that await it still
       // see it.
@@ -98,13 +99,36 @@ export class DirectScheduler {
   }
 
   /**
-   * A job that may leave its line early settled: its listener goes, and — unless it left the
-   * line before its turn (then it never became its line's current job) — its line moves on.
+   * A job that may leave its line early, or one of several of its key running at once, settled:
+   * its listener goes, and — unless it left the line before it started — its line moves on.
    * @param {Job} job
    */
   jobDone(job) {
     job.signal?.removeEventListener('abort', job);
-    if (job.line.current === job) this.advance(/** @type {DirectLine} */ (job.line));
+    if (!this.serializer.parallel) {
+      if (job.line.current === job) this.advance(/** @type {DirectLine} */ (job.line));
+      return;
+    }
+    const serializer = this.serializer;
+    let change;
+    try {
+      change = this.core.finishTicket(job.ticket);
+    } catch (error) {
+      serializer.failed(error);
+      return;
+    }
+    if (change === undefined) return; // it left its line waiting, and was let go then
+    serializer.turns.ended(job);
+    serializer.left(job);
+    this.cancelled(job, change);
+  }
+
+  /**
+   * A queued job's turn came at once: fewer than `concurrency` jobs are ahead of it.
+   * @param {Job} job
+   */
+  turnCame(job) {
+    this.schedule(/** @type {DirectLine} */ (job.line));
   }
 
   /**
@@ -130,7 +154,8 @@ export class DirectScheduler {
   }
 
   /**
-   * A waiting job left its line (its caller's signal).
+   * A job left its line — a waiting one (its caller's signal), or with `concurrency` above 1 a
+   * started one: a next job's turn may have come.
    * @param {Job} job
    * @param {number} change
    */
@@ -150,7 +175,7 @@ export class DirectScheduler {
   // ---- starting ----
 
   /**
-   * A line's head waits to be started: two microtasks from now.
+   * A job of the line waits to be started: two microtasks from now.
    * @param {DirectLine} line
    */
   schedule(line) {
@@ -182,14 +207,16 @@ export class DirectScheduler {
     for (let i = 0; i < staged.length; i++) {
       let slot;
       let deadline;
+      let turnSlot;
       try {
-        slot = core.startHead(staged[i].id, now);
+        slot = core.startNext(staged[i].id, now);
         deadline = core.deadline();
+        turnSlot = this.serializer.parallel ? core.slot() : 0;
       } catch (error) {
         this.serializer.failed(error);
         break;
       }
-      if (slot !== undefined) this.start(this.serializer.job(slot), deadline, now);
+      if (slot !== undefined) this.start(this.serializer.job(slot), deadline, now, turnSlot);
     }
     staged.length = 0;
   }
@@ -200,8 +227,9 @@ export class DirectScheduler {
    * @param {Job} job
    * @param {number} deadline
    * @param {number} now
+   * @param {number} slot the key's slot it runs in
    */
-  start(job, deadline, now) {
+  start(job, deadline, now, slot) {
     job.line.current = job;
     if (deadline < this.armedAt) {
       try {
@@ -211,7 +239,7 @@ export class DirectScheduler {
         return;
       }
     }
-    this.serializer.begin(job);
+    this.serializer.begin(job, slot);
   }
 
   // ---- deadlines ----

@@ -3,9 +3,12 @@
 // ends. So every job starts from a promise reaction its own caller registered — on the promise
 // of the job queued before it, as `keyed-serializer.js`'s `previous.then(…)` does — and has a
 // deadline timer of its own, armed in its own context and cleared when it settles: a request
-// never holds more timers than its works running. Whether a job's turn came, whether it
-// starts and whether it has anything to finish is the core's to say; `InContextCallers` is
-// what coalescing needs here.
+// never holds more timers than its works running. With `concurrency` above 1 a job's turn
+// comes when any job ahead of it ends: the next job to start reacts to the ends of the running
+// ones, and the job behind it to its start (`Started`). A job never waits on a promise of its
+// own request — workerd would cancel that request as hung — only on other requests' promises.
+// Whether a job's turn came, whether it starts and whether it has anything to finish is the
+// core's to say; `InContextCallers` is what coalescing needs here.
 import { SERIALIZER_IDLE } from '../constants.js';
 import { Callers } from './coalescing.js';
 import { clear, timerDelay, unref } from '../timers.js';
@@ -16,6 +19,21 @@ import { Job, Line, microtask } from './jobs.js';
 /** @typedef {import('./jobs.js').CallOptions} CallOptions */
 /** @typedef {import('./coalescing.js').Caller} Caller */
 /** @typedef {(value?: unknown) => boolean | undefined} Reaction see `InContextScheduler.reacted` */
+
+/**
+ * With `concurrency` above 1, what the job behind a job reacts to: settled when that job
+ * started or left its line waiting. Made in that job's own request, at its entry.
+ */
+class Started {
+  constructor() {
+    /** @type {() => void} */
+    this.settle = () => {};
+    /** @type {Promise<void>} */
+    this.promise = new Promise((resolve) => {
+      this.settle = resolve;
+    });
+  }
+}
 
 /** A job that starts from its own reactions. */
 class InContextJob extends Job {
@@ -33,6 +51,8 @@ class InContextJob extends Job {
     this.prev = undefined;
     /** @type {Promise<unknown>} settles a reaction after its caller's promise: with `true` when it ran and its line moved on */
     this.tail = headNow;
+    /** @type {Started | undefined} with `concurrency` above 1 */
+    this.started = undefined;
     /**
      * @type {Reaction | null | undefined} once its turn came, the reaction that starts it a
      * microtask later; `null` once that one ran
@@ -62,6 +82,8 @@ class InContextLine extends Line {
     super(serializer, key, id);
     /** @type {InContextJob | undefined} */
     this.last = undefined;
+    /** @type {Set<InContextJob> | undefined} with `concurrency` above 1, its started jobs still in line */
+    this.started = undefined;
   }
 }
 
@@ -91,7 +113,7 @@ class InContextCallers extends Callers {
     /** @type {Reaction} */
     const react = (value) => this.scheduler.reacted(job, react, caller, value);
     caller.react = react;
-    (job.prev?.tail ?? headNow).then(react);
+    (job.prev?.tail ?? headNow).then(react); // with `concurrency` above 1, `prev` is none
   }
 
   /**
@@ -191,11 +213,51 @@ export class InContextScheduler {
   entered(queued, result) {
     const job = /** @type {InContextJob} */ (queued);
     const line = /** @type {InContextLine} */ (job.line);
-    job.prev = line.last;
-    line.last = job;
     job.tail = result.then(job.react, job.react);
-    (job.prev?.tail ?? headNow).then(job.react);
+    if (this.serializer.parallel) {
+      // It looks at its turn a microtask from now, and waits from there if it must.
+      job.started = new Started();
+      line.started ??= new Set();
+      headNow.then(job.react);
+    } else {
+      job.prev = line.last;
+      line.last = job;
+      (job.prev?.tail ?? headNow).then(job.react);
+    }
     job.signal?.addEventListener('abort', job);
+  }
+
+  /** A queued job's turn came at once: it finds out from its own reaction. */
+  turnCame() {}
+
+  /**
+   * With `concurrency` above 1, a job that may not start yet waits, from its caller's request:
+   * while the job ahead of it has not started, for that one's start; else for the end of any
+   * job of its key that runs. Then it looks again.
+   * @param {InContextJob} job
+   * @param {Reaction} reaction
+   */
+  waitForSlot(job, reaction) {
+    const serializer = this.serializer;
+    let ahead;
+    try {
+      if (!this.core.waits(job.ticket)) return; // it left its line, or started
+      ahead = this.core.jobAhead(job.ticket);
+      ahead = ahead === undefined ? undefined : /** @type {InContextJob} */ (serializer.job(ahead));
+      if (ahead !== undefined && !this.core.waits(ahead.ticket)) ahead = undefined;
+    } catch (error) {
+      serializer.failed(error);
+      return;
+    }
+    const again = () => {
+      if (job.starter === undefined) reaction(undefined);
+    };
+    if (ahead !== undefined) {
+      ahead.started?.promise.then(again);
+      return;
+    }
+    const line = /** @type {InContextLine} */ (job.line);
+    for (const running of line.started ?? []) running.tail.then(again);
   }
 
   /**
@@ -234,6 +296,20 @@ export class InContextScheduler {
     if (serializer.instance.failure !== undefined) return; // its waiting jobs were told already
     if (job.starter === undefined) {
       if (caller !== undefined && caller.left) return;
+      if (serializer.parallel) {
+        let now;
+        try {
+          now = this.core.mayStart(job.ticket);
+        } catch (error) {
+          serializer.failed(error);
+          return;
+        }
+        if (!now) {
+          this.waitForSlot(job, reaction);
+          return;
+        }
+        value = true;
+      }
       // The job it waited for settled. When that one ran (its tail settled with `true`), the
       // core moved the line on and this one is the head; when it left the line early (its
       // caller's signal), or this is a joined caller's first reaction, this one waits on the
@@ -271,6 +347,17 @@ export class InContextScheduler {
       return;
     }
     if (timeoutMs === undefined) return;
+    let slot = 0;
+    if (serializer.parallel) {
+      try {
+        slot = this.core.slot();
+      } catch (error) {
+        serializer.failed(error);
+        return;
+      }
+      /** @type {Set<InContextJob>} */ (/** @type {InContextLine} */ (job.line).started).add(job);
+      job.started?.settle();
+    }
     try {
       // A closure rather than `setTimeout(f, ms, job)`: workerd takes nearly twice as long to
       // arm and clear a timer given an argument to pass. A deadline must not keep a Node
@@ -281,7 +368,7 @@ export class InContextScheduler {
       job.reject(error);
       return;
     }
-    serializer.begin(job);
+    serializer.begin(job, slot);
   }
 
   /** @param {InContextJob} job */
@@ -309,6 +396,7 @@ export class InContextScheduler {
       return false;
     }
     if (change === undefined) return false;
+    /** @type {InContextLine} */ (job.line).started?.delete(job);
     serializer.left(job);
     // The next job starts from its own reaction on this job's tail.
     if (change & SERIALIZER_IDLE) serializer.lineChanged(job.line, change);
@@ -333,6 +421,7 @@ export class InContextScheduler {
    * @param {number} change
    */
   cancelled(job, change) {
+    /** @type {InContextJob} */ (job).started?.settle();
     this.serializer.lineChanged(job.line, change);
   }
 

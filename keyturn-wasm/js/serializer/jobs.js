@@ -5,7 +5,8 @@
 
 /** @typedef {import('../serializer.js').Serializer} Serializer */
 /** @typedef {import('./coalescing.js').Callers} Callers */
-/** @typedef {(signal: AbortSignal, turn: { readonly fence: number }) => unknown} Work */
+/** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
+/** @typedef {(signal: AbortSignal, turn: Turn) => unknown} Work */
 
 const resolved = Promise.resolve();
 
@@ -96,13 +97,22 @@ export class Line {
 /** @param {unknown} _ */
 function ignore(_) {}
 
-/** What a work gets as its second argument; without a store there is no lease to fence. */
-const NO_LEASE = Object.freeze({ fence: 0 });
+/**
+ * What a work gets as its second argument without a store: no lease to fence, and its key's
+ * slot — one frozen object per slot, made when first used.
+ * @type {Turn[]}
+ */
+const PLAIN_TURNS = [Object.freeze({ fence: 0, slot: 0 })];
+
+/** @param {number} slot */
+function plainTurn(slot) {
+  return (PLAIN_TURNS[slot] ??= Object.freeze({ fence: 0, slot }));
+}
 
 /**
  * Calls `work(signal, turn)` and settles the job's caller as the work does.
  * @param {Job} job
- * @param {{ readonly fence: number }} turn
+ * @param {Turn} turn
  */
 export function callWork(job, turn) {
   const work = /** @type {Work} */ (job.work);
@@ -128,7 +138,7 @@ export function callWork(job, turn) {
 /**
  * Calls `work(signal, turn)`: a promise of its outcome (what it throws, a rejection).
  * @param {Job} job
- * @param {{ readonly fence: number }} turn
+ * @param {Turn} turn
  * @returns {Promise<unknown>}
  */
 export function runWork(job, turn) {
@@ -164,10 +174,10 @@ export function watchLate(job, run) {
 }
 
 /**
- * What a started job's turn does: run its work (with its key's lease first, over a store), then
- * end (its caller heard), and what a key gone idle leaves behind.
+ * What a started job's turn does: run its work in its key's slot (with its key's lease first,
+ * over a store), then end (its caller heard), and what a key gone idle leaves behind.
  * @typedef {object} Turns
- * @property {(job: Job) => void} start
+ * @property {(job: Job, slot: number) => void} start
  * @property {(job: Job) => void} ended
  * @property {(line: Line) => void} idle
  */
@@ -180,9 +190,12 @@ export function watchLate(job, run) {
  * @type {Turns}
  */
 export const PlainTurns = Object.freeze({
-  /** @param {Job} job */
-  start(job) {
-    callWork(job, NO_LEASE);
+  /**
+   * @param {Job} job
+   * @param {number} slot
+   */
+  start(job, slot) {
+    callWork(job, plainTurn(slot));
   },
   /** @param {Job} job */
   ended(job) {

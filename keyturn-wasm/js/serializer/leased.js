@@ -124,7 +124,8 @@ export class LeasedTurns {
    * @param {KeyturnLock} lock
    */
   call(job, lock) {
-    const run = runWork(job, { fence: lock.fence });
+    // Over a store one turn of a key runs at a time: slot 0.
+    const run = runWork(job, { fence: lock.fence, slot: 0 });
     run.then(
       (value) => this.settled(job, () => job.resolve(value)),
       (error) => this.settled(job, () => job.reject(error)),

@@ -4,8 +4,8 @@
 
 use keyturn::machine::messages;
 use keyturn::{
-    DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_KEY_BYTES, MAX_LOCAL_STREAK_MS,
-    MAX_TIMEOUT_MS, SERIALIZE_PREFIX,
+    DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_CONCURRENCY, MAX_KEY_BYTES,
+    MAX_LOCAL_STREAK_MS, MAX_TIMEOUT_MS, SERIALIZE_PREFIX,
 };
 use keyturn_wasm::wire;
 
@@ -51,6 +51,11 @@ fn main() {
             "MAX_TIMEOUT_MS",
             f64::from(MAX_TIMEOUT_MS),
             "The longest deadline accepted, in ms (what setTimeout honours).",
+        ),
+        (
+            "MAX_CONCURRENCY",
+            MAX_CONCURRENCY as f64,
+            "The most works of one key that may run at once (`concurrency`).",
         ),
         (
             "LOCK_WAIT_MS",
