@@ -398,10 +398,12 @@ struct Front {
     index: KeyMap,
 }
 
-/// Runs async work one at a time per key, each with a deadline — for Rust callers.
+/// Runs async work one at a time per key (or N at a time: [`SerializerOptions::with_concurrency`]),
+/// each with a deadline — for Rust callers.
 ///
-/// Works under one key never overlap and start in the order [`run`](Self::run) was called (FIFO,
-/// the order the calls were made, not the order anything else happened). Works under different
+/// Works under one key never overlap (at most N run at once, each in a slot of its own:
+/// [`WorkSignal::slot`]) and start in the order [`run`](Self::run) was called (FIFO, the order
+/// the calls were made, not the order anything else happened). Works under different
 /// keys run concurrently. An idle key holds no memory.
 ///
 /// A work still running at its deadline is **dropped**: in Rust that really stops it at its next
