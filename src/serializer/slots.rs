@@ -24,16 +24,16 @@ impl Slots {
             self.low |= 1 << bit;
             return bit as u16;
         }
-        let word = match self.high.iter().position(|&word| word != u64::MAX) {
-            Some(word) => word,
-            None => {
-                self.high.push(0);
-                self.high.len() - 1
+        // No indexing: a bounds check's panic would keep integer formatting in the wasm.
+        for (at, word) in self.high.iter_mut().enumerate() {
+            if *word != u64::MAX {
+                let bit = (!*word).trailing_zeros();
+                *word |= 1 << bit;
+                return (64 + at * 64 + bit as usize) as u16;
             }
-        };
-        let bit = (!self.high[word]).trailing_zeros();
-        self.high[word] |= 1 << bit;
-        (64 + word * 64 + bit as usize) as u16
+        }
+        self.high.push(1);
+        (self.high.len() * 64) as u16
     }
 
     /// Frees a slot taken before.
