@@ -38,7 +38,12 @@ export async function startRedisEngine({ lease, sleep, track }) {
     return client.connect();
   };
   const awayMs = lease.maxClockSkewMs + 20;
-  let evictions = 0;
+  /** The lock records' server killed, and the store kept away for longer than the clock bound. */
+  const killLocks = async () => {
+    locks.stop('SIGKILL');
+    await locks.exited;
+    await sleep(awayMs);
+  };
   return {
     name: 'redis',
     async client(slot) {
@@ -64,9 +69,7 @@ export async function startRedisEngine({ lease, sleep, track }) {
     },
     storeFaults: {
       async 'restarted without persistence'() {
-        locks.stop('SIGKILL');
-        await locks.exited;
-        await sleep(awayMs);
+        await killLocks();
         locks = await startRedisServer({ port: locks.port });
         track(locks.process.pid, 'redis-server');
       },
@@ -83,9 +86,7 @@ export async function startRedisEngine({ lease, sleep, track }) {
         await sleep(50); // the writes of these milliseconds reach both
         await link.close();
         await sleep(200); // and these the old primary only
-        locks.stop('SIGKILL');
-        await locks.exited;
-        await sleep(awayMs);
+        await killLocks();
         await promoted.sendCommand(['REPLICAOF', 'NO', 'ONE']);
         await promoted.quit();
         locks = replica;

@@ -70,8 +70,7 @@ import { LeasedTurns } from './serializer/leased.js';
  * @property {(line: Line | undefined, work: Work, options: CallOptions | undefined) => Job} newJob
  * @property {(group: string) => Callers} newCallers
  * @property {(line: Line) => void} opened
- * @property {(job: Job) => void} turnCame
- * @property {(job: Job, result: Promise<unknown>) => void} entered
+ * @property {(job: Job, result: Promise<unknown>, opened: boolean) => void} entered
  * @property {(job: Job, change: number) => void} cancelled
  * @property {() => void} idle
  */
@@ -304,10 +303,7 @@ export class Serializer {
     });
     const callers = call?.callers;
     if (callers !== undefined) callers.settleWith(job);
-    this.scheduler.entered(job, result);
-    // A key's first job's turn has come (the scheduler was told: `opened`); a later one's, when
-    // fewer than `concurrency` jobs are ahead of it.
-    if (!opened && this.parallel && this.core.turnCame(job.ticket)) this.scheduler.turnCame(job);
+    this.scheduler.entered(job, result, opened);
     return callers === undefined ? result : callers.add(job, signal, onLateSettle);
   }
 

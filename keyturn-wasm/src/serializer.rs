@@ -374,10 +374,10 @@ impl SerializerBinding {
         self.core.timeout_of(self.ticket_of(ticket)?)
     }
 
-    /// The running head of `line` had its work called (with a store: once its lease is held).
-    pub fn called(&mut self, line: u32) {
-        if let Some(head) = self.core.head(LineId(line)) {
-            self.core.called(head);
+    /// A running job (by ticket) had its work called (with a store: once its lease is held).
+    pub fn called(&mut self, ticket: f64) {
+        if let Some(ticket) = self.ticket_of(ticket) {
+            self.core.called(ticket);
         }
     }
 

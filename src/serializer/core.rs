@@ -408,12 +408,16 @@ impl<P> SerializerCore<P> {
     /// Whether the work of `ticket` may start now: its turn has come and every work ahead of
     /// it has started.
     pub fn may_start(&self, ticket: Ticket) -> bool {
-        matches!(self.lines.get(ticket), Some(job) if job.state == State::Queued)
-            && self
-                .lines
-                .line_of(ticket)
-                .and_then(|line| self.lines.line_data(line))
-                .is_some_and(|state| state.unstarted == Some(ticket))
+        self.line_to_start_in(ticket).is_some()
+    }
+
+    /// The line of the work of `ticket` when it [`may_start`](Self::may_start).
+    fn line_to_start_in(&self, ticket: Ticket) -> Option<LineId> {
+        if self.lines.get(ticket)?.state != State::Queued {
+            return None;
+        }
+        let line = self.lines.line_of(ticket)?;
+        (self.lines.line_data(line)?.unstarted == Some(ticket)).then_some(line)
     }
 
     /// Starts the line's first work that has not started, if its turn has come: it runs from
@@ -427,15 +431,9 @@ impl<P> SerializerCore<P> {
     /// [`start_next`](Self::start_next) for the work of `ticket`: `None` unless it is its
     /// line's first work that has not started and its turn has come — works start in line order.
     pub fn start(&mut self, ticket: Ticket, now: f64) -> Option<Started<'_, P>> {
-        if self.lines.get(ticket)?.state != State::Queued {
-            return None;
-        }
-        let line = self.lines.line_of(ticket)?;
+        let line = self.line_to_start_in(ticket)?;
         let after = self.lines.next_in_line(ticket);
         let state = self.lines.line_data_mut(line)?;
-        if state.unstarted != Some(ticket) {
-            return None;
-        }
         state.unstarted = after;
         let slot = state.slots.take();
         let job = self.lines.get_mut(ticket)?;

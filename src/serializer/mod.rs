@@ -802,37 +802,43 @@ impl Drop for TurnGuard<'_> {
 /// ([`WaitTurn`]), at `now`: its deadline's length and its slot. The line's next work, if its
 /// turn has come too, is woken to start after it.
 fn start(front: &RefCell<Front>, ticket: Ticket, now: f64) -> (f64, u16) {
-    let (started, waker) = {
+    let (started, line) = {
         let mut front = front.borrow_mut();
-        let core = &mut front.core;
-        let started = core
+        let started = front
+            .core
             .start(ticket, now)
             .map_or((0.0, 0), |started| (started.timeout_ms, started.slot));
-        let waker = core
-            .line_of(ticket)
-            .and_then(|line| core.startable(line))
-            .and_then(|next| core.payload_mut(next))
-            .and_then(|turn| turn.waker.take());
-        (started, waker)
+        (started, front.core.line_of(ticket))
     };
-    if let Some(waker) = waker {
-        waker.wake();
-    }
+    wake_next(front, line);
     started
 }
 
 /// A work left its line (settled, cancelled or dropped): a key gone idle leaves the index, and
-/// the caller whose turn came is woken — outside the borrow: a waker may poll, and a poll borrows.
+/// the caller whose work may start now is woken.
 fn leave_line(front: &RefCell<Front>, key: &str, ticket: Ticket) {
-    let waker = {
+    let line = {
         let mut front = front.borrow_mut();
         let Front { core, index } = &mut *front;
-        let released = core.finish(ticket);
-        if released.as_ref().is_some_and(|released| released.idle) {
-            index.remove(key);
+        let line = core.line_of(ticket);
+        match core.finish(ticket) {
+            Some(released) if released.idle => {
+                index.remove(key);
+                None
+            }
+            _ => line,
         }
-        released
-            .and_then(|released| released.next)
+    };
+    wake_next(front, line);
+}
+
+/// Wakes the caller of `line`'s next work to start, if its turn has come and it waits for it —
+/// outside the borrow: a waker may poll, and a poll borrows.
+fn wake_next(front: &RefCell<Front>, line: Option<LineId>) {
+    let waker = {
+        let mut front = front.borrow_mut();
+        let core = &mut front.core;
+        line.and_then(|line| core.startable(line))
             .and_then(|next| core.payload_mut(next))
             .and_then(|turn| turn.waker.take())
     };

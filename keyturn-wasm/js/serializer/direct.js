@@ -80,12 +80,16 @@ export class DirectScheduler {
   }
 
   /**
-   * A queued job's caller promise: when it settles, the job's line moves on.
+   * A queued job's caller promise: when it settles, the job's line moves on. With
+   * `concurrency` above 1, a job that did not open its line (`opened`: that one's turn came
+   * with it) may find its turn come at once, with fewer than `concurrency` jobs ahead of it.
    * @param {Job} job
    * @param {Promise<unknown>} result
+   * @param {boolean} opened
    */
-  entered(job, result) {
-    if (!job.cancellable && !this.serializer.parallel) {
+  entered(job, result, opened) {
+    const { parallel } = this.serializer;
+    if (!job.cancellable && !parallel) {
       // This reaction also makes a rejection nobody awaits not an unhandled rejection, as in
       // `keyed-serializer.js`, whose tail handles every result; callers that await it still
       // see it.
@@ -96,6 +100,7 @@ export class DirectScheduler {
     const done = () => this.jobDone(job);
     result.then(done, done);
     job.signal?.addEventListener('abort', job);
+    if (parallel && !opened && this.core.turnCame(job.ticket)) this.schedule(/** @type {DirectLine} */ (job.line));
   }
 
   /**
@@ -121,14 +126,6 @@ export class DirectScheduler {
     serializer.turns.ended(job);
     serializer.left(job);
     this.cancelled(job, change);
-  }
-
-  /**
-   * A queued job's turn came at once: fewer than `concurrency` jobs are ahead of it.
-   * @param {Job} job
-   */
-  turnCame(job) {
-    this.schedule(/** @type {DirectLine} */ (job.line));
   }
 
   /**

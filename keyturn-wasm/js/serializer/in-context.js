@@ -227,9 +227,6 @@ export class InContextScheduler {
     job.signal?.addEventListener('abort', job);
   }
 
-  /** A queued job's turn came at once: it finds out from its own reaction. */
-  turnCame() {}
-
   /**
    * With `concurrency` above 1, a job that may not start yet waits, from its caller's request:
    * while the job ahead of it has not started, for that one's start; else for the end of any
@@ -297,6 +294,7 @@ export class InContextScheduler {
     if (job.starter === undefined) {
       if (caller !== undefined && caller.left) return;
       if (serializer.parallel) {
+        // With `concurrency` above 1 the core says whether it may start now; else it waits.
         let now;
         try {
           now = this.core.mayStart(job.ticket);
@@ -308,14 +306,12 @@ export class InContextScheduler {
           this.waitForSlot(job, reaction);
           return;
         }
-        value = true;
-      }
-      // The job it waited for settled. When that one ran (its tail settled with `true`), the
-      // core moved the line on and this one is the head; when it left the line early (its
-      // caller's signal), or this is a joined caller's first reaction, this one waits on the
-      // job the core says is ahead now, if any. (A job that left its line itself hears its own
-      // outcome here first: `startTicket` then says it does not start.)
-      if (value !== true) {
+      } else if (value !== true) {
+        // The job it waited for settled. When that one ran (its tail settled with `true`), the
+        // core moved the line on and this one is the head; when it left the line early (its
+        // caller's signal), or this is a joined caller's first reaction, this one waits on the
+        // job the core says is ahead now, if any. (A job that left its line itself hears its
+        // own outcome here first: `startTicket` then says it does not start.)
         let slot;
         try {
           slot = this.core.jobAhead(job.ticket);

@@ -105,7 +105,7 @@ export class LeasedTurns {
       const stop = lock[KEEP_RENEWED](() => job.controller?.abort(lostLease(job.line.key)));
       this.held.set(job, new HeldTurn(lock, stop));
       try {
-        serializer.core.called(job.line.id);
+        serializer.core.called(job.ticket);
       } catch (error) {
         serializer.failed(error);
       }
