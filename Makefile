@@ -1,6 +1,6 @@
 # keyturn — the two commands of the README are `make dev` and `make test`; both install what is
 # missing first (scripts/setup.sh is idempotent and skips what is already there).
-.PHONY: dev test test-rust test-browser test-js build setup bench faults faults-long clean
+.PHONY: dev serve test test-rust test-browser test-js build setup bench faults faults-long clean
 
 build: setup
 	bash keyturn-wasm/build.sh
@@ -25,10 +25,16 @@ test-js: build
 	bash scripts/test.sh js
 
 # The example worker (worker/, wrangler.toml) on 127.0.0.1:8787, offline: Durable Objects and
-# R2 simulated locally by wrangler's workerd. See the README for curl commands.
+# R2 simulated locally by wrangler's workerd. See the README for curl commands. `serve` is the same
+# without the build (tests/js/dev-exports.test.mjs runs it with PORT and VARS, e.g.
+# VARS="--var UPSTREAM_URL:http://127.0.0.1:9000").
+PORT ?= 8787
 dev: build
+	$(MAKE) --no-print-directory serve
+
+serve:
 	WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
-	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port 8787
+	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $(PORT) $(VARS)
 
 # The fault harness (faults/README.md) over redis-server and workerd's Durable Objects: the short
 # profile (about 4 minutes; CI runs it after `make test`) with its self-test — planted bugs must

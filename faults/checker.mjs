@@ -7,10 +7,14 @@
 // Events (plain objects, `kind` first):
 // - `client`   { client, skewMs, inFlight }        — a client, how far its `now` was moved, and
 //                                                    how many turns it keeps in flight
-// - `acquired` { client, name, token, fence, at, heldUntil, waitedMs }
+// - `acquired` { client, name, token, fence, at, heldUntil, waitedMs, group?, slots? }
 //                                                  — its acquisition answered at `at`, asked for
 //                                                    `waitedMs` before; its lease ends at
-//                                                    `heldUntil` (real time) unless released
+//                                                    `heldUntil` (real time) unless released.
+//                                                    A slot of a name taken N at a time has
+//                                                    `name` `group#k`, and `group` and `slots`
+//                                                    (N): each slot is judged as a name, and the
+//                                                    group's holders are counted against N
 // - `released` { client, name, token, at }         — it began releasing at `at`
 // - `asked`    { client, name, at }                — its isolate's ask reached the record (a
 //                                                    replace that added it answered at `at`)
@@ -124,7 +128,8 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
     const { ok, info, unanswered } = writes.get(final.resource) ?? { unanswered: new Set(), ok: 0, info: 0 };
     checkResource(final, { ok, info: info + unanswered.size }, violations);
   }
-  checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, violations);
+  const judged = checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, violations);
+  checkSlots(judged, staleMs, storeFaults, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
   const order = checkOrder(acquisitions, asks, clients, faults, staleMs ?? 0, violations);
   return { violations, order, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
@@ -166,14 +171,16 @@ function checkResource({ resource, value, accepted }, { ok, info }, violations) 
  * writer heard that it wrote it. The one overlap not counted: a lease taken while an earlier one
  * still held, with a store fault between the earlier one's record and the later one's answer —
  * the store lost what made them exclusive; the fences must still keep the resource safe.
+ * Answers the judged leases.
  * @param {number | undefined} staleMs
  * @param {Array<[number, number]>} storeFaults
  */
 function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, violations) {
   const paused = (lease) => clientOf(clients, lease.client).pauses.some(([from, to]) => from < lease.until && to > lease.at);
   const skewApart = (a, b) => Math.abs(clientOf(clients, a.client).skewMs - clientOf(clients, b.client).skewMs) > maxClockSkewMs;
-  const written = (lease) => (staleMs === undefined || lease.heldUntil === undefined ? lease.at : Math.min(lease.at, lease.heldUntil - staleMs));
-  const lostBetween = (earlier, later) => storeFaults.some(([from, to]) => from < later.at && to > written(earlier));
+  const written = (lease) => writtenAt(staleMs, lease);
+  const lostBetween = (earlier, later) => lostBetweenOf(storeFaults, staleMs, earlier, later);
+  const judgedLeases = [];
   const byName = new Map();
   for (const lease of leases) {
     if (lease.until <= lease.at) continue;
@@ -196,6 +203,7 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
     all.sort((a, b) => a.at - b.at);
     let holding;
     for (const lease of all.filter((judged) => !outside.has(judged))) {
+      judgedLeases.push(lease);
       if (holding !== undefined && lease.at < holding.until && !lostBetween(holding, lease)) {
         violations.push({
           property: 'one holder at a time',
@@ -205,6 +213,46 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
         });
       }
       if (holding === undefined || lease.until > holding.until) holding = lease;
+    }
+  }
+  return judgedLeases;
+}
+
+/** When a lease's record was written: its stamp, `staleMs` before its `heldUntil`, if before its answer. */
+const writtenAt = (staleMs, lease) => (staleMs === undefined || lease.heldUntil === undefined ? lease.at : Math.min(lease.at, lease.heldUntil - staleMs));
+
+/** Whether a store fault came between `earlier`'s record and `later`'s answer. */
+const lostBetweenOf = (storeFaults, staleMs, earlier, later) => storeFaults.some(([from, to]) => from < later.at && to > writtenAt(staleMs, earlier));
+
+/**
+ * Names taken N at a time: every slot in range, and — among the judged leases — never more
+ * than N holders of one group at once (a store fault between two leases excuses their overlap,
+ * as for one name).
+ */
+function checkSlots(judged, staleMs, storeFaults, violations) {
+  const groups = new Map();
+  for (const lease of judged) {
+    if (lease.group === undefined) continue;
+    const slot = Number(lease.name.slice(lease.group.length + 1));
+    if (!(lease.name.startsWith(`${lease.group}#`) && Number.isInteger(slot) && slot >= 0 && slot < lease.slots)) {
+      violations.push({ property: 'slots in range', at: lease.at, clients: [lease.client], detail: `${lease.name}: not a slot of ${lease.group}, taken ${lease.slots} at a time` });
+    }
+    groups.set(lease.group, [...(groups.get(lease.group) ?? []), lease]);
+  }
+  for (const [group, all] of groups) {
+    all.sort((a, b) => a.at - b.at);
+    let active = [];
+    for (const lease of all) {
+      active = active.filter((other) => other.until > lease.at && !lostBetweenOf(storeFaults, staleMs, other, lease));
+      active.push(lease);
+      if (active.length > lease.slots) {
+        violations.push({
+          property: 'at most N holders',
+          at: lease.at,
+          clients: active.map((other) => other.client),
+          detail: `${group}: ${active.length} holders at ${lease.at.toFixed(1)}, taken ${lease.slots} at a time (${active.map((other) => `${other.client} in ${other.name}`).join(', ')})`,
+        });
+      }
     }
   }
 }
@@ -238,7 +286,7 @@ function checkOrder(acquisitions, asks, clients, faults, staleMs, violations) {
   for (const { client, name, at } of asks) asksOf.set(`${client} ${name}`, [...(asksOf.get(`${client} ${name}`) ?? []), at]);
   const byName = new Map();
   for (const a of acquisitions) {
-    if (a.waitedMs === undefined) continue;
+    if (a.waitedMs === undefined || a.group !== undefined) continue; // a semaphore's waiter waits for every slot
     byName.set(a.name, [...(byName.get(a.name) ?? []), { ...a, asked: a.at - a.waitedMs }]);
   }
   for (const [name, all] of byName) {

@@ -23,7 +23,7 @@ const store = ['--store-faults', ...(profile === 'short' ? ['--injections', '10'
 const runs = [
   ...engines.map((engine) => ({ engine, seconds })),
   ...engines.map((engine) => ({ engine, seconds: profile === 'short' ? '10' : String(seconds / 2), flags: store })),
-  ...(profile === 'short' ? ['skew', 'release', 'read-back', 'hog'].map((plant) => ({ engine: 'redis', seconds: '12', plant })) : []),
+  ...(profile === 'short' ? ['skew', 'release', 'read-back', 'hog', 'slots'].map((plant) => ({ engine: 'redis', seconds: '12', plant })) : []),
   ...(profile === 'short' ? [{ engine: 'redis', seconds: '12', plant: 'fences', flags: ['--store-faults'] }] : []),
 ];
 

@@ -7,7 +7,7 @@
 //
 //   node faults/run.mjs [--engine redis|durable-objects] [--seconds 40] [--history FILE]
 //                       [--store-faults] [--injections N]
-//                       [--plant skew|release|read-back|hog|fences]
+//                       [--plant skew|release|read-back|hog|fences|slots]
 //
 // Engines: `redis`, redis-servers behind TCP proxies, two per client (faults/redis-engine.mjs:
 // latency, lost answers, blackholes); `durable-objects`, workerd's Durable Objects shared by
@@ -51,7 +51,9 @@ const injections = Number(option('--injections', 0));
 // whose clocks agree, and with two clients skewed it judges too few to find the hog every time.
 const lease = { staleMs: 1000, waitMs: 4000, storeTimeoutMs: 500, maxClockSkewMs: storeFaults ? 10 : 11000 };
 const [c1Skew, c4Skew] = storeFaults ? [4, -4] : plant === 'hog' ? [0, 0] : [10_000, 3_600_000];
-const names = ['alpha', 'beta'];
+// `gamma` is taken 3 at a time (a semaphore): each slot judged as a name, its holders counted.
+const names = ['alpha', 'beta', 'gamma'];
+const semaphores = { gamma: 3 };
 // c2 is a busy isolate over Redis: 4 turns in flight, so its holds are batches of turns.
 // A planted bug goes to c1 (its clock skewed), the hog to c2 (the busy one); `fences` is the
 // package's own, in every client.
@@ -107,9 +109,16 @@ const tell = (slot, name) => kill(slots[slot].child.pid, name);
 const track = (pid, command) => pids.set(pid, command);
 const engine = await (engineName === 'durable-objects' ? startDurableObjectsEngine : startRedisEngine)({ lease, sleep, tell, track });
 
+/** The counters of a name's turns: one per slot of a semaphore name, for its locks' and its serializers' turns. */
+function counters(name) {
+  const slots = semaphores[name] ?? 1;
+  const of = (prefix) => (slots === 1 ? [`counter:${prefix}${name}`] : Array.from({ length: slots }, (_, k) => `counter:${prefix}${name}#${k}`));
+  return [...of(''), ...of('turns:')];
+}
+
 async function startClient(slot, client) {
   const { script, config } = await engine.client(slot);
-  const child = spawn(process.execPath, [script, JSON.stringify({ ...client, ...lease, names, offsetMs, ...config, ...keyturn })], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [script, JSON.stringify({ ...client, ...lease, names, semaphores, offsetMs, ...config, ...keyturn })], { stdio: ['ignore', 'pipe', 'inherit'] });
   pids.set(child.pid, 'node');
   let ready;
   slots[slot] = { client, child, pids: [], ready: new Promise((resolve) => (ready = resolve)) };
@@ -186,7 +195,7 @@ try {
   const children = slots.map(({ child }) => child);
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   await Promise.all(children.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
-  for (const final of await engine.finals(names.flatMap((name) => [`counter:${name}`, `counter:turns:${name}`]))) history.push({ kind: 'final', ...final });
+  for (const final of await engine.finals(names.flatMap((name) => counters(name)))) history.push({ kind: 'final', ...final });
 
   const result = check(history, { ...lease, liveWithinMs: lease.staleMs + lease.waitMs + lease.storeTimeoutMs });
   // A history that broke a promise is kept for reading, asked for or not.

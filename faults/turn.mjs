@@ -18,9 +18,20 @@
  * - `hog`: a holder that never hands on — its reads show records without the asks of the
  *   isolates waiting (so it never learns that anyone waits, and its writes drop their asks);
  *   it keeps its wake-ups.
+ * - `slots`: a slot counted twice — the records of a semaphore name's slots are kept under keys
+ *   of this client's own, so it holds a slot while another client holds the same.
  * (`skew`, a takeover that ignores skew, is planted through the options: see `leaseOptions`.)
  */
-export function plantedStore(store, plant, staleMs) {
+export function plantedStore(store, plant, staleMs, { id, semaphores = {} }) {
+  if (plant === 'slots') {
+    const own = (key) => (key.startsWith(SLOT_PREFIX) || key in semaphores ? `${key}:${id}` : key);
+    return {
+      create: (key, value) => store.create(own(key), value),
+      read: (key) => store.read(own(key)),
+      replace: (key, version, value) => store.replace(own(key), version, value),
+      ...(store.changed === undefined ? {} : { changed: (key, version, ms) => store.changed(own(key), version, ms) }),
+    };
+  }
   if (plant === 'hog') {
     const withoutAsks = (record) => {
       if (record === null) return null;
@@ -87,8 +98,8 @@ export function plantedStore(store, plant, staleMs) {
  * isolate's ask reached the store — an `asked` event { client, name, at } for each replace that
  * added an ask to the record it replaced, as the order check counts from it (checker.mjs).
  */
-export function clientStore(store, { id, plant, staleMs }, { emit, real, serializePrefix }) {
-  const planted = plantedStore(store, plant, staleMs);
+export function clientStore(store, { id, plant, staleMs, semaphores }, { emit, real, serializePrefix }) {
+  const planted = plantedStore(store, plant, staleMs, { id, semaphores });
   const read = new Map(); // key → the record last read
   const asks = (value) => {
     try {
@@ -97,7 +108,12 @@ export function clientStore(store, { id, plant, staleMs }, { emit, real, seriali
       return [];
     }
   };
-  const name = (key) => (key.startsWith(serializePrefix) ? `turns:${key.slice(serializePrefix.length)}` : key);
+  // The name a record serves: a slot's past the first is `name#k`, as the turn names it.
+  const name = (record) => {
+    const [, slot, rest] = record.startsWith(SLOT_PREFIX) ? record.match(/^keyturn:slot:(\d+):(.*)$/) : [, undefined, record];
+    const key = rest.startsWith(serializePrefix) ? `turns:${rest.slice(serializePrefix.length)}` : rest;
+    return slot === undefined ? key : `${key}#${slot}`;
+  };
   return {
     create: (key, value) => planted.create(key, value),
     async read(key) {
@@ -118,6 +134,18 @@ export function clientStore(store, { id, plant, staleMs }, { emit, real, seriali
   };
 }
 
+/** The key prefix of a semaphore name's slot records past the first (the crate's `SLOT_PREFIX`). */
+const SLOT_PREFIX = 'keyturn:slot:';
+
+/**
+ * The name a turn holds, as the history names it: a semaphore name's slot `k` is `name#k`
+ * (judged as a name of its own, and counted with its group's other slots), slot 0 of one too.
+ * @param {string} name
+ * @param {number} slots the name's concurrency
+ * @param {number} slot
+ */
+const slotted = (name, slots, slot) => (slots > 1 ? `${name}#${slot}` : name);
+
 /** The lease options of a client: `skew` plants a takeover that ignores clock skew. */
 export const leaseOptions = ({ staleMs, maxClockSkewMs, storeTimeoutMs, plant }) => ({
   staleMs,
@@ -135,6 +163,7 @@ export const leaseOptions = ({ staleMs, maxClockSkewMs, storeTimeoutMs, plant })
 export function makeTurn({ api, store, serialize, write, real, now, emit, config }) {
   const { id, waitMs } = config;
   const lease = { ...leaseOptions(config), waitMs, now };
+  const slotsOf = (name) => config.semaphores?.[name] ?? 1;
   const increment = async (resource, fence, token) => {
     // Invoked, then answered: a client killed or disposed in between leaves it indeterminate.
     await emit({ kind: 'invoke', client: id, resource: `counter:${resource}`, token, fence });
@@ -143,31 +172,47 @@ export function makeTurn({ api, store, serialize, write, real, now, emit, config
   };
   return async function turn(name) {
     const asked = real();
+    const slots = slotsOf(name);
+    // A semaphore name's turns: each slot judged as a name of its own, and counted in its group.
+    const group = slots > 1 ? { group: name, slots } : {};
     if (serialize !== undefined) {
       // Its turns hold the lease named `SERIALIZE_PREFIX + name`: fences of their own, and a
       // counter of their own. A turn's lease is not visible here, so turns are judged by fences.
-      const resource = `turns:${name}`;
-      await serialize(name, async (signal, { fence }) => {
+      await serialize(name, async (signal, { fence, slot }) => {
+        const resource = slotted(`turns:${name}`, slots, slot);
         const at = real();
         const token = `${id}/${fence}`;
-        await emit({ kind: 'acquired', client: id, name: resource, token, fence, at, heldUntil: at, waitedMs: at - asked });
+        const turnGroup = slots > 1 ? { group: `turns:${name}`, slots } : {};
+        await emit({ kind: 'acquired', client: id, name: resource, token, fence, at, heldUntil: at, waitedMs: at - asked, ...turnGroup });
         await increment(resource, fence, token);
       });
       return;
     }
     await api.withLock(store, name, async (lock) => {
+      const held = slotted(name, slots, lock.slot);
       const at = real();
-      await emit({ kind: 'acquired', client: id, name, token: lock.token, fence: lock.fence, at, heldUntil: at + (lock.heldUntil - now()), waitedMs: at - asked });
-      await increment(name, lock.fence, lock.token);
+      await emit({ kind: 'acquired', client: id, name: held, token: lock.token, fence: lock.fence, at, heldUntil: at + (lock.heldUntil - now()), waitedMs: at - asked, ...group });
+      await increment(held, lock.fence, lock.token);
       // Not awaited: the release begins now (a lost event only makes the lease count longer).
-      emit({ kind: 'released', client: id, name, token: lock.token, at: real() });
-    }, lease);
+      emit({ kind: 'released', client: id, name: held, token: lock.token, at: real() });
+    }, { ...lease, concurrency: slots });
   };
 }
 
-/** The serializer of a serializer-mode client (its records carry the machine's clock). */
+/**
+ * The serializer of a serializer-mode client (its records carry the machine's clock): one per
+ * concurrency its names are taken at.
+ */
 export function makeSerializer(api, store, config) {
-  return config.mode === 'serializer'
-    ? api.createKeyedSerializer({ ...leaseOptions(config), store, timeoutMs: config.waitMs + config.staleMs })
-    : undefined;
+  if (config.mode !== 'serializer') return undefined;
+  const serializers = new Map();
+  return (name, work) => {
+    const concurrency = config.semaphores?.[name] ?? 1;
+    let serialize = serializers.get(concurrency);
+    if (serialize === undefined) {
+      serialize = api.createKeyedSerializer({ ...leaseOptions(config), store, concurrency, timeoutMs: config.waitMs + config.staleMs });
+      serializers.set(concurrency, serialize);
+    }
+    return serialize(name, work);
+  };
 }

@@ -68,6 +68,31 @@ pub fn validate_key(key: &str) -> Result<(), KeyError> {
 /// takes a turn of that key (and only then: no other name starts so).
 pub const SERIALIZE_PREFIX: &str = "keyturn:serialize:";
 
+/// The prefix of the records of a name taken N at a time (`concurrency` above 1), past its
+/// first: slot 0 of `name` is the record `name` itself (so N = 1 is a plain lock's record), slot
+/// `k` the record `keyturn:slot:k:name` ([`slot_name`]). A lock name that starts so is that
+/// slot's record.
+pub const SLOT_PREFIX: &str = "keyturn:slot:";
+
+/// The record of slot `slot` of the lock `name` (see [`SLOT_PREFIX`]).
+///
+/// ```
+/// use keyturn::slot_name;
+/// assert_eq!(slot_name("exports:acme", 0), "exports:acme");
+/// assert_eq!(slot_name("exports:acme", 2), "keyturn:slot:2:exports:acme");
+/// ```
+pub fn slot_name(name: &str, slot: u16) -> String {
+    if slot == 0 {
+        return name.to_owned();
+    }
+    let mut key = String::with_capacity(SLOT_PREFIX.len() + 6 + name.len());
+    key.push_str(SLOT_PREFIX);
+    crate::record::push_decimal(&mut key, u64::from(slot));
+    key.push(':');
+    key.push_str(name);
+    key
+}
+
 /// Checks that `name` is usable as a lock name: [`validate_key`]'s rule, not counting a leading
 /// [`SERIALIZE_PREFIX`] (so every serializer key has its lock).
 ///

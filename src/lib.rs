@@ -85,7 +85,9 @@ mod platform;
 pub mod machine;
 
 pub use clock::{Clock, ManualClock, Sleep, TimerError, Waiter};
-pub use key::{validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX};
+pub use key::{
+    slot_name, validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX, SLOT_PREFIX,
+};
 pub use lock::{
     Lock, LockError, LockManager, LockOptions, LockStats, OptionError, FENCES_PER_MS,
     LOCK_STALE_MS, LOCK_WAIT_MS, MAX_LOCAL_STREAK_MS,

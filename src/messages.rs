@@ -29,8 +29,8 @@ pub const MAX_PENDING_RANGE: &str =
     "{what} must be a whole number from 1 up, or Infinity, got {value}";
 /// A `concurrency` out of range.
 pub const CONCURRENCY_RANGE: &str = "{what} must be a whole number from 1 to {max}, got {value}";
-/// A `concurrency` above 1 where only one at a time is available.
-pub const CONCURRENCY_OVER_STORE: &str = "{what} above 1 is not available with a store yet: over a store one turn of a key runs at a time across isolates, got {value}";
+/// A lock name acquired with a `concurrency` other than its records' (or its holders' here).
+pub const CONCURRENCY_MISMATCH: &str = "lock {name} is taken {found} at a time (its records say so, or its holders here), but this acquisition asked for {asked} at a time: a name keeps one concurrency, so use another name for another";
 /// A lock's wait out of range.
 pub const WAIT_RANGE: &str =
     "{what} must be a finite number of milliseconds, 0 or more, got {value}";
@@ -82,7 +82,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("timeoutRange", TIMEOUT_RANGE),
     ("maxPendingRange", MAX_PENDING_RANGE),
     ("concurrencyRange", CONCURRENCY_RANGE),
-    ("concurrencyOverStore", CONCURRENCY_OVER_STORE),
+    ("concurrencyMismatch", CONCURRENCY_MISMATCH),
     ("waitRange", WAIT_RANGE),
     ("staleRange", STALE_RANGE),
     ("skewRange", SKEW_RANGE),

@@ -22,6 +22,8 @@
 //!   records: a taker waits out the longer of it and its own. A free record has none.
 //! - `asks` (optional): the isolates waiting for the name, in the order they asked
 //!   ([`Asks`](crate::asks::Asks)). A string, so a record stays a flat object.
+//! - `n` (optional): the name's `concurrency`, on every slot record of a name taken N at a time
+//!   (N above 1; absent means 1). An acquisition with another `concurrency` is refused.
 //!
 //! Unknown fields are ignored, so a later version can add some; anything that does not parse
 //! as this format is a record that is not ours and is never released by us.
@@ -52,6 +54,8 @@ pub struct Record {
     pub lease: Option<u64>,
     /// The isolates waiting for the name, oldest first.
     pub asks: Asks,
+    /// The name's `concurrency`: how many slots it has (1 when the record does not say).
+    pub n: u16,
 }
 
 /// Why a stored text is not a record of ours.
@@ -77,6 +81,7 @@ impl Record {
             at,
             lease: Some(u64::from(crate::lock::LOCK_STALE_MS)),
             asks: Asks::default(),
+            n: 1,
         }
     }
 
@@ -90,6 +95,7 @@ impl Record {
             at,
             lease: None,
             asks: Asks::default(),
+            n: 1,
         }
     }
 
@@ -103,6 +109,7 @@ impl Record {
             self.at,
             self.lease,
             &self.asks,
+            self.n,
         )
     }
 
@@ -116,6 +123,7 @@ impl Record {
             at,
             lease,
             asks,
+            n,
         } = Reader::new(text).object()?;
         Record::from_fields(
             format,
@@ -125,6 +133,7 @@ impl Record {
             at,
             lease,
             asks.as_deref(),
+            n,
         )
     }
 }
@@ -133,6 +142,7 @@ impl Record {
     /// The record with these fields, as a parser found them (`None` where a field is absent or
     /// of another type): the checks of [`Record::decode`], for a caller that parsed the JSON
     /// itself (the JS package uses `JSON.parse`).
+    #[allow(clippy::too_many_arguments)]
     pub fn from_fields(
         format: Option<f64>,
         state: Option<&str>,
@@ -141,6 +151,7 @@ impl Record {
         at: Option<f64>,
         lease: Option<f64>,
         asks: Option<&str>,
+        n: Option<f64>,
     ) -> Result<Record, NotARecord> {
         if format != Some(f64::from(FORMAT)) {
             return Err(NotARecord("no \"keyturn\": 1"));
@@ -167,6 +178,11 @@ impl Record {
             None if held => return Err(NotARecord("a held record without a lease")),
             None => None,
         };
+        let n = match n {
+            None => 1,
+            Some(n) if (1.0..=f64::from(u16::MAX)).contains(&n) && n.fract() == 0.0 => n as u16,
+            Some(_) => return Err(NotARecord("n is not a whole number from 1 to 65535")),
+        };
         Ok(Record {
             held,
             token,
@@ -174,6 +190,7 @@ impl Record {
             at,
             lease,
             asks: asks.map(Asks::parse).unwrap_or_default(),
+            n,
         })
     }
 }
@@ -181,9 +198,17 @@ impl Record {
 /// The stored text of a record with these fields; a token that is not ours is escaped so the
 /// JSON stays valid.
 #[cfg(test)]
-fn encode(held: bool, token: &str, fence: u64, at: f64, lease: Option<u64>, asks: &Asks) -> String {
+fn encode(
+    held: bool,
+    token: &str,
+    fence: u64,
+    at: f64,
+    lease: Option<u64>,
+    asks: &Asks,
+    n: u16,
+) -> String {
     if is_plain(token) {
-        return encode_ours(held, token, fence, at, lease, asks);
+        return encode_ours(held, token, fence, at, lease, asks, n);
     }
     let mut escaped = String::with_capacity(token.len() + 8);
     for c in token.chars() {
@@ -199,7 +224,7 @@ fn encode(held: bool, token: &str, fence: u64, at: f64, lease: Option<u64>, asks
             c => escaped.push(c),
         }
     }
-    encode_ours(held, &escaped, fence, at, lease, asks)
+    encode_ours(held, &escaped, fence, at, lease, asks, n)
 }
 
 /// Whether a token needs no escaping in a record's JSON (ours are hex).
@@ -208,7 +233,8 @@ pub(crate) fn is_plain(token: &str) -> bool {
 }
 
 /// [`encode`] for a token of ours (hex, or empty), which needs no escaping: what the lock core
-/// writes, and all it links into the wasm.
+/// writes, and all it links into the wasm. `n` is written only above 1, so a name taken one at
+/// a time keeps the records it always had.
 pub(crate) fn encode_ours(
     held: bool,
     token: &str,
@@ -216,6 +242,7 @@ pub(crate) fn encode_ours(
     at: f64,
     lease: Option<u64>,
     asks: &Asks,
+    n: u16,
 ) -> String {
     // Room for the longest record (a 32-digit token, 20-digit numbers) and a few asks: one
     // allocation.
@@ -233,6 +260,10 @@ pub(crate) fn encode_ours(
         push_decimal(&mut out, lease);
     }
     asks.push_field(&mut out);
+    if n > 1 {
+        out.push_str(",\"n\":");
+        push_decimal(&mut out, u64::from(n));
+    }
     out.push('}');
     out
 }
@@ -248,6 +279,7 @@ struct Fields {
     at: Option<f64>,
     lease: Option<f64>,
     asks: Option<String>,
+    n: Option<f64>,
 }
 
 /// A scalar value of a record's text.
@@ -269,9 +301,10 @@ impl Fields {
             ("fence", Value::Number(n)) => self.fence = Some(n),
             ("at", Value::Number(n)) => self.at = Some(n),
             ("lease", Value::Number(n)) => self.lease = Some(n),
+            ("n", Value::Number(n)) => self.n = Some(n),
             // Asks only order waiters: one of another type is left out, as a bad entry is.
             ("asks", Value::String(text)) => self.asks = Some(text),
-            ("keyturn" | "state" | "token" | "fence" | "at" | "lease", _) => {
+            ("keyturn" | "state" | "token" | "fence" | "at" | "lease" | "n", _) => {
                 return Err(NotARecord("a field has the wrong type"))
             }
             _ => {}
@@ -514,6 +547,16 @@ mod tests {
         assert_eq!(Record::decode(&text), Ok(held.clone()));
         let free = Record::free(held.fence, 1_764_452_000_500.0);
         assert_eq!(Record::decode(&free.encode()), Ok(free));
+        // A slot record of a name taken 3 at a time says so; at 1 it says nothing.
+        let slot = Record {
+            n: 3,
+            ..Record::free(4, 5.0)
+        };
+        assert_eq!(
+            slot.encode(),
+            r#"{"keyturn":1,"state":"free","token":"","fence":4,"at":5,"n":3}"#
+        );
+        assert_eq!(Record::decode(&slot.encode()), Ok(slot));
         for (fence, at) in [
             (0, 0.0),
             (9, 9.99),
@@ -574,6 +617,7 @@ mod tests {
             number("fence").ok()?,
             number("at").ok()?,
             number("lease").ok()?,
+            number("n").ok()?,
         );
         Record::from_fields(
             fields.0,
@@ -583,6 +627,7 @@ mod tests {
             fields.4,
             fields.5,
             None,
+            fields.6,
         )
         .ok()
     }
@@ -593,6 +638,11 @@ mod tests {
         let seeds = [
             Record::held("0123456789abcdef0123456789abcdef", 12, 1_764_452_000_000.0).encode(),
             Record::free(3, 5.0).encode(),
+            Record {
+                n: 3,
+                ..Record::held("0123456789abcdef0123456789abcdef", 9, 4.0)
+            }
+            .encode(),
             ours.replace(",\"extra\":[]", ""),
             " { \"at\" : 1 , \"fence\":2,\"state\":\"free\",\"token\":\"\",\"keyturn\":1 } ".into(),
         ];
@@ -652,6 +702,9 @@ mod tests {
             r#"{"keyturn":1,"state":"held","token":"t","fence":1,"at":0,"lease":5} trailing"#,
             r#"{"keyturn":1,"state":"held","token":"\ud800","fence":1,"at":0,"lease":5}"#,
             r#"{"pid":123,"token":"from board-lock.ts's lock file"}"#,
+            r#"{"keyturn":1,"state":"free","token":"","fence":1,"at":0,"n":0}"#,
+            r#"{"keyturn":1,"state":"free","token":"","fence":1,"at":0,"n":2.5}"#,
+            r#"{"keyturn":1,"state":"free","token":"","fence":1,"at":0,"n":"2"}"#,
         ] {
             assert!(Record::decode(text).is_err(), "{text}");
         }

@@ -121,12 +121,15 @@ impl Scripted {
                 .into();
             }
             "free" => {
-                let asks = record.get("asks").cloned();
+                let (asks, n) = (record.get("asks").cloned(), record.get("n").cloned());
                 record = serde_json::json!({
                     "keyturn": 1, "state": "free", "token": "", "fence": record["fence"], "at": t,
                 });
                 if let Some(asks) = asks {
                     record["asks"] = asks;
+                }
+                if let Some(n) = n {
+                    record["n"] = n;
                 }
             }
             other => panic!("unknown thing another isolate does: {other}"),
@@ -139,6 +142,9 @@ impl Scripted {
         let state = if record.held { "held" } else { "free" };
         let mut line = format!("{method} {state} f{}", record.fence);
         let fields: Value = serde_json::from_str(value).unwrap();
+        if let Some(n) = fields.get("n").and_then(Value::as_u64) {
+            line += &format!(" n{n}");
+        }
         if let Some(asks) = fields.get("asks").and_then(Value::as_str) {
             line += &format!(" asks {}", asks.split(',').count());
         }
@@ -197,7 +203,7 @@ fn injected() -> StoreError {
 impl LockStore for Scripted {
     type Version = String;
     async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
-        self.writing("create", value, || {
+        self.writing(&in_slot("create", key), value, || {
             let exists = self.records.borrow().contains_key(key);
             (!exists).then(|| self.put(key, value))
         })
@@ -214,7 +220,7 @@ impl LockStore for Scripted {
         };
         self.log
             .borrow_mut()
-            .push((self.now(), format!("read → {answer}")));
+            .push((self.now(), format!("{} → {answer}", in_slot("read", key))));
         match fate {
             Fate::Answer => Ok(found),
             Fate::Hang => std::future::pending().await,
@@ -227,7 +233,7 @@ impl LockStore for Scripted {
         version: &String,
         value: &str,
     ) -> Result<Option<String>, StoreError> {
-        self.writing("replace", value, || {
+        self.writing(&in_slot("replace", key), value, || {
             let current = self
                 .records
                 .borrow()
@@ -329,7 +335,16 @@ fn error_name(error: &SerializeError) -> &'static str {
     match error {
         SerializeError::TimedOut { .. } => "SerializedWorkTimeout",
         SerializeError::Lock(LockError::Store(_)) => "LockStoreError",
+        SerializeError::Lock(LockError::ConcurrencyMismatch { .. }) => "ConcurrencyMismatch",
         other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// A store call's method as the log shows it: with `s<k>` for the record of slot k above 0.
+fn in_slot(method: &str, key: &str) -> String {
+    match key.strip_prefix(keyturn::SLOT_PREFIX) {
+        Some(rest) => format!("{method} s{}", rest.split(':').next().unwrap()),
+        None => method.to_owned(),
     }
 }
 
@@ -337,6 +352,7 @@ fn lock_error_name(error: &LockError) -> &'static str {
     match error {
         LockError::Store(_) => "LockStoreError",
         LockError::Unavailable { .. } => "LockUnavailable",
+        LockError::ConcurrencyMismatch { .. } => "ConcurrencyMismatch",
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -387,6 +403,9 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
             if let Some(asks) = record.get("asks") {
                 value["asks"] = asks.clone();
             }
+            if let Some(n) = record.get("n") {
+                value["n"] = n.clone();
+            }
             store.put(name, &value.to_string());
         }
     }
@@ -395,16 +414,28 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         ahead: number(&case["clock"], "ahead", 0.0),
         frozen: case["clock"]["frozen"] == true,
     };
+    let concurrency = number(&options, "concurrency", 1.0);
     let lock_options = LockOptions {
         wait_ms,
         stale_ms,
         max_clock_skew_ms: number(&options, "maxClockSkewMs", 0.0),
         store_timeout_ms: options.get("storeTimeoutMs").and_then(Value::as_f64),
+        concurrency,
+    };
+    // A slot is logged only where a name has more than one.
+    let slotted = move |slot: u16| {
+        if concurrency > 1.0 {
+            format!("s{slot} ")
+        } else {
+            String::new()
+        }
     };
     let locks = LockManager::new(store.clone(), case_clock, SeededRandom::new(7));
     let serializer = Rc::new(
         StoreSerializer::new(
-            SerializerOptions::new(timeout_ms, f64::INFINITY).unwrap(),
+            SerializerOptions::new(timeout_ms, f64::INFINITY)
+                .and_then(|options| options.with_concurrency(concurrency))
+                .unwrap(),
             lock_options,
             locks.clone(),
         )
@@ -454,7 +485,10 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                 executor.spawn(async move {
                     match locks.acquire(&name, lock_options).await {
                         Ok(Some(lock)) => {
-                            say(&clock, format!("held f{}", lock.fence()));
+                            say(
+                                &clock,
+                                format!("held {}f{}", slotted(lock.slot()), lock.fence()),
+                            );
                             clock.after(ms).await;
                             let _ = lock.release().await;
                         }
@@ -467,7 +501,10 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                 executor.spawn(async move {
                     let outcome = locks
                         .with_lock(&name, lock_options, async |lock| {
-                            say(&clock, format!("held f{}", lock.fence()));
+                            say(
+                                &clock,
+                                format!("held {}f{}", slotted(lock.slot()), lock.fence()),
+                            );
                             let mut lost = false;
                             for _ in 0..ms as u64 {
                                 clock.after(1.0).await;
@@ -492,7 +529,7 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                         .run(&key, |signal, fence| {
                             let (clock, say) = (clock.clone(), say.clone());
                             async move {
-                                say(&clock, format!("runs f{fence}"));
+                                say(&clock, format!("runs {}f{fence}", slotted(signal.slot())));
                                 let mut lost = false;
                                 let mut elapsed = 0.0;
                                 while hang || elapsed < ms {

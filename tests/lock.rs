@@ -704,6 +704,135 @@ fn contend_randomly(isolates: u64) {
     assert!(injected.get() > 20);
 }
 
+/// A name taken 3 at a time by 16 contenders over 4 isolates, 40 rounds each, over a store that
+/// lags 0–6 ms and fails 10% of calls: never more than 3 holders, never two in one slot, fences
+/// rising per slot in hold order — and every slot used.
+#[test]
+fn randomized_semaphore_of_3_over_4_isolates_of_4_contenders() {
+    let (clock, memory, executor) = world();
+    let isolates: Vec<Manager> = (0..4)
+        .map(|i| {
+            let mut store = TestStore::plain(&memory, &clock);
+            store.random = SeededRandom::new(300 + i);
+            store.fail_rate = 0.1;
+            store.max_lag_ms = 6.0;
+            manager(store, &clock, 400 + i)
+        })
+        .collect();
+    let slots: Rc<RefCell<[Option<u64>; 3]>> = Rc::default();
+    let holds: Rc<RefCell<Vec<(u16, u64)>>> = Rc::default();
+    let most = Rc::new(Cell::new(0usize));
+    let seed = Rc::new(Cell::new(77u64));
+    let semaphore = LockOptions {
+        concurrency: 3.0,
+        ..options(600.0, 200.0)
+    };
+    for contender in 0..16usize {
+        let locks = isolates[contender % 4].clone();
+        let (slots, holds, most, clock, seed) = (
+            slots.clone(),
+            holds.clone(),
+            most.clone(),
+            clock.clone(),
+            seed.clone(),
+        );
+        executor.spawn(async move {
+            for _ in 0..40 {
+                match locks.acquire("sem", semaphore).await {
+                    Ok(Some(lock)) => {
+                        let slot = usize::from(lock.slot());
+                        {
+                            let mut slots = slots.borrow_mut();
+                            assert_eq!(slots[slot], None, "two holders of slot {slot}");
+                            slots[slot] = Some(lock.fence());
+                            let running = slots.iter().flatten().count();
+                            most.set(most.get().max(running));
+                        }
+                        holds.borrow_mut().push((lock.slot(), lock.fence()));
+                        clock.after((next(&seed) % 4) as f64).await;
+                        slots.borrow_mut()[slot] = None;
+                        let _ = lock.release().await;
+                    }
+                    Ok(None) | Err(LockError::Store(_)) => {}
+                    Err(other) => panic!("{other}"),
+                }
+                clock.after((next(&seed) % 5) as f64).await;
+            }
+        });
+    }
+    run(&executor, &clock);
+    let holds = holds.borrow();
+    for slot in 0..3 {
+        let fences: Vec<u64> = holds
+            .iter()
+            .filter(|(s, _)| *s == slot)
+            .map(|(_, fence)| *fence)
+            .collect();
+        assert!(
+            fences.len() > 20,
+            "slot {slot} served {} turns",
+            fences.len()
+        );
+        assert!(
+            fences.windows(2).all(|w| w[0] < w[1]),
+            "fences rise in slot {slot}"
+        );
+    }
+    assert_eq!(most.get(), 3, "three holders at once");
+    assert!(holds.len() > 300, "{} of the 640 rounds held", holds.len());
+}
+
+#[test]
+fn a_name_keeps_one_concurrency() {
+    let (clock, memory, executor) = world();
+    let here = manager(TestStore::plain(&memory, &clock), &clock, 1);
+    let there = manager(TestStore::plain(&memory, &clock), &clock, 2);
+    let three = LockOptions {
+        concurrency: 3.0,
+        ..LockOptions::default()
+    };
+    let outcome = Rc::new(RefCell::new(Vec::new()));
+    let seen = outcome.clone();
+    executor.spawn(async move {
+        let lock = here.acquire("n", three).await.unwrap().unwrap();
+        assert_eq!((lock.name(), lock.slot()), ("n", 0));
+        let two = LockOptions {
+            concurrency: 2.0,
+            ..three
+        };
+        // In line here, then from the record elsewhere; nothing is written.
+        let here_error = here.acquire("n", two).await.unwrap_err();
+        let there_error = there.acquire("n", LockOptions::default()).await;
+        let bad = LockOptions {
+            concurrency: 1.5,
+            ..three
+        };
+        let bad_error = there.acquire("n", bad).await.unwrap_err();
+        seen.borrow_mut()
+            .extend([here_error, there_error.unwrap_err(), bad_error]);
+        lock.release().await.unwrap();
+    });
+    run(&executor, &clock);
+    let outcome = outcome.borrow();
+    assert_eq!(
+        outcome[0],
+        LockError::ConcurrencyMismatch {
+            name: "n".into(),
+            asked: 2,
+            found: 3
+        }
+    );
+    assert_eq!(
+        outcome[1].to_string(),
+        "lock n is taken 3 at a time (its records say so, or its holders here), but this acquisition asked for 1 at a time: a name keeps one concurrency, so use another name for another"
+    );
+    assert_eq!(
+        outcome[2],
+        LockError::InvalidOption(OptionError::Concurrency(1.5))
+    );
+    assert!(!stored(&memory, "n").held);
+}
+
 /// Renewals racing takeovers, releases and store faults: 4 isolates of 3 contenders on a
 /// manual clock, a store that lags 0–6 ms and fails 10% of calls, holders that sometimes stall
 /// past their 60 ms lease and renew (sometimes while releasing). A holder writes to a fenced

@@ -145,6 +145,66 @@ fn two_isolates_increment_one_key_without_overlap_and_with_rising_fences() {
 }
 
 #[test]
+fn two_isolates_at_concurrency_3_run_at_most_3_works_of_a_key_with_fences_rising_per_slot() {
+    let (store, executor) = world();
+    let isolates: Vec<Rc<Serializer>> = (1..=2)
+        .map(|seed| {
+            let locks =
+                LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
+            let options = SerializerOptions::new(10_000.0, f64::INFINITY)
+                .and_then(|options| options.with_concurrency(3.0))
+                .unwrap();
+            Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap())
+        })
+        .collect();
+    let slots: Rc<RefCell<[Option<u64>; 3]>> = Rc::default();
+    let most = Rc::new(Cell::new(0));
+    let turns: Rc<RefCell<Vec<(u16, u64)>>> = Rc::default();
+    for i in 0..300 {
+        let (serializer, clock) = (isolates[i % 2].clone(), store.clock.clone());
+        let (slots, most, turns) = (slots.clone(), most.clone(), turns.clone());
+        executor.spawn(async move {
+            serializer
+                .run("k", |signal, fence| async move {
+                    let slot = usize::from(signal.slot());
+                    {
+                        let mut slots = slots.borrow_mut();
+                        assert_eq!(slots[slot], None, "two works in slot {slot}");
+                        slots[slot] = Some(fence);
+                        most.set(most.get().max(slots.iter().flatten().count()));
+                    }
+                    turns.borrow_mut().push((signal.slot(), fence));
+                    clock.after((i % 4) as f64).await;
+                    slots.borrow_mut()[slot] = None;
+                })
+                .await
+                .unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    assert_eq!(most.get(), 3);
+    let turns = turns.borrow();
+    assert_eq!(turns.len(), 300);
+    for slot in 0..3 {
+        let fences: Vec<u64> = turns
+            .iter()
+            .filter(|(s, _)| *s == slot)
+            .map(|(_, fence)| *fence)
+            .collect();
+        assert!(!fences.is_empty(), "slot {slot} served");
+        assert!(
+            fences.windows(2).all(|w| w[0] < w[1]),
+            "slot {slot}: {fences:?}"
+        );
+    }
+    for slot in 0..3u16 {
+        let name = keyturn::slot_name(&format!("{SERIALIZE_PREFIX}k"), slot);
+        let found = Record::decode(&store.memory.get(&name).expect("a record").value).unwrap();
+        assert!(!found.held, "slot {slot} freed at the end");
+    }
+}
+
+#[test]
 fn sixteen_works_in_one_isolate_cost_three_store_calls() {
     let (store, executor) = world();
     let serializer = isolate(&store, 10_000.0, 2_000.0, 3);

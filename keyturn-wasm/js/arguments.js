@@ -3,7 +3,7 @@
 // and every default are the cores', whose refusal codes the callers turn into errors with
 // `keyError` and `rangeError`. Every text is the crate's (constants.js). Static JS, copied into
 // pkg/ by the build.
-import { LOCK_BAD_SKEW, LOCK_BAD_STORE_TIMEOUT, LOCK_BAD_WAIT, MAX_KEY_BYTES, MAX_TIMEOUT_MS, MESSAGES, fill } from './constants.js';
+import { LOCK_BAD_CONCURRENCY, LOCK_BAD_SKEW, LOCK_BAD_STORE_TIMEOUT, LOCK_BAD_WAIT, MAX_CONCURRENCY, MAX_KEY_BYTES, MAX_TIMEOUT_MS, MESSAGES, fill } from './constants.js';
 
 /**
  * What `typeof` says, with `null` told apart, for messages.
@@ -194,21 +194,24 @@ function editDistance(a, b) {
  * @property {number | undefined} staleMs
  * @property {number | undefined} maxClockSkewMs
  * @property {number | undefined} storeTimeoutMs
+ * @property {number | undefined} concurrency holders of the name at once (its slots)
  */
 
 /**
- * The lease options of a lock or a serializer's turns, their types checked, with the wait
- * given (a serializer's turn says its own, each time).
+ * The lease options of a lock or a serializer's turns, their types checked, with the wait and
+ * the concurrency given (a serializer's turn says its own wait, each time).
  * @param {{ staleMs?: unknown, maxClockSkewMs?: unknown, storeTimeoutMs?: unknown } | undefined} options
  * @param {number | undefined} waitMs
+ * @param {number | undefined} concurrency
  * @returns {LeaseOptions}
  */
-export function leaseOptions(options, waitMs) {
+export function leaseOptions(options, waitMs, concurrency) {
   return {
     waitMs,
     staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
     maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
     storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
+    concurrency,
   };
 }
 
@@ -222,5 +225,6 @@ export function leaseOptionError(code, options) {
   if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs });
   if (code === LOCK_BAD_SKEW) return rangeError(MESSAGES.skewRange, { what: 'options.maxClockSkewMs', value: options.maxClockSkewMs, max: MAX_TIMEOUT_MS });
   if (code === LOCK_BAD_STORE_TIMEOUT) return rangeError(MESSAGES.timeoutRange, { what: 'options.storeTimeoutMs', value: options.storeTimeoutMs, max: MAX_TIMEOUT_MS });
+  if (code === LOCK_BAD_CONCURRENCY) return rangeError(MESSAGES.concurrencyRange, { what: 'options.concurrency', value: options.concurrency, max: MAX_CONCURRENCY });
   return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: options.staleMs });
 }

@@ -67,6 +67,26 @@ export class LockUnavailable extends Error {
 }
 
 /**
+ * A lock name (or a serializer's key over a store) was acquired with a `concurrency` other than
+ * the one its records carry, or its holders and waiters in this isolate have: nothing was
+ * written, nothing is held. A name keeps one concurrency; use another name for another.
+ */
+export class ConcurrencyMismatch extends Error {
+  /**
+   * @param {string} lockName
+   * @param {number} concurrency what the acquisition asked
+   * @param {number} found what the name's record (or its acquisitions here) say
+   */
+  constructor(lockName, concurrency, found) {
+    super(fill(MESSAGES.concurrencyMismatch, { name: lockName, asked: concurrency, found }));
+    this.name = 'ConcurrencyMismatch';
+    this.lockName = lockName;
+    this.concurrency = concurrency;
+    this.found = found;
+  }
+}
+
+/**
  * keyturn's wasm instance trapped (a bug, or memory exhausted): every serializer and lock made
  * on it fails with this from then on; new ones get a fresh instance where the runtime can make
  * one. `cause` is the trap.

@@ -103,9 +103,10 @@ export interface Turn {
    */
   readonly fence: number;
   /**
-   * The key's slot this work runs in: 0 … `concurrency` − 1, the lowest free when it started.
-   * No two works of a key running at once share one; always 0 at `concurrency` 1 (and, for
-   * now, with a store).
+   * The key's slot this work runs in: 0 … `concurrency` − 1. No two works of a key running at
+   * once share one — with a store, in every isolate sharing it (the slot of the key's lease,
+   * whose `fence` rises per slot); without, the lowest free here when it started. Always 0 at
+   * `concurrency` 1.
    */
   readonly slot: number;
 }
@@ -170,7 +171,8 @@ export interface KeyedSerializerOptions {
    * Most works of one key that run at once: a whole number from 1 (the default: one at a time)
    * to 1024. They start in call order, each in a slot of its key (`turn.slot`); deadlines,
    * `maxPending`, signals and coalescing stay per work (a call coalesces only with a work that
-   * has not started). Not available with a `store` yet: above 1 with one is a `RangeError`.
+   * has not started). With a `store`, at most this many run at once in every isolate sharing
+   * it: each turn holds one of the key's slots (see {@link LockOptions.concurrency}).
    */
   concurrency?: number | undefined;
   /**
@@ -241,6 +243,22 @@ export class LockStoreError extends Error {
   readonly name: 'LockStoreError';
 }
 
+/**
+ * A lock name (or a serializer's key over a store) was acquired with another `concurrency` than
+ * its records carry, or than its holders and waiters in this isolate have: nothing was written,
+ * nothing is held. A name keeps one concurrency.
+ */
+export class ConcurrencyMismatch extends Error {
+  constructor(lockName: string, concurrency: number, found: number);
+  readonly name: 'ConcurrencyMismatch';
+  /** The lock's name. */
+  readonly lockName: string;
+  /** What the acquisition asked. */
+  readonly concurrency: number;
+  /** What the name's records (or acquisitions here) say. */
+  readonly found: number;
+}
+
 /** A live holder kept the lock's name for the whole wait of `withLock`. */
 export class LockUnavailable extends Error {
   constructor(key: string, waitMs: number);
@@ -272,6 +290,15 @@ export interface LockOptions {
    * with a `LockStoreError`, its outcome unknown (a write is read back). Default `staleMs`.
    */
   storeTimeoutMs?: number | undefined;
+  /**
+   * How many holders the name has at once, in every isolate sharing the store: a whole number
+   * from 1 (the default: a mutex) to 1024. Each holder has one of its slots (`lock.slot`), each
+   * slot a record of its own with its own fences, lease, renewals and waiters' order. Every
+   * acquisition of a name must give the same: one whose records (or holders here) say another
+   * rejects with {@link ConcurrencyMismatch}. An idle name costs one store call, as a mutex;
+   * a waiter waits for every slot at once and takes the first freed.
+   */
+  concurrency?: number | undefined;
   /** The clock records carry, in epoch milliseconds (compared across isolates). Default `Date.now`. Waits and leases are also timed on `performance.now()`. */
   now?: (() => number) | undefined;
   /** Cancels the acquisition: already aborted, nothing is asked of the store; aborted later, the call rejects with its reason at once — even with a store call in flight — and leaves nothing held. */
@@ -312,6 +339,8 @@ export function lockStats(store: LockStore): LockStats;
 /** A held lock: a lease that runs `staleMs` from its record's time, moved by `renew`. */
 export interface Lock {
   readonly name: string;
+  /** Which of the name's `concurrency` slots this holder has: 0 … `concurrency` − 1 (0 for a mutex). */
+  readonly slot: number;
   /** The token in the lock record while this lock is held: 128 random bits, hex. Acquisitions handed on within one local batch share it; `fence` is unique to each. */
   readonly token: string;
   /** Strictly greater than every earlier acquisition's fence for this name, across releases and takeovers; at least the acquirer's `now()` in microseconds when it wrote the record, so fences stay above every earlier one after the store lost the record (given the clock bound: README, "What the lock promises"). */
@@ -328,11 +357,12 @@ export interface Lock {
 }
 
 /**
- * Takes the lock `name` in `store`, or resolves to `undefined` when a live holder kept it for the
- * whole `waitMs`. Contenders in one isolate (over one store object) queue first come, first
+ * Takes the lock `name` in `store` (one of its slots, with `concurrency` above 1), or resolves to
+ * `undefined` when live holders kept it for the whole `waitMs`. Contenders in one isolate (over one store object) queue first come, first
  * served, and a release hands the lock to the next of them directly (one store call per batch of
  * hand-offs). Settles within `waitMs` plus one store call's bound (`storeTimeoutMs`). Rejects
- * with a `LockStoreError` when the store fails or does not answer in time, the signal's reason
+ * with a `LockStoreError` when the store fails or does not answer in time, a
+ * `ConcurrencyMismatch` when the name is taken with another `concurrency`, the signal's reason
  * the moment it aborts, and a `TypeError`/`RangeError` for a bad store, name or option; a
  * Workers KV namespace is refused (it has no conditional put).
  */

@@ -10,6 +10,7 @@ import { LOCK_STATS, MESSAGES } from './constants.js';
 import { OptionNames, checkKey, leaseOptions, optionalNumber, optionalSignal, typeError, wrongType } from './arguments.js';
 import { KEEP_RENEWED } from './lock/held.js';
 import { Manager, liveInstance, waitMs } from './lock/manager.js';
+import { acquireSlot } from './lock/slots.js';
 
 /** @typedef {import('./lock/manager.js').Store} Store */
 /** @typedef {import('./lock/manager.js').LoadLock} LoadLock */
@@ -21,11 +22,12 @@ import { Manager, liveInstance, waitMs } from './lock/manager.js';
  * @property {number} [staleMs]
  * @property {number} [maxClockSkewMs]
  * @property {number} [storeTimeoutMs]
+ * @property {number} [concurrency]
  * @property {() => number} [now]
  * @property {AbortSignal} [signal]
  */
 
-const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'now', 'signal']);
+const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'concurrency', 'now', 'signal']);
 
 /**
  * A store is an object with the three methods; a Workers KV namespace is refused, saying why.
@@ -101,14 +103,16 @@ class Locks {
       const now = options?.now;
       if (now !== undefined && typeof now !== 'function') throw wrongType('options.now', 'a function or undefined', now);
       signal = optionalSignal(options?.signal, 'options.signal');
-      lease = leaseOptions(options, optionalNumber(options?.waitMs, 'options.waitMs'));
+      lease = leaseOptions(options, optionalNumber(options?.waitMs, 'options.waitMs'), optionalNumber(options?.concurrency, 'options.concurrency'));
       manager = this.manager(store, now, 'store');
       manager.alive();
       checkKey(name, 'name');
     } catch (error) {
       return Promise.reject(manager === undefined ? error : manager.failed(error));
     }
-    return manager.acquire(name, lease, signal, undefined);
+    // A name taken one at a time is its own record: the mutex's path, unchanged.
+    if (lease.concurrency === undefined || lease.concurrency === 1) return manager.acquire(name, lease, signal, undefined);
+    return acquireSlot(manager, name, lease, signal, undefined);
   }
 
   /**
@@ -157,12 +161,14 @@ class Locks {
  * The package's lock API for a platform: `load(glue)` instantiates the lock module (once);
  * `waitInOwnContext`: each waiter also arms a timer in its own caller's context (Workers).
  *
- * acquireLock(store, name, { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, now, signal }) →
- * Promise<Lock | undefined> takes the lock `name` in `store`, or resolves to `undefined` when a
- * live holder kept it for the whole `waitMs`; it settles within `waitMs` plus one store call's
- * bound (`storeTimeoutMs`). It rejects with a `LockStoreError` when the store fails (or does
- * not answer within its bound), the signal's reason the moment it aborts (nothing left held), a
- * `TypeError` or `RangeError` for bad arguments.
+ * acquireLock(store, name, { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, concurrency, now,
+ * signal }) → Promise<Lock | undefined> takes the lock `name` in `store` — one of its
+ * `concurrency` slots (lock/slots.js) — or resolves to `undefined` when live holders kept it
+ * for the whole `waitMs`; it settles within `waitMs` plus one store call's bound
+ * (`storeTimeoutMs`). It rejects with a `LockStoreError` when the store fails (or does not
+ * answer within its bound), a `ConcurrencyMismatch` when the name is taken with another
+ * `concurrency`, the signal's reason the moment it aborts (nothing left held), a `TypeError` or
+ * `RangeError` for bad arguments.
  *
  * withLock(store, name, fn, options) → Promise of fn's result acquires `name`, runs `fn(lock)`,
  * renews the lease while `fn` runs (as the core says: every `staleMs / 3`, a failed renewal tried

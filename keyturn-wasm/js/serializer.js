@@ -145,13 +145,12 @@ export class Serializer {
     const maxPending = optionalNumber(options?.maxPending, 'options.maxPending');
     const concurrency = optionalNumber(options?.concurrency, 'options.concurrency');
     const store = options?.store;
-    const lease = leaseOptions(options, undefined);
-    const code = Binding.checkOptions(timeoutMs, maxPending, concurrency, store !== undefined);
+    const lease = leaseOptions(options, undefined, concurrency);
+    const code = Binding.checkOptions(timeoutMs, maxPending, concurrency);
     if (code === SERIALIZER_BAD_TIMEOUT) throw timeoutError('options.timeoutMs', timeoutMs);
     if (code === SERIALIZER_BAD_MAX_PENDING) throw rangeError(MESSAGES.maxPendingRange, { what: 'options.maxPending', value: maxPending });
     const what = { what: 'options.concurrency', max: MAX_CONCURRENCY, value: concurrency };
     if (code === SERIALIZER_BAD_CONCURRENCY) throw rangeError(MESSAGES.concurrencyRange, what);
-    if (code !== 0) throw rangeError(MESSAGES.concurrencyOverStore, what);
     /** @type {Turns} */
     let turns = PlainTurns;
     if (store !== undefined) {

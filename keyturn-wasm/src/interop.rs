@@ -22,6 +22,8 @@ pub struct StepView<V> {
     pub bound_ms: f64,
     /// When a sleep or a wait ends at the latest, on the monotonic clock.
     pub wake_at: f64,
+    /// The `concurrency` a record (or the name's acquisitions here) says, on a mismatch.
+    pub found: f64,
 }
 
 impl<V> StepView<V> {
@@ -65,6 +67,10 @@ impl<V> StepView<V> {
             Step::Lost => lock::LOST,
             Step::GiveUp => lock::GIVE_UP,
             Step::Failed => lock::ERROR,
+            Step::Mismatch { found } => {
+                self.found = f64::from(found);
+                lock::MISMATCH
+            }
         }
     }
 }
@@ -124,6 +130,8 @@ pub struct RecordFields {
     pub lease: Option<f64>,
     /// `asks`.
     pub asks: Option<String>,
+    /// `n`.
+    pub n: Option<f64>,
 }
 
 /// The answer to a read: the version and the fields of the record found, or none.
@@ -137,6 +145,7 @@ pub fn read_answer<V>(found: Option<(V, RecordFields)>) -> Answer<V> {
             fields.at,
             fields.lease,
             fields.asks.as_deref(),
+            fields.n,
         );
         (version, record)
     }))
@@ -152,6 +161,21 @@ pub fn lock_options(
     LockOptions::given(wait_ms, stale_ms, max_clock_skew_ms, store_timeout_ms)
 }
 
+/// A lock's options as JavaScript gives them, with its `concurrency` (`undefined`: 1).
+pub fn slot_options(
+    wait_ms: Option<f64>,
+    stale_ms: Option<f64>,
+    max_clock_skew_ms: Option<f64>,
+    store_timeout_ms: Option<f64>,
+    concurrency: Option<f64>,
+) -> LockOptions {
+    let options = lock_options(wait_ms, stale_ms, max_clock_skew_ms, store_timeout_ms);
+    match concurrency {
+        Some(concurrency) => options.with_concurrency(concurrency),
+        None => options,
+    }
+}
+
 /// The refusal code of a lock option out of range.
 pub fn option_refusal(error: OptionError) -> f64 {
     match error {
@@ -159,7 +183,7 @@ pub fn option_refusal(error: OptionError) -> f64 {
         OptionError::StaleMs(_) => lock::BAD_STALE,
         OptionError::MaxClockSkewMs(_) => lock::BAD_SKEW,
         OptionError::StoreTimeoutMs(_) => lock::BAD_STORE_TIMEOUT,
-        OptionError::ConcurrencyOverStore(_) => serializer::CONCURRENCY_OVER_STORE,
+        OptionError::Concurrency(_) => lock::BAD_CONCURRENCY,
     }
 }
 
@@ -169,6 +193,7 @@ pub fn acquire_refusal(error: LockError) -> f64 {
         LockError::InvalidName(KeyError::Empty) => lock::NAME_EMPTY,
         LockError::InvalidName(KeyError::TooLong(_)) => lock::NAME_TOO_LONG,
         LockError::InvalidOption(error) => option_refusal(error),
+        LockError::ConcurrencyMismatch { .. } => lock::CONCURRENCY_MISMATCH,
         // Nothing else refuses an acquisition before it starts.
         _ => lock::BAD_STALE,
     }
@@ -353,11 +378,15 @@ mod tests {
             at: Some(10.0),
             lease: Some(2000.0),
             asks: Some("0123456789abcdef:99".into()),
+            n: Some(3.0),
         };
         let Answer::Read(Some((version, Ok(record)))) = read_answer(Some(("v", fields))) else {
             panic!("a record of ours")
         };
-        assert_eq!((version, record.fence, record.lease), ("v", 4, Some(2000)));
+        assert_eq!(
+            (version, record.fence, record.lease, record.n),
+            ("v", 4, Some(2000), 3)
+        );
         assert_eq!(record.asks.position(b"0123456789abcdef"), Some(0));
         let mistyped = RecordFields {
             fence: Some(f64::NAN),
@@ -385,6 +414,7 @@ mod tests {
             (OptionError::StaleMs(0.0), lock::BAD_STALE),
             (OptionError::MaxClockSkewMs(-1.0), lock::BAD_SKEW),
             (OptionError::StoreTimeoutMs(0.0), lock::BAD_STORE_TIMEOUT),
+            (OptionError::Concurrency(0.5), lock::BAD_CONCURRENCY),
         ] {
             assert_eq!(option_refusal(error), code);
             assert_eq!(acquire_refusal(LockError::InvalidOption(error)), code);

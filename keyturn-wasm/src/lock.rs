@@ -108,17 +108,19 @@ impl LockCoreBinding {
         interop::lock_options(wait_ms, None, None, None).wait_ms
     }
 
-    /// Starts an acquisition of `name` with the options the caller gave (`undefined` for each
+    /// Starts an acquisition of `name` (its slot `slot`: [`slot_name`](Self::slot_name)) with the options the caller gave (`undefined` for each
     /// left out) — the JS checked that `name` is a well-formed string and the options numbers.
     /// `waiter` is the number the JS holds the acquisition's wake-up under: what
     /// [`take_woken`](Self::take_woken) gives back to wake it; `streak_ms` how
     /// long this name's streaks of local hand-offs may run (a serializer's turns; `undefined`
-    /// for a lock's). The step's code — the new ticket is [`ticket`](Self::ticket) — or a
+    /// for a lock's); `concurrency` the name's (`undefined`: 1), which its records carry. The
+    /// step's code — the new ticket is [`ticket`](Self::ticket) — or a
     /// refusal code (negative): a bad name or option, nothing queued.
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         name: &str,
+        slot: u16,
         wait_ms: Option<f64>,
         stale_ms: Option<f64>,
         max_clock_skew_ms: Option<f64>,
@@ -127,21 +129,51 @@ impl LockCoreBinding {
         wall: f64,
         mono: f64,
         streak_ms: Option<f64>,
+        concurrency: Option<f64>,
     ) -> f64 {
-        let options = interop::lock_options(wait_ms, stale_ms, max_clock_skew_ms, store_timeout_ms);
+        let options = interop::slot_options(
+            wait_ms,
+            stale_ms,
+            max_clock_skew_ms,
+            store_timeout_ms,
+            concurrency,
+        );
         // A lock's acquisition streaks as the core's locks do; a serializer's turn says its own.
         let streak_ms = streak_ms.unwrap_or(Succession::LOCK.streak_ms);
         let now = at(wall, mono);
-        let acquired = self
-            .core
-            .acquire_with(name, waiter, options, streak_ms, now, &self.random);
+        let acquired =
+            self.core
+                .acquire_slot(name, slot, waiter, options, streak_ms, now, &self.random);
         match acquired {
             Ok((ticket, step)) => {
                 self.ticket = ticket.pack();
                 self.code(step)
             }
-            Err(error) => interop::acquire_refusal(error),
+            Err(error) => {
+                if let keyturn::LockError::ConcurrencyMismatch { found, .. } = error {
+                    self.step.found = f64::from(found);
+                }
+                interop::acquire_refusal(error)
+            }
         }
+    }
+
+    /// The key of slot `slot` of the lock `name`: the record its holder writes (`name` itself
+    /// for slot 0).
+    #[wasm_bindgen(js_name = slotName)]
+    pub fn slot_name(name: &str, slot: u16) -> String {
+        keyturn::slot_name(name, slot)
+    }
+
+    /// Acquisitions of the record `name` in line here: waiting, contending or holding.
+    #[wasm_bindgen(js_name = localLine)]
+    pub fn local_line(&self, name: &str) -> u32 {
+        self.core.local_line(name) as u32
+    }
+
+    /// The `concurrency` the last `MISMATCH` step or refusal found.
+    pub fn found(&self) -> f64 {
+        self.step.found
     }
 
     /// The ticket of the last acquisition (the number of the last guard, after
@@ -191,6 +223,7 @@ impl LockCoreBinding {
         at_ms: Option<f64>,
         lease: Option<f64>,
         asks: Option<String>,
+        n: Option<f64>,
         wall: f64,
         mono: f64,
     ) -> f64 {
@@ -206,6 +239,7 @@ impl LockCoreBinding {
                 at: at_ms,
                 lease,
                 asks,
+                n,
             };
             (version, fields)
         });

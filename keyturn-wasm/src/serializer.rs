@@ -85,19 +85,15 @@ impl SerializerBinding {
 #[wasm_bindgen]
 impl SerializerBinding {
     /// Checks a serializer's `timeoutMs`, `maxPending` and `concurrency` as the caller gave
-    /// them (numbers or `undefined`: the JS checked their types), `leased` with a store: 0, or
-    /// the refusal code of the first out of range.
+    /// them (numbers or `undefined`: the JS checked their types): 0, or the refusal code of the
+    /// first out of range.
     #[wasm_bindgen(js_name = checkOptions)]
     pub fn check_options(
         timeout_ms: Option<f64>,
         max_pending: Option<f64>,
         concurrency: Option<f64>,
-        leased: bool,
     ) -> f64 {
         match options(timeout_ms, max_pending, concurrency) {
-            Ok(options) if leased => options
-                .check_over_store()
-                .map_or_else(interop::option_refusal, |()| 0.0),
             Ok(_) => 0.0,
             Err(error) => interop::serializer_refusal(error),
         }
@@ -463,11 +459,12 @@ impl SerializerBinding {
     /// nothing of its key is queued behind it here) or `NONE`.
     #[wasm_bindgen(js_name = turnSettled)]
     pub fn turn_settled(&self, ticket: f64) -> f64 {
-        let pending = self
+        let line = self
             .ticket_of(ticket)
-            .and_then(|ticket| self.core.line_of(ticket))
-            .map_or(0, |line| self.core.pending_in(line));
-        if Turns::<()>::settled(pending, self.given_up(ticket)) {
+            .and_then(|ticket| self.core.line_of(ticket));
+        let pending = line.map_or(0, |line| self.core.pending_in(line));
+        let waiting = line.is_some_and(|line| self.core.waiting_in(line));
+        if Turns::<()>::settled(pending, waiting, self.given_up(ticket)) {
             RELEASE_FIRST
         } else {
             NONE

@@ -37,8 +37,6 @@ pub mod serializer {
             BAD_MAX_PENDING = -7.0,
             /// The serializer's `concurrency` is out of range.
             BAD_CONCURRENCY = -8.0,
-            /// A `concurrency` above 1 with a store.
-            CONCURRENCY_OVER_STORE = -9.0,
             /// A line change: the key went idle.
             IDLE = 1.0,
             /// A line change: its (new) head waits to be started.
@@ -93,6 +91,9 @@ pub mod lock {
             /// `store.changed(name, version(), ms)` until `wakeAt()` at the latest, then answer
             /// `WOKE` (changed or not), or `FAILED` if it failed.
             WATCH = 10.0,
+            /// The record says the name is taken `found()` at a time, not as asked: nothing
+            /// was written, nothing is held.
+            MISMATCH = 11.0,
             /// Answer: a create took (its version given) or found a record (none given).
             CREATED = 0.0,
             /// Answer: a replace took (its version given) or found the record changed.
@@ -122,6 +123,11 @@ pub mod lock {
             BAD_SKEW = -10.0,
             /// Refused: `storeTimeoutMs` is out of range.
             BAD_STORE_TIMEOUT = -11.0,
+            /// Refused: `concurrency` is out of range.
+            BAD_CONCURRENCY = -12.0,
+            /// Refused: acquisitions of the name here take it `found()` at a time, not as
+            /// asked.
+            CONCURRENCY_MISMATCH = -13.0,
         }
     }
 

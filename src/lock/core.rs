@@ -37,10 +37,10 @@
 use core::fmt;
 use std::rc::Rc;
 
-use super::{LockError, LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS};
+use super::{LockError, LockOptions, OptionError, MAX_BATCH, MAX_LOCAL_STREAK_MS};
 use crate::asks::{AskId, Asks, ASK_ID_LEN};
 use crate::deadlines::Deadlines;
-use crate::key::validate_name;
+use crate::key::{slot_name, validate_name};
 use crate::queue::{KeyedQueue, LineId, Ticket};
 use crate::random::Random;
 use crate::record::{NotARecord, Record, MAX_FENCE};
@@ -171,6 +171,13 @@ pub enum Step<V> {
     /// An acquisition has left its line holding nothing; a renewal left the lease as it was; a
     /// release left the record as the store has it (held until stale, if it still is).
     Failed,
+    /// The record says the name is taken `found` at a time, not as this acquisition asked
+    /// ([`LockError::ConcurrencyMismatch`]): it has left its line holding nothing, having
+    /// written nothing.
+    Mismatch {
+        /// The record's `n`.
+        found: u16,
+    },
 }
 
 impl<V> Step<V> {
@@ -355,6 +362,8 @@ struct Lease<V> {
     /// The isolates that asked for the name, as this holder last saw its record: its writes
     /// keep them, and its release offers them the name.
     asks: Asks,
+    /// The name's `concurrency`, which its records carry.
+    slots: u16,
 }
 
 impl<V> Lease<V> {
@@ -379,6 +388,7 @@ impl<V> Lease<V> {
         LockOptions {
             stale_ms: self.stale_ms,
             store_timeout_ms: Some(self.store_timeout_ms),
+            concurrency: f64::from(self.slots),
             ..LockOptions::default()
         }
     }
@@ -439,6 +449,9 @@ struct NameState<V> {
     /// Another isolate wrote the batch's record since this isolate did (a guard said so): the
     /// next release reads it first.
     told: bool,
+    /// The name's `concurrency`, as the acquisition that opened the line gave it: one that
+    /// joins with another is refused.
+    slots: u16,
 }
 
 // Written out: a derive would ask `V: Default`.
@@ -452,6 +465,7 @@ impl<V> Default for NameState<V> {
             guard: None,
             guard_wanted: false,
             told: false,
+            slots: 1,
         }
     }
 }
@@ -572,10 +586,49 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: Now,
         random: &impl Random,
     ) -> Result<(Ticket, Step<V>), LockError> {
+        self.acquire_slot(name, 0, handle, options, streak_ms, now, random)
+    }
+
+    /// [`acquire_with`](Self::acquire_with) for slot `slot` of a name taken N at a time
+    /// (`options.concurrency`): its record is [`slot_name`]`(name, slot)`, and the driver's
+    /// store calls for it name that key. Which slot to try is the driver's to say (see
+    /// [`LockManager::acquire`](super::LockManager::acquire)).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire); a slot past `concurrency` is an option out of range; a
+    /// name whose acquisitions here give another `concurrency` is
+    /// [`LockError::ConcurrencyMismatch`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire_slot(
+        &mut self,
+        name: &str,
+        slot: u16,
+        handle: W,
+        options: LockOptions,
+        streak_ms: f64,
+        now: Now,
+        random: &impl Random,
+    ) -> Result<(Ticket, Step<V>), LockError> {
         validate_name(name).map_err(LockError::InvalidName)?;
         let options = options.validate().map_err(LockError::InvalidOption)?;
+        if slot >= options.slots() {
+            return Err(LockError::InvalidOption(OptionError::Concurrency(
+                options.concurrency,
+            )));
+        }
+        let key = (slot > 0).then(|| slot_name(name, slot));
+        let base = name;
+        let name = key.as_deref().unwrap_or(name);
         let deadline = now.mono + options.wait_ms;
         if let Some(line) = self.lines.line_id(name) {
+            let found = self.lines.line_data(line).map_or(1, |state| state.slots);
+            if found != options.slots() {
+                return Err(LockError::ConcurrencyMismatch {
+                    name: base.to_owned(),
+                    asked: options.slots(),
+                    found,
+                });
+            }
             // The line is busy: this joins it (the queue opens one only for an idle name).
             let entry = Entry {
                 state: State::Waiting { deadline, options },
@@ -609,6 +662,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             None => self.lines.push(name, entry).ticket,
         };
         self.set_streak(ticket, streak_ms);
+        if let Some(state) = self
+            .lines
+            .line_of(ticket)
+            .and_then(|line| self.lines.line_data_mut(line))
+        {
+            state.slots = options.slots();
+        }
         let step = self.start(ticket, now, random);
         Ok((ticket, step))
     }
@@ -674,6 +734,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     lease.stamp.mono,
                     lease.record_fence,
                     lease.contested,
+                    lease.slots,
                 );
             }
         }

@@ -208,6 +208,42 @@ impl<S: LockStore, C: Clock, R: Random> Drop for Leave<'_, S, C, R> {
     }
 }
 
+/// The other waits of an acquisition of a name taken N at a time, ended once one slot is had
+/// (see [`LockManager::acquire`]).
+#[derive(Default)]
+struct Race {
+    over: Cell<bool>,
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl Race {
+    fn end(&self) {
+        self.over.set(true);
+        for waker in self.wakers.borrow_mut().drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// `wait`'s output, or `None` once the race is over (then `wait` is dropped).
+    async fn or<F: Future>(race: Option<&Race>, wait: F) -> Option<F::Output> {
+        let Some(race) = race else {
+            return Some(wait.await);
+        };
+        let mut wait = pin!(wait);
+        poll_fn(|cx| {
+            if race.over.get() {
+                return Poll::Ready(None);
+            }
+            if let Poll::Ready(output) = wait.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            race.wakers.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 /// Polls `work` to its end, and `side` beside it until `side` ends first (a lease's renewals
 /// beside the work that holds it): `work`'s output.
 pub(crate) async fn beside<W: Future>(
@@ -366,6 +402,14 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// Takes the lock `name`, or answers `None` when a live holder kept it for the whole
     /// `wait_ms`. Local contenders are served first come, first served.
     ///
+    /// With `options.concurrency` N above 1 it takes one of the name's N slots ([`Lock::slot`]),
+    /// each a record of its own ([`slot_name`](crate::slot_name)) with its own fences, lease
+    /// and waiters' order: first each slot with nobody in line for it here, from slot 0 up,
+    /// once with no wait (an idle name costs one create, as a mutex); none taken, it waits for
+    /// every slot at once until `wait_ms` is over and takes the first it gets — the other waits
+    /// end, a store call of theirs in flight finishing first and a slot one of them took
+    /// meanwhile released before this answers. The npm package's `acquireLock` does the same.
+    ///
     /// # Cancel safety
     /// Dropping the future gives up: a waiter leaves the local line (one that had been handed
     /// the lock leaves the record to this isolate's next acquisition, which takes it with one
@@ -376,13 +420,109 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
     /// # Errors
     /// A bad name or option (nothing asked of the store), a store failure — never reported as
     /// a busy lock — or a refused timer; the acquisition then holds nothing.
+    /// [`LockError::ConcurrencyMismatch`] when the name is taken with another `concurrency`
+    /// (nothing written).
     pub async fn acquire(
         &self,
         name: &str,
         options: LockOptions,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
-        self.acquire_after(name, options, Succession::LOCK, None)
-            .await
+        if options.concurrency == 1.0 {
+            return self
+                .acquire_after(name, options, Succession::LOCK, None)
+                .await;
+        }
+        self.acquire_any(name, options, Succession::LOCK).await
+    }
+
+    /// One of the slots of a name taken `options.concurrency` at a time, as
+    /// [`acquire`](Self::acquire) says.
+    pub(crate) async fn acquire_any(
+        &self,
+        name: &str,
+        options: LockOptions,
+        succession: Succession,
+    ) -> Result<Option<Lock<S, C, R>>, LockError> {
+        let until = self.inner.clock.monotonic_ms() + options.wait_ms;
+        let once = LockOptions {
+            wait_ms: 0.0,
+            ..options
+        };
+        // Slot 0 first, always: the core checks the options there, and the name's concurrency
+        // against its line here.
+        let lock = self
+            .acquire_slot(name, 0, once, succession, None, None)
+            .await?;
+        if lock.is_some() {
+            return Ok(lock);
+        }
+        let n = options.slots();
+        for slot in 1..n {
+            if self.local_line(&crate::slot_name(name, slot)) > 0 {
+                continue;
+            }
+            let lock = self
+                .acquire_slot(name, slot, once, succession, None, None)
+                .await?;
+            if lock.is_some() {
+                return Ok(lock);
+            }
+        }
+        let rest = LockOptions {
+            wait_ms: (until - self.inner.clock.monotonic_ms()).max(0.0),
+            ..options
+        };
+        let race = Race::default();
+        type Wait<'a, L> = Pin<Box<dyn Future<Output = Result<Option<L>, LockError>> + 'a>>;
+        let mut waits: Vec<Option<Wait<'_, Lock<S, C, R>>>> = (0..n)
+            .map(|slot| {
+                let wait = self.acquire_slot(name, slot, rest, succession, None, Some(&race));
+                Some(Box::pin(wait) as Wait<'_, _>)
+            })
+            .collect();
+        let mut outcome = Ok(None);
+        let mut late = Vec::new();
+        // Every wait is polled to its end: once the race is over the others end at their next
+        // step, finishing a store call in flight (a slot it took is released).
+        poll_fn(|cx| {
+            let mut running = false;
+            for wait in &mut waits {
+                let Some(future) = wait else {
+                    continue;
+                };
+                match future.as_mut().poll(cx) {
+                    Poll::Pending => running = true,
+                    Poll::Ready(result) => {
+                        *wait = None;
+                        match result {
+                            Ok(Some(lock)) if !race.over.get() => {
+                                race.end();
+                                outcome = Ok(Some(lock));
+                            }
+                            // Taken as the race ended: given back below.
+                            Ok(Some(lock)) => late.push(lock),
+                            Ok(None) => {}
+                            Err(error) => {
+                                if !race.over.get() {
+                                    race.end();
+                                    outcome = Err(error);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if running {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        for lock in late {
+            let _ = lock.release().await;
+        }
+        outcome
     }
 
     /// [`acquire`](Self::acquire) for a serializer's turn: `succession` announces the works
@@ -403,12 +543,37 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         succession: Succession,
         previous: Option<Lock<S, C, R>>,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
+        let slot = previous.as_ref().map_or(0, Lock::slot);
+        self.acquire_slot(name, slot, options, succession, previous, None)
+            .await
+    }
+
+    /// [`acquire_after`](Self::acquire_after) for slot `slot` of the name; in `race`, ended
+    /// (holding nothing) at its next step once the race is over.
+    async fn acquire_slot(
+        &self,
+        name: &str,
+        slot_number: u16,
+        options: LockOptions,
+        succession: Succession,
+        previous: Option<Lock<S, C, R>>,
+        race: Option<&Race>,
+    ) -> Result<Option<Lock<S, C, R>>, LockError> {
         let inner = &*self.inner;
         let slot = Rc::new(Slot::default());
         let handle = slot.clone();
         let (ticket, mut step) = inner.with_core(|core, now, random| {
-            core.acquire_with(name, handle, options, succession.streak_ms, now, random)
+            core.acquire_slot(
+                name,
+                slot_number,
+                handle,
+                options,
+                succession.streak_ms,
+                now,
+                random,
+            )
         })?;
+        let key = crate::slot_name(name, slot_number);
         let mut leave = Leave {
             inner,
             ticket,
@@ -423,7 +588,14 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             let answer = match step {
                 Step::Held => {
                     leave.armed = false;
-                    return Ok(Some(Lock::new(self.inner.clone(), name, ticket)));
+                    let slots = (slot_number, options.slots());
+                    let lock = Lock::new(self.inner.clone(), (name, &key), slots, ticket);
+                    if race.is_some_and(|race| race.over.get()) {
+                        // Another slot was had meanwhile: this one is given back.
+                        let _ = lock.release().await;
+                        return Ok(None);
+                    }
+                    return Ok(Some(lock));
                 }
                 Step::GiveUp | Step::Done | Step::Lost => {
                     leave.armed = false;
@@ -433,27 +605,47 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
                     leave.armed = false;
                     return Err(LockError::Store(failure.unwrap_or_else(unreported)));
                 }
+                Step::Mismatch { found } => {
+                    leave.armed = false;
+                    return Err(LockError::ConcurrencyMismatch {
+                        name: name.to_owned(),
+                        asked: options.slots(),
+                        found,
+                    });
+                }
+                // The race is over: out of the line (`leave`), nothing held.
+                _ if race.is_some_and(|race| race.over.get()) => return Ok(None),
                 Step::Sleep { until } => {
-                    inner.sleep_until(until)?.await;
+                    let sleep = inner.sleep_until(until)?;
+                    let Some(()) = Race::or(race, sleep).await else {
+                        return Ok(None);
+                    };
                     Answer::Woke
                 }
                 Step::Wait { until } => {
-                    wait_turn(&slot, inner.sleep_until(until)?, &inner.clock).await;
+                    let wait = wait_turn(&slot, inner.sleep_until(until)?, &inner.clock);
+                    let Some(()) = Race::or(race, wait).await else {
+                        return Ok(None);
+                    };
                     Answer::Woke
                 }
                 Step::Watch { version, until } => {
                     let ms = (until - inner.clock.monotonic_ms()).max(0.0);
-                    let watch = inner.store.changed(name, Some(&version), ms);
+                    let watch = inner.store.changed(&key, Some(&version), ms);
                     // Changed, or `until` came: either way the core reads again. A failed
                     // watch is not reported; the acquisition polls from then on.
-                    match bounded(watch, Some(inner.sleep_until(until)?)).await {
+                    let bounded = bounded(watch, Some(inner.sleep_until(until)?));
+                    let Some(answer) = Race::or(race, bounded).await else {
+                        return Ok(None);
+                    };
+                    match answer {
                         Some(Err(_)) => Answer::Failed,
                         Some(Ok(true)) => Answer::Changed,
                         _ => Answer::Woke,
                     }
                 }
                 call => {
-                    (step, failure) = inner.exchange(name, ticket, call).await;
+                    (step, failure) = inner.exchange(&key, ticket, call).await;
                     continue;
                 }
             };
@@ -505,6 +697,11 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
 /// until its lease ends (as a crashed holder would) and lets the next local waiter contend.
 pub struct Lock<S: LockStore, C: Clock, R: Random> {
     name: String,
+    /// The record it holds: the name's, or its slot's.
+    key: String,
+    slot: u16,
+    /// The name's `concurrency`.
+    slots: u16,
     token: String,
     fence: u64,
     held_until: Cell<f64>,
@@ -552,7 +749,12 @@ impl<S: LockStore, C: Clock, R: Random> Drop for SettleRenewal<'_, S, C, R> {
 }
 
 impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
-    fn new(inner: Rc<Inner<S, C, R>>, name: &str, ticket: Ticket) -> Self {
+    fn new(
+        inner: Rc<Inner<S, C, R>>,
+        (name, key): (&str, &str),
+        (slot, slots): (u16, u16),
+        ticket: Ticket,
+    ) -> Self {
         let (token, fence, held_until) = inner
             .core
             .borrow()
@@ -561,6 +763,9 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             .unwrap_or_default();
         Lock {
             name: name.to_owned(),
+            key: key.to_owned(),
+            slot,
+            slots,
             token,
             fence,
             held_until: Cell::new(held_until),
@@ -574,6 +779,17 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// The lock's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Which of its name's `concurrency` slots this holder has: 0 … N − 1 (0 for a name taken
+    /// one at a time). Its fence rises with every acquisition of this slot.
+    pub fn slot(&self) -> u16 {
+        self.slot
+    }
+
+    /// Its name's `concurrency`: how many slots the name has.
+    pub(crate) fn concurrency(&self) -> f64 {
+        f64::from(self.slots)
     }
 
     /// The token in the record while this lock is held (128 random bits, hex). Acquisitions
@@ -629,7 +845,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 lock: self,
                 armed: true,
             };
-            let (next, failure) = self.inner.exchange(&self.name, ticket, step).await;
+            let (next, failure) = self.inner.exchange(&self.key, ticket, step).await;
             settle.armed = false;
             if let Step::Failed = next {
                 return Err(LockError::Store(failure.unwrap_or_else(unreported)));
@@ -715,7 +931,7 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
                 ticket,
                 armed: true,
             };
-            let (step, failure) = self.inner.exchange(&self.name, ticket, step).await;
+            let (step, failure) = self.inner.exchange(&self.key, ticket, step).await;
             leave.armed = false;
             if let Step::Failed = step {
                 return Err(LockError::Store(failure.unwrap_or_else(unreported)));

@@ -41,6 +41,7 @@ pub use self::manager::{Lock, LockManager};
 use crate::clock::{TimerError, MAX_TIMEOUT_MS};
 use crate::key::KeyError;
 use crate::messages;
+use crate::serializer::MAX_CONCURRENCY;
 use crate::store::StoreError;
 
 /// How long one acquisition waits for a live holder before answering nothing, as `board-lock.ts`.
@@ -80,6 +81,11 @@ pub struct LockOptions {
     /// The bound on one store call, in milliseconds: a call not answered by then has failed,
     /// its outcome unknown. `None`, the default: `stale_ms`.
     pub store_timeout_ms: Option<f64>,
+    /// How many holders the name has at once — its slots, each a record of its own
+    /// ([`slot_name`](crate::slot_name)): a whole number from 1 (the default: a mutex) to
+    /// [`MAX_CONCURRENCY`]. Every acquisition of a name must give the same: one whose records
+    /// say another is refused ([`LockError::ConcurrencyMismatch`]).
+    pub concurrency: f64,
 }
 
 impl Default for LockOptions {
@@ -89,6 +95,7 @@ impl Default for LockOptions {
             stale_ms: f64::from(LOCK_STALE_MS),
             max_clock_skew_ms: 0.0,
             store_timeout_ms: None,
+            concurrency: 1.0,
         }
     }
 }
@@ -106,9 +113,8 @@ pub enum OptionError {
     MaxClockSkewMs(f64),
     /// `storeTimeoutMs` is below 1, NaN, or past [`MAX_TIMEOUT_MS`].
     StoreTimeoutMs(f64),
-    /// A serializer over a store was given a `concurrency` above 1: over a store, one turn of
-    /// a key runs at a time, across every isolate.
-    ConcurrencyOverStore(f64),
+    /// `concurrency` is not a whole number from 1 to [`MAX_CONCURRENCY`].
+    Concurrency(f64),
 }
 
 impl fmt::Display for OptionError {
@@ -120,17 +126,15 @@ impl fmt::Display for OptionError {
             OptionError::StoreTimeoutMs(value) => {
                 (messages::TIMEOUT_RANGE, "storeTimeoutMs", value)
             }
-            OptionError::ConcurrencyOverStore(value) => {
-                (messages::CONCURRENCY_OVER_STORE, "concurrency", value)
-            }
+            OptionError::Concurrency(value) => (messages::CONCURRENCY_RANGE, "concurrency", value),
+        };
+        let max = match self {
+            OptionError::Concurrency(_) => MAX_CONCURRENCY.to_string(),
+            _ => MAX_TIMEOUT_MS.to_string(),
         };
         f.write_str(&messages::fill(
             template,
-            &[
-                ("what", what),
-                ("value", &value.to_string()),
-                ("max", &MAX_TIMEOUT_MS.to_string()),
-            ],
+            &[("what", what), ("value", &value.to_string()), ("max", &max)],
         ))
     }
 }
@@ -153,7 +157,22 @@ impl LockOptions {
             stale_ms: stale_ms.unwrap_or(default.stale_ms),
             max_clock_skew_ms: max_clock_skew_ms.unwrap_or(default.max_clock_skew_ms),
             store_timeout_ms,
+            concurrency: default.concurrency,
         }
+    }
+
+    /// These options with `concurrency` holders of a name at once (not checked: see
+    /// [`validate`](Self::validate)).
+    pub fn with_concurrency(self, concurrency: f64) -> Self {
+        LockOptions {
+            concurrency,
+            ..self
+        }
+    }
+
+    /// The name's slots: [`concurrency`](Self::concurrency) as a count, once validated.
+    pub(crate) fn slots(&self) -> u16 {
+        self.concurrency as u16
     }
 
     /// Checks the options.
@@ -167,6 +186,11 @@ impl LockOptions {
         }
         if !(0.0..=max).contains(&self.max_clock_skew_ms) {
             return Err(OptionError::MaxClockSkewMs(self.max_clock_skew_ms));
+        }
+        if !(self.concurrency.fract() == 0.0
+            && (1.0..=MAX_CONCURRENCY as f64).contains(&self.concurrency))
+        {
+            return Err(OptionError::Concurrency(self.concurrency));
         }
         match self.store_timeout_ms {
             Some(ms) if !(1.0..=max).contains(&ms) => Err(OptionError::StoreTimeoutMs(ms)),
@@ -200,6 +224,16 @@ pub enum LockError {
         /// How long it waited, in milliseconds.
         wait_ms: f64,
     },
+    /// The name is taken `found` at a time — as a record of it says, or an acquisition of it
+    /// in this isolate — and this acquisition asked for `asked`: nothing was written.
+    ConcurrencyMismatch {
+        /// The lock's name.
+        name: String,
+        /// The acquisition's `concurrency`.
+        asked: u16,
+        /// The name's, as found.
+        found: u16,
+    },
 }
 
 impl fmt::Display for LockError {
@@ -212,6 +246,14 @@ impl fmt::Display for LockError {
             LockError::Unavailable { name, wait_ms } => f.write_str(&messages::fill(
                 messages::LOCK_UNAVAILABLE,
                 &[("key", name), ("waitMs", &wait_ms.to_string())],
+            )),
+            LockError::ConcurrencyMismatch { name, asked, found } => f.write_str(&messages::fill(
+                messages::CONCURRENCY_MISMATCH,
+                &[
+                    ("name", name),
+                    ("asked", &asked.to_string()),
+                    ("found", &found.to_string()),
+                ],
             )),
         }
     }

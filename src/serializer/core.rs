@@ -680,6 +680,13 @@ impl<P> SerializerCore<P> {
         self.lines.unpack(packed)
     }
 
+    /// Whether a work of `line` has not started yet.
+    pub fn waiting_in(&self, line: LineId) -> bool {
+        self.lines
+            .line_data(line)
+            .is_some_and(|state| state.unstarted.is_some())
+    }
+
     /// Works of a line that count against `maxPending`: queued or running, not abandoned.
     pub fn pending_in(&self, line: LineId) -> usize {
         self.lines

@@ -243,18 +243,6 @@ impl SerializerOptions {
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
-
-    /// Whether these options serve a serializer over a store ([`StoreSerializer`]): not with a
-    /// `concurrency` above 1, not available over a store yet.
-    ///
-    /// # Errors
-    /// [`OptionError::ConcurrencyOverStore`](crate::OptionError::ConcurrencyOverStore).
-    pub fn check_over_store(&self) -> Result<(), crate::OptionError> {
-        match self.concurrency {
-            1 => Ok(()),
-            n => Err(crate::OptionError::ConcurrencyOverStore(n as f64)),
-        }
-    }
 }
 
 impl Default for SerializerOptions {
@@ -305,9 +293,17 @@ impl WorkSignal {
 
     /// The slot of its key the work runs in: 0 … `concurrency` − 1, the lowest free when it
     /// started (always 0 at `concurrency` 1). No two works of one key running at once share
-    /// one.
+    /// one — over a store ([`StoreSerializer`]), in every isolate: the slot of the turn's lease.
     pub fn slot(&self) -> u16 {
         self.slot
+    }
+
+    /// The same signal, saying slot `slot` (a turn over a store runs in its lease's).
+    pub(crate) fn in_slot_of(&self, slot: u16) -> Self {
+        WorkSignal {
+            aborted: self.aborted.clone(),
+            slot,
+        }
     }
 
     /// Whether the work was abandoned. A work checks this before every write that must not
@@ -768,6 +764,15 @@ impl<C: Clock> KeyedSerializer<C> {
             .index
             .get(key)
             .map_or(0, |&line| front.core.pending_in(LineId(line)))
+    }
+
+    /// Whether a work under `key` has not started yet.
+    pub(crate) fn waiting_for(&self, key: &str) -> bool {
+        let front = self.front.borrow();
+        front
+            .index
+            .get(key)
+            .is_some_and(|&line| front.core.waiting_in(LineId(line)))
     }
 
     /// Counters since creation, and what is live now.

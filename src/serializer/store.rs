@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 
-use super::turns::KeyedTurns;
+use super::turns::{Begin, KeyedTurns};
 use super::{
     Acquired, Coalesce, KeyedSerializer, SerializeError, SerializerOptions, Stats, Turns,
     WorkSignal,
@@ -83,14 +83,14 @@ impl<S: LockStore, C: Clock + Clone, R: Random> StoreSerializer<S, C, R> {
     /// its deadline, whatever `lease.wait_ms` says — timed by `locks`' clock.
     ///
     /// # Errors
-    /// An [`OptionError`] for a lease option out of range, or for `options` with a
-    /// `concurrency` above 1 ([`OptionError::ConcurrencyOverStore`]).
+    /// An [`OptionError`] for a lease option out of range.
     pub fn new(
         options: SerializerOptions,
         lease: LockOptions,
         locks: LockManager<S, C, R>,
     ) -> Result<Self, OptionError> {
-        options.check_over_store()?;
+        // N at a time: each turn holds one of the key's N slots, in every isolate.
+        let lease = lease.with_concurrency(options.concurrency() as f64);
         let turns = KeyedTurns::new(lease)?;
         Ok(StoreSerializer {
             parts: Rc::new(Parts {
@@ -214,11 +214,23 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
         let timeout_ms = self.serializer.running_timeout(key);
         let begin = self.turns.borrow_mut().begin(key, pending, timeout_ms);
         let name = [SERIALIZE_PREFIX, key].concat();
-        let lease = self
-            .locks
-            .acquire_after(&name, begin.options, begin.succession, begin.hand_on)
-            .await
-            .map_err(SerializeError::Lock)?;
+        // The slot the turn before left is handed on as one name's lease is; with none left, a
+        // key taken N at a time takes any of its slots.
+        let lease = if begin.options.concurrency == 1.0 || begin.hand_on.is_some() {
+            let Begin {
+                options,
+                succession,
+                hand_on,
+            } = begin;
+            self.locks
+                .acquire_after(&name, options, succession, hand_on)
+                .await
+        } else {
+            self.locks
+                .acquire_any(&name, begin.options, begin.succession)
+                .await
+        }
+        .map_err(SerializeError::Lock)?;
         // A turn abandoned meanwhile is dropped here, not resumed: never abandoned now.
         let lock = match Turns::acquired(lease, false) {
             Acquired::Run(lock) => lock,
@@ -238,15 +250,31 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
             let Some(lock) = hand_on.lock.as_ref() else {
                 unreachable!("just put there")
             };
+            // Its slot is its lease's: unique among the key's turns in every isolate.
+            let signal = signal.in_slot_of(lock.slot());
             let mut work = pin!(work(signal.clone(), lock.fence()));
             // Lost: the work must stop writing.
             let renewals = lock.keep_renewed(|| signal.aborted.set(true));
             beside(work.as_mut(), renewals).await
         };
-        if Turns::<()>::settled(self.serializer.pending_for(key), false) {
+        let (pending, waiting) = (
+            self.serializer.pending_for(key),
+            self.serializer.waiting_for(key),
+        );
+        if Turns::<()>::settled(pending, waiting, false) {
             if let Some(lock) = hand_on.lock.take() {
                 // A failed release leaves the record to go stale.
                 let _ = lock.release().await;
+            }
+        } else if lock_slots(&hand_on) > 1.0 {
+            // N at a time: a lease of another slot left for the key's next turn is displaced by
+            // this one, and freed (as the package's JS does) — not dropped, which would leave
+            // that slot held until stale.
+            if let Some(lock) = hand_on.lock.take() {
+                let displaced = self.turns.borrow_mut().ended(key, lock);
+                if let Some(displaced) = displaced {
+                    let _ = displaced.release().await;
+                }
             }
         }
         Ok(output)
@@ -261,6 +289,11 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
             timeout_ms,
         }
     }
+}
+
+/// The key's `concurrency`, as the turn's lease has it (1 with none).
+fn lock_slots<S: LockStore, C: Clock, R: Random>(hand_on: &HandOn<'_, S, C, R>) -> f64 {
+    hand_on.lock.as_ref().map_or(1.0, |lock| lock.concurrency())
 }
 
 impl From<LockError> for SerializeError {

@@ -128,10 +128,12 @@ impl<L> Turns<L> {
     }
 
     /// A turn's work settled, with `pending` works of the key queued or running here (itself
-    /// included, unless it was abandoned): whether its lease is released before its caller
-    /// hears — it is the key's last turn here, and was not abandoned.
-    pub fn settled(pending: usize, abandoned: bool) -> bool {
-        !abandoned && pending <= 1
+    /// included, unless it was abandoned), `waiting` whether one of them has not started: whether
+    /// its lease is released before its caller hears — no later turn here will take it (it is
+    /// the key's last, or — N at a time — the others started already, each with a lease of its
+    /// own), and it was not abandoned.
+    pub fn settled(pending: usize, waiting: bool, abandoned: bool) -> bool {
+        !abandoned && (pending <= 1 || !waiting)
     }
 
     /// A turn of the key in `slot` ended (its caller heard) still holding `lease`: kept for the
@@ -335,15 +337,19 @@ mod tests {
         assert_eq!(Turns::<u8>::acquired(None, false), Acquired::TimeOut);
         assert_eq!(Turns::<u8>::acquired(None, true), Acquired::Nothing);
         assert!(
-            Turns::<u8>::settled(1, false),
+            Turns::<u8>::settled(1, false, false),
             "the last turn frees its lease first"
         );
         assert!(
-            !Turns::<u8>::settled(2, false),
+            !Turns::<u8>::settled(2, true, false),
             "a turn behind takes it over"
         );
         assert!(
-            !Turns::<u8>::settled(0, true),
+            Turns::<u8>::settled(3, false, false),
+            "N at a time, the turns running beside it have leases of their own"
+        );
+        assert!(
+            !Turns::<u8>::settled(0, false, true),
             "an abandoned turn's caller heard already"
         );
     }

@@ -87,6 +87,7 @@ class Scripted {
   #written(method, value, answer) {
     const record = JSON.parse(value);
     let line = `${method} ${record.state} f${record.fence}`;
+    if (record.n !== undefined) line += ` n${record.n}`;
     if (record.asks !== undefined) line += ` asks ${record.asks.split(',').length}`;
     if (this.detail) line += ` @${record.at}${record.lease === undefined ? '' : ` lease ${record.lease}`}`;
     this.log(`${line} → ${answer}`);
@@ -113,24 +114,31 @@ class Scripted {
   }
 
   create(key, value) {
-    return this.#writing('create', value, () => (this.#records.has(key) ? null : this.put(key, value)));
+    return this.#writing(inSlot('create', key), value, () => (this.#records.has(key) ? null : this.put(key, value)));
   }
 
   async read(key) {
     const fate = this.#fate();
     const found = this.#records.get(key);
-    this.log(`read → ${fate === 'hang' ? 'hang' : fate !== 'answer' ? 'fail' : found ? 'ok' : 'none'}`);
+    this.log(`${inSlot('read', key)} → ${fate === 'hang' ? 'hang' : fate !== 'answer' ? 'fail' : found ? 'ok' : 'none'}`);
     if (fate === 'hang') return new Promise(() => {});
     if (fate !== 'answer') throw new Error('injected failure');
     return found === undefined ? null : { ...found };
   }
 
   replace(key, version, value) {
-    return this.#writing('replace', value, () => (this.#records.get(key)?.version === version ? this.put(key, value) : null));
+    return this.#writing(inSlot('replace', key), value, () => (this.#records.get(key)?.version === version ? this.put(key, value) : null));
   }
 }
 
-const record = (state, token, fence, at, lease, asks) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease, asks });
+const record = (state, token, fence, at, lease, asks, n) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease, asks, n });
+
+/**
+ * A store call's method as the log shows it: with `s<k>` for the record of slot k above 0.
+ * @param {string} method
+ * @param {string} key
+ */
+const inSlot = (method, key) => (key.startsWith('keyturn:slot:') ? `${method} s${key.split(':')[2]}` : method);
 
 /** Another isolate's ask, as it adds itself to a record's queue: its id, waiting for good. */
 const OTHER_ASK = `${'e'.repeat(16)}:9999999999`;
@@ -142,7 +150,7 @@ const OTHER_ASK = `${'e'.repeat(16)}:9999999999`;
  */
 const others = {
   ask: (found) => ({ ...found, asks: found.asks === undefined ? OTHER_ASK : `${found.asks},${OTHER_ASK}` }),
-  free: (found, t) => ({ keyturn: 1, state: 'free', token: '', fence: found.fence, at: t, asks: found.asks }),
+  free: (found, t) => ({ keyturn: 1, state: 'free', token: '', fence: found.fence, at: t, asks: found.asks, n: found.n }),
   lose: () => null,
 };
 
@@ -160,15 +168,17 @@ async function runCase(mode, scenario) {
   const events = [];
   const at = () => Date.now();
   const say = (line) => events.push(`${at()} ${line}`);
-  const { staleMs = 2000, waitMs = 100, timeoutMs = 30000, maxClockSkewMs, storeTimeoutMs } = scenario.options ?? {};
+  const { staleMs = 2000, waitMs = 100, timeoutMs = 30000, maxClockSkewMs, storeTimeoutMs, concurrency = 1 } = scenario.options ?? {};
   const script = scenario.store ?? {};
   const store = new Scripted(say, script, scenario.detail === true);
-  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease, seeded.asks));
-  const serialize = mode.createKeyedSerializer({ store, staleMs, timeoutMs, maxClockSkewMs, storeTimeoutMs });
+  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease, seeded.asks, seeded.n));
+  const serialize = mode.createKeyedSerializer({ store, staleMs, timeoutMs, maxClockSkewMs, storeTimeoutMs, concurrency });
+  // A slot is logged only where a name has more than one.
+  const slotted = (slot) => (concurrency > 1 ? `s${slot} ` : '');
   // This isolate's wall clock, as the case sets it: `ahead` of the monotonic one, or `frozen` there.
   const { ahead = 0, frozen = false } = scenario.clock ?? {};
   const now = scenario.clock === undefined ? undefined : frozen ? () => ahead : () => Date.now() + ahead;
-  const lockOptions = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, now };
+  const lockOptions = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, concurrency, now };
   for (let t = 0; t <= scenario.until; t++) {
     for (const steal of script.steals ?? []) if (steal.at === t) store.put(steal.name, record('held', 'thief', 99, t, LOCK_STALE_MS));
     for (const other of script.others ?? []) if (other.at === t) store.rewrite(other.name, (found) => others[other.does](found, t));
@@ -184,7 +194,7 @@ async function runCase(mode, scenario) {
         mode.acquireLock(store, action.acquire, lockOptions).then(
           async (lock) => {
             if (lock === undefined) return said('→ undefined');
-            said(`held f${lock.fence}`);
+            said(`held ${slotted(lock.slot)}f${lock.fence}`);
             await sleep(action.ms);
             await lock.release();
           },
@@ -196,7 +206,7 @@ async function runCase(mode, scenario) {
             store,
             action.withLock,
             async (lock) => {
-              said(`held f${lock.fence}`);
+              said(`held ${slotted(lock.slot)}f${lock.fence}`);
               let running = true;
               lock.signal.addEventListener('abort', () => running && said('lease lost'));
               await sleep(action.ms);
@@ -208,7 +218,7 @@ async function runCase(mode, scenario) {
       } else if (action.serialize !== undefined) {
         settled(
           serialize(action.serialize, async (signal, turn) => {
-            said(`runs f${turn.fence}`);
+            said(`runs ${slotted(turn.slot)}f${turn.fence}`);
             signal.addEventListener('abort', () => isLeaseLost(signal.reason) && said('lease lost'));
             await (action.hang ? new Promise(() => {}) : sleep(action.ms));
           }),

@@ -194,3 +194,24 @@ test('a client that starts more turns than it keeps in flight ahead of a wait th
   const skewed = [{ kind: 'client', client: 'c', skewMs: 5000 }, { ...turn('c', 19, 21), heldUntil: 22 }];
   assert.deepEqual(properties([...history, ...skewed]), []);
 });
+
+test('a name taken N at a time: each slot is one name, a slot out of range and more than N holders are found', () => {
+  const slot = (client, k, token, at, until, slots = 3) => [
+    { kind: 'acquired', client, name: `g#${k}`, group: 'g', slots, token, fence: at + 1, at, heldUntil: at + 2000 },
+    { kind: 'released', client, name: `g#${k}`, token, at: until },
+  ];
+  const clients = [
+    { kind: 'client', client: 'a', skewMs: 0 },
+    { kind: 'client', client: 'b', skewMs: 0 },
+  ];
+  const three = [...clients, ...slot('a', 0, 't1', 0, 10), ...slot('b', 1, 't2', 1, 10), ...slot('a', 2, 't3', 2, 10), ...slot('b', 0, 't4', 11, 20)];
+  assert.deepEqual(properties(three), []);
+  // A slot counted twice: b in slot 0 while a holds it — four holders at once.
+  assert.deepEqual(properties([...three, ...slot('b', 0, 't5', 5, 8)]).sort(), ['at most N holders', 'one holder at a time']);
+  assert.deepEqual(properties([...three.slice(0, 4), ...slot('b', 0, 't5', 5, 8)]), ['one holder at a time']);
+  // A fourth holder, in a slot past N: out of range, and four at once.
+  assert.deepEqual(properties([...three, ...slot('b', 3, 't6', 5, 8)]).sort(), ['at most N holders', 'slots in range']);
+  // After a store fault the overlap is not counted, as for one name.
+  const faulted = [...three, { kind: 'fault', fault: 'restart', from: 3, to: 4, store: true }, ...slot('b', 3, 't6', 5, 8)];
+  assert.deepEqual(properties(faulted), ['slots in range']);
+});

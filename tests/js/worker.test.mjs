@@ -15,6 +15,22 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'keyturn-worker-'));
 let mf;
 
+// The exports' upstream (worker/src/exports.js), answered here for both isolates: per tenant,
+// the calls in flight and the most at once.
+const upstream = new Map();
+async function outboundService(request) {
+  const tenant = decodeURIComponent(new URL(request.url).pathname.replace(/^\/exports\//, ''));
+  const seen = upstream.get(tenant) ?? { inFlight: 0, most: 0, calls: 0, slots: new Set() };
+  upstream.set(tenant, seen);
+  seen.inFlight += 1;
+  seen.calls += 1;
+  seen.most = Math.max(seen.most, seen.inFlight);
+  seen.slots.add(request.headers.get('x-slot'));
+  await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30));
+  seen.inFlight -= 1;
+  return Response.json({ tenant });
+}
+
 before(() => {
   execFileSync(join(root, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--outdir', out], {
     cwd: root,
@@ -28,7 +44,8 @@ before(() => {
     scriptPath: join(out, 'index.js'),
     modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
     compatibilityDate: '2025-09-01',
-    bindings: { CLAIM_WAIT_MS: '20000', LOCK_STALE_MS: '2000', TEST_HOOKS: '1' },
+    bindings: { CLAIM_WAIT_MS: '20000', LOCK_STALE_MS: '2000', TEST_HOOKS: '1', EXPORT_WAIT_MS: '20000', UPSTREAM_URL: 'http://upstream' },
+    outboundService,
     r2Buckets: { BUCKET: 'keyturn-example' },
     durableObjects: { LOCKS: locks },
   });
@@ -224,5 +241,25 @@ test('300 reconcile notifications per burst, split across two isolates: every an
     assert.ok(runs >= 1 && runs <= 100, `${runs} runs for 300 notifications`);
     assert.ok(answers.every((answer) => answer.fence <= acl.fence && answer.runs <= acl.runs));
     runsBefore = acl.runs;
+  }
+});
+
+test('exports split across two isolates: at most 2 of a tenant at the upstream at once, both slots used', async () => {
+  const tenants = ['t1', 't2'];
+  const responses = await Promise.all(
+    Array.from({ length: 60 }, (_, i) => fetchFrom(i % 2 ? 'b' : 'a', `/tenants/${tenants[i % 4 < 2 ? 0 : 1]}/exports`, { method: 'POST' })),
+  );
+  assert.deepEqual(await countStatuses(responses.map((r) => r.clone())), { 200: 60 });
+  for (const tenant of tenants) {
+    const seen = upstream.get(tenant);
+    assert.equal(seen.calls, 30);
+    assert.equal(seen.most, 2, `${tenant}: the most calls at once`);
+    assert.deepEqual([...seen.slots].sort(), ['0', '1']);
+  }
+  const fences = new Map();
+  for (const { tenant, slot, fence } of (await Promise.all(responses.map((r) => r.json()))).sort((x, y) => x.fence - y.fence)) {
+    const key = `${tenant} ${slot}`;
+    assert.ok(!fences.has(key) || fences.get(key) < fence);
+    fences.set(key, fence);
   }
 });

@@ -5,15 +5,18 @@
 //   {"op":"calls"}                 its store calls so far
 //   {"op":"stop"}                  stops the busy key: its turns, and its calls
 //   {"op":"acquire","name","waitMs"}  starts an acquisition of `name` (answered at once)
+//   {"op":"semaphore","log",…}     holders of a name taken N at a time (tests/js/semaphore-loops.mjs),
+//                                  each turn pushed to the list `log` on the server: its turns
 // Used by tests/js/cross-process.test.mjs and bench/cross-isolate.mjs.
 //
 //   node tests/runtimes/redis-keyturn-process.mjs '{"port":6379,"prefix":"p:","subscribe":true}'
 import { createInterface } from 'node:readline';
 
 import { createClient } from 'redis';
-import { acquireLock, createKeyedSerializer, lockStats, RedisStore } from 'keyturn';
+import { acquireLock, createKeyedSerializer, lockStats, RedisStore, withLock } from 'keyturn';
 
 import { busyLoops } from '../js/busy-key.mjs';
+import { semaphoreLoops } from '../js/semaphore-loops.mjs';
 
 const { port, prefix, subscribe } = JSON.parse(process.argv[2]);
 const client = await createClient({ url: `redis://127.0.0.1:${port}` }).connect();
@@ -41,6 +44,9 @@ for await (const line of createInterface({ input: process.stdin })) {
   } else if (command.op === 'stop') {
     const turns = await loops.stop();
     say({ turns, calls: lockStats(store).storeCalls });
+  } else if (command.op === 'semaphore') {
+    const record = (event) => client.rPush(command.log, JSON.stringify(event));
+    say({ turns: await semaphoreLoops(withLock, store, record, command) });
   } else if (command.op === 'acquire') {
     held.push(acquireLock(store, command.name, { waitMs: command.waitMs }));
     say({ acquiring: true });

@@ -6,6 +6,8 @@
 //   PUT  /objects/:id/source          {"public": true|false} → 200 {id, public}
 //   POST /objects/:id/reconcile       (any body) → 200 the ACL derived by the run that answered it
 //   GET  /objects/:id/acl             → the derived ACL {id, public, fence, runs}, or 404
+//   POST /tenants/:tenant/exports     → 200 {tenant, slot, fence, upstreamMs, upstream} — at most
+//                                       2 exports per tenant reach the upstream at once | 503
 //
 // Bad input gets a 4xx with a JSON error, and nothing is written.
 import { LockDurableObject, LockStoreError, LockUnavailable, SerializedWorkTimeout } from 'keyturn';
@@ -14,6 +16,7 @@ import { claim, readBoard, writeBoard } from './board.js';
 import { checkId, HttpError, json, readJson } from './http.js';
 import { notify } from './objects.js';
 import { readAcl, reconcile, writeSource } from './acl.js';
+import { exportFor } from './exports.js';
 
 export { LockDurableObject };
 
@@ -24,6 +27,7 @@ const routes = [
   [/^\/objects\/([^/]+)\/source$/, { PUT: sourceRoute }],
   [/^\/objects\/([^/]+)\/reconcile$/, { POST: reconcileRoute }],
   [/^\/objects\/([^/]+)\/acl$/, { GET: aclRoute }],
+  [/^\/tenants\/([^/]+)\/exports$/, { POST: exportRoute }],
 ];
 
 async function claimRoute(request, env, [board]) {
@@ -66,6 +70,11 @@ async function aclRoute(request, env, [id]) {
   const acl = await readAcl(env, id);
   if (acl === undefined) throw new HttpError(404, 'the object has no ACL yet');
   return json(200, acl);
+}
+
+async function exportRoute(request, env, [tenant]) {
+  checkId(tenant, 'tenant');
+  return json(200, await exportFor(env, tenant));
 }
 
 // Off unless the TEST_HOOKS var is "1" (the tests set it): a holder's late write, as a holder

@@ -6,6 +6,8 @@ import {
   LOCK_CREATED,
   LOCK_ERROR,
   LOCK_FAILED,
+  LOCK_GIVE_UP,
+  LOCK_HELD,
   LOCK_READ,
   LOCK_REPLACE,
   LOCK_REPLACED,
@@ -18,6 +20,7 @@ import { describe } from '../arguments.js';
 
 /** @typedef {import('./manager.js').Manager} Manager */
 /** @typedef {import('./manager.js').Waiter} Waiter */
+/** @typedef {import('../keyturn_lock.js').LockCoreBinding} LockCoreBinding */
 
 /**
  * The store calls the core asks for one ticket, from one step on, each bounded as its step
@@ -71,6 +74,8 @@ export class Exchange {
     this.following = undefined;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.timer = undefined;
+    /** @type {StepDetails | undefined} the details of the step it resolved with */
+    this.view = undefined;
   }
 
   /**
@@ -191,7 +196,7 @@ export class Exchange {
     const { ticket, manager } = this;
     const { core } = manager;
     if (code === LOCK_READ) {
-      if (answer === null || answer === undefined) return manager.code(core.answerRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, wall, mono));
+      if (answer === null || answer === undefined) return manager.code(core.answerRead(ticket, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, wall, mono));
       const { value, version } = /** @type {{ value?: unknown, version?: unknown }} */ (answer);
       if (typeof answer === 'object' && typeof value === 'string' && typeof version === 'string') {
         const record = parsed(value);
@@ -205,6 +210,7 @@ export class Exchange {
           numberField(record.at),
           numberField(record.lease),
           stringField(record.asks),
+          numberField(record.n),
           wall,
           mono,
         ));
@@ -272,6 +278,9 @@ export class Exchange {
       return;
     }
     if (this.then === undefined) {
+      // The step's details, kept now: the core's view is shared, and another ticket's step may
+      // fill it before this promise's reaction runs.
+      if (code !== LOCK_HELD && code !== LOCK_GIVE_UP) this.view = new StepDetails(manager.core);
       this.resolve(code);
       return;
     }
@@ -296,6 +305,28 @@ export class Exchange {
 
 /** @param {unknown} _ */
 function ignore(_) {}
+
+/** What a sleep, wait, watch or mismatch step carries, read from the core's view when it came. */
+export class StepDetails {
+  /** @param {LockCoreBinding} core */
+  constructor(core) {
+    this.at = core.wakeAt();
+    this.watched = core.version();
+    this.concurrency = core.found();
+  }
+
+  wakeAt() {
+    return this.at;
+  }
+
+  version() {
+    return this.watched;
+  }
+
+  found() {
+    return this.concurrency;
+  }
+}
 
 /**
  * A record's text as `JSON.parse` reads it: its fields, or none for a text that is not a JSON

@@ -33,8 +33,12 @@ export class KeyturnLock {
   #manager;
   /** @type {number} */
   #ticket;
+  /** @type {string} The record it holds: its name's, or its slot's. */
+  #key;
   /** @type {string} */
   #name;
+  /** @type {number} */
+  #slot;
   /** @type {number} */
   #fence;
   /** @type {number} The count in its token (see `token`). */
@@ -57,14 +61,18 @@ export class KeyturnLock {
   /**
    * @param {Manager} manager
    * @param {number} ticket
+   * @param {string} key the record it holds
    * @param {string} name
+   * @param {number} slot
    */
-  constructor(manager, ticket, name) {
+  constructor(manager, ticket, key, name, slot) {
     manager.alive();
     const { core } = manager;
     this.#manager = manager;
     this.#ticket = ticket;
+    this.#key = key;
     this.#name = name;
+    this.#slot = slot;
     this.#fence = core.lease(ticket);
     this.#tokenCount = core.tokenCount();
     this.#heldUntil = core.heldUntil();
@@ -72,6 +80,11 @@ export class KeyturnLock {
 
   get name() {
     return this.#name;
+  }
+
+  /** Which of its name's `concurrency` slots it holds: 0 … N − 1 (0 for a name taken one at a time). */
+  get slot() {
+    return this.#slot;
   }
 
   /** Its isolate's id and a count in 16 hex digits: made only when read. */
@@ -139,7 +152,7 @@ export class KeyturnLock {
       const wall = manager.time();
       code = manager.code(manager.core.renew(this.#ticket, wall, now));
       if (code === LOCK_READ || code === LOCK_REPLACE) {
-        this.#renewing = new Exchange(manager, this.#name, this.#ticket);
+        this.#renewing = new Exchange(manager, this.#key, this.#ticket);
         try {
           code = await this.#renewing.start(code, wall, now);
         } finally {
@@ -239,7 +252,7 @@ export class KeyturnLock {
       return released;
     }
     const gone = () => this.#released();
-    return new Exchange(manager, this.#name, this.#ticket, gone, gone).start(code, wall, now);
+    return new Exchange(manager, this.#key, this.#ticket, gone, gone).start(code, wall, now);
   }
 
   #released() {

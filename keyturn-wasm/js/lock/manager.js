@@ -9,11 +9,13 @@ import * as glue from '../keyturn_lock.js';
 import { InstanceHost } from '../instance.js';
 import {
   LOCK_CHANGED,
+  LOCK_CONCURRENCY_MISMATCH,
   LOCK_CREATE,
   LOCK_FAILED,
   LOCK_GIVE_UP,
   LOCK_GUARD,
   LOCK_HELD,
+  LOCK_MISMATCH,
   LOCK_NAME_EMPTY,
   LOCK_NAME_TOO_LONG,
   LOCK_REPLACE,
@@ -25,6 +27,7 @@ import {
   LOCK_WOKEN,
 } from '../constants.js';
 import { keyError, leaseOptionError } from '../arguments.js';
+import { ConcurrencyMismatch } from '../errors.js';
 import { KeyturnLock } from './held.js';
 import { Exchange } from './exchange.js';
 import { Flights } from './flights.js';
@@ -78,6 +81,37 @@ function settleHeld(value, failure) {
   if (!(value instanceof Waiter)) return;
   value.failure = failure;
   value.wakeNow();
+}
+
+/**
+ * The record of slot `slot` of the lock `name`.
+ * @param {string} name
+ * @param {number} slot
+ */
+export const slotName = (name, slot) => glue.LockCoreBinding.slotName(name, slot);
+
+/** What an acquisition takes: the record `key`, slot `slot` of the lock `name`. */
+class Slotted {
+  /**
+   * @param {string} key
+   * @param {string} name
+   * @param {number} slot
+   * @param {number | undefined} concurrency
+   */
+  constructor(key, name, slot, concurrency) {
+    this.key = key;
+    this.name = name;
+    this.slot = slot;
+    this.concurrency = concurrency ?? 1;
+  }
+
+  /**
+   * The error of a name found taken `found` at a time.
+   * @param {number} found
+   */
+  mismatch(found) {
+    return new ConcurrencyMismatch(this.name, this.concurrency, found);
+  }
 }
 
 /** One acquisition's wake-up: set while it waits, called once by whoever ends the wait. */
@@ -385,33 +419,39 @@ export class Manager {
    * takes is let go when it answers); `streakMs` is how long a serializer's streaks of local
    * hand-offs may run (`undefined` for a lock's). A name or option the core refuses rejects
    * with the TypeError or RangeError, having queued nothing.
+   *
+   * `slot` is which of the name's `options.concurrency` slots (lock/slots.js picks it): its
+   * record is the name's own for slot 0, `slotName(name, slot)` past it.
    * @param {string} name
    * @param {LeaseOptions} options
    * @param {AbortSignal | undefined} signal
    * @param {number | undefined} streakMs
+   * @param {number} [slot]
    * @returns {Promise<KeyturnLock | undefined>}
    */
-  acquire(name, options, signal, streakMs) {
+  acquire(name, options, signal, streakMs, slot = 0) {
     const waiter = new Waiter();
     let code;
     let ticket = -1;
+    const key = slot === 0 ? name : slotName(name, slot);
+    const slotted = new Slotted(key, name, slot, options.concurrency);
     try {
       if (signal?.aborted) throw signal.reason;
       this.alive();
-      const { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs } = options;
+      const { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, concurrency } = options;
       const mono = performance.now();
       const wall = this.clock();
       waiter.id = this.instance.hold(waiter);
-      code = this.code(this.core.acquire(name, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter.id, wall, mono, streakMs));
-      if (code < 0) throw code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG ? keyError('name', name, code === LOCK_NAME_EMPTY) : leaseOptionError(code, options);
+      code = this.code(this.core.acquire(name, slot, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter.id, wall, mono, streakMs, concurrency));
+      if (code < 0) throw this.refusal(code, slotted, options);
       const acquired = (ticket = this.core.ticket());
       this.drain();
       if (signal === undefined && (code === LOCK_CREATE || code === LOCK_REPLACE)) {
         // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
-        const exchange = new Exchange(this, name, acquired, (next) => {
-          if (next !== LOCK_HELD) return this.acquiring(name, acquired, next, waiter, undefined);
+        const exchange = new Exchange(this, key, acquired, (next) => {
+          if (next !== LOCK_HELD) return this.acquiring(slotted, acquired, next, waiter, undefined);
           this.letGo(waiter);
-          return new KeyturnLock(this, acquired, name);
+          return new KeyturnLock(this, acquired, key, name, slot);
         });
         exchange.waiter = waiter;
         return exchange.start(code, wall, mono);
@@ -420,22 +460,35 @@ export class Manager {
       this.letGo(waiter);
       return Promise.reject(this.failed(error));
     }
-    const acquisition = this.acquiring(name, ticket, code, waiter, signal);
+    const acquisition = this.acquiring(slotted, ticket, code, waiter, signal);
     return signal === undefined ? acquisition : abortable(acquisition, signal);
+  }
+
+  /**
+   * The error of an acquisition the core refused (`code`, negative), having queued nothing.
+   * @param {number} code
+   * @param {Slotted} slotted
+   * @param {LeaseOptions} options
+   */
+  refusal(code, slotted, options) {
+    if (code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG) return keyError('name', slotted.name, code === LOCK_NAME_EMPTY);
+    if (code === LOCK_CONCURRENCY_MISMATCH) return slotted.mismatch(this.core.found());
+    return leaseOptionError(code, options);
   }
 
   /**
    * The rest of an acquisition: waiting in line, polling, the caller's signal. Aborted, a waiter
    * leaves its line at once; a store call in flight is finished first — the caller heard
    * already (`abortable`) — and a lock it took is let go.
-   * @param {string} name
+   * @param {Slotted} slotted
    * @param {number} ticket
    * @param {number} code
    * @param {Waiter} waiter
    * @param {AbortSignal | undefined} signal
    * @returns {Promise<KeyturnLock | undefined>}
    */
-  async acquiring(name, ticket, code, waiter, signal) {
+  async acquiring(slotted, ticket, code, waiter, signal) {
+    const { key } = slotted;
     const { core } = this;
     let aborted = false;
     const onAbort = () => {
@@ -447,11 +500,14 @@ export class Manager {
     };
     signal?.addEventListener('abort', onAbort);
     let held = false;
+    // Where the step's details are read: the core's view, or what an exchange kept of it.
+    /** @type {{ wakeAt(): number, version(): unknown, found(): number }} */
+    let view = core;
     try {
       for (;;) {
         if (code === LOCK_HELD) {
           held = true;
-          const lock = new KeyturnLock(this, ticket, name);
+          const lock = new KeyturnLock(this, ticket, key, slotted.name, slotted.slot);
           if (aborted) {
             // A call that took the name meanwhile: let it go, then report the abort.
             await lock.release().catch(() => {});
@@ -463,19 +519,25 @@ export class Manager {
         this.alive();
         if (aborted) throw /** @type {AbortSignal} */ (signal).reason;
         if (code === LOCK_GIVE_UP) return undefined; // the wait is over, nothing held
+        if (code === LOCK_MISMATCH) throw slotted.mismatch(view.found());
         if (code === LOCK_SLEEP) {
-          await this.sleep(waiter, core.wakeAt());
+          await this.sleep(waiter, view.wakeAt());
+          view = core;
           code = this.code(core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now()));
         } else if (code === LOCK_WATCH) {
-          const answer = await this.watch(waiter, name, core.version(), core.wakeAt());
+          const answer = await this.watch(waiter, key, view.version(), view.wakeAt());
+          view = core;
           code = this.code(core.answer(ticket, answer, undefined, this.time(), performance.now()));
         } else if (code === LOCK_WAIT) {
           this.waits(1);
-          await this.wait(waiter, core.wakeAt());
+          await this.wait(waiter, view.wakeAt());
           this.waits(-1);
+          view = core;
           code = this.code(core.answer(ticket, LOCK_WOKE, undefined, this.time(), performance.now()));
         } else {
-          code = await new Exchange(this, name, ticket).start(code, this.time(), performance.now());
+          const exchange = new Exchange(this, key, ticket);
+          code = await exchange.start(code, this.time(), performance.now());
+          view = exchange.view ?? core;
         }
         this.drain();
       }

@@ -7,6 +7,7 @@
 // key is queued behind, kept for the next turn otherwise, and freed once the key is idle.
 import { MESSAGES, SERIALIZE_PREFIX, TURN_RELEASE, TURN_RELEASE_FIRST, TURN_RUN, TURN_TIME_OUT, fill } from '../constants.js';
 import { HAND_ON, KEEP_RENEWED } from '../lock/held.js';
+import { acquireSlot } from '../lock/slots.js';
 import { runWork, watchLate } from './jobs.js';
 
 /** @typedef {import('../serializer.js').Serializer} Serializer */
@@ -74,10 +75,19 @@ export class LeasedTurns {
       return;
     }
     const signal = /** @type {AbortController} */ (job.controller).signal;
-    const { staleMs, maxClockSkewMs, storeTimeoutMs } = this.lease;
+    const { staleMs, maxClockSkewMs, storeTimeoutMs, concurrency } = this.lease;
     // Not a spread of the options: a literal of one shape keeps the acquisition's path fast.
-    const options = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs };
-    manager.acquire(SERIALIZE_PREFIX + job.line.key, options, signal, streakMs).then(
+    const options = { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, concurrency };
+    const name = SERIALIZE_PREFIX + job.line.key;
+    // N at a time: the slot the turn before left is handed on as one name's lease is; with
+    // none left, any slot.
+    const acquisition =
+      concurrency === undefined || concurrency === 1
+        ? manager.acquire(name, options, signal, streakMs)
+        : handOn !== undefined
+          ? manager.acquire(name, options, signal, streakMs, handOn.slot)
+          : acquireSlot(manager, name, options, signal, streakMs);
+    acquisition.then(
       (lock) => this.acquired(job, lock),
       (error) => {
         // Aborted: the deadline or the caller's signal told the caller already.
@@ -124,8 +134,8 @@ export class LeasedTurns {
    * @param {KeyturnLock} lock
    */
   call(job, lock) {
-    // Over a store one turn of a key runs at a time: slot 0.
-    const run = runWork(job, { fence: lock.fence, slot: 0 });
+    // The slot of the key's lease: unique among the key's turns running anywhere.
+    const run = runWork(job, { fence: lock.fence, slot: lock.slot });
     run.then(
       (value) => this.settled(job, () => job.resolve(value)),
       (error) => this.settled(job, () => job.reject(error)),

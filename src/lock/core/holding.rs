@@ -86,6 +86,7 @@ impl<V> Lease<V> {
             stamp.at,
             self.promised(),
             &self.asks.live(stamp.at),
+            self.slots,
         )
     }
 }

@@ -19,6 +19,8 @@ pub(super) struct Freed {
     /// Another isolate wrote the record between this isolate's last two acquisitions: the
     /// next one reads first rather than spend a CAS bound to fail on this version.
     pub(super) contested: bool,
+    /// The `n` the record carries: the name's `concurrency`.
+    pub(super) slots: u16,
 }
 
 struct Known<V> {
@@ -114,8 +116,14 @@ impl<V: PartialEq> KnownRecords<V> {
         mono: f64,
         fence: u64,
         contested: bool,
+        slots: u16,
     ) {
-        self.set(name, version, mono, Some(Freed { fence, contested }));
+        let freed = Freed {
+            fence,
+            contested,
+            slots,
+        };
+        self.set(name, version, mono, Some(freed));
     }
 
     /// This isolate freed `name`'s record at `version` for other isolates, at `mono`, its own

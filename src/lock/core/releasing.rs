@@ -123,6 +123,7 @@ impl<V: Clone> Batch<V> {
             uncertain: false,
             contested,
             asks: Asks::default(),
+            slots: holder.slots(),
         }
     }
 }
@@ -144,6 +145,7 @@ impl<V> Release<V> {
                 self.stamp.at,
                 Some(*lease),
                 &Asks::default(),
+                self.lease.slots,
             ),
             AfterRelease::Free { .. } => {
                 let offered = self.offered();
@@ -159,6 +161,7 @@ impl<V> Release<V> {
                     self.stamp.at,
                     None,
                     &asks,
+                    self.lease.slots,
                 )
             }
         }
@@ -489,8 +492,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // Nobody here to take it: held by a token nobody has. Remembered, so this
             // isolate's next acquisition takes it with one CAS.
             (AfterRelease::HandOff { last_fence, .. }, None) => {
-                self.known
-                    .freed(&name, version, now.mono, last_fence, lease.contested);
+                self.known.freed(
+                    &name,
+                    version,
+                    now.mono,
+                    last_fence,
+                    lease.contested,
+                    lease.slots,
+                );
             }
             // Offered to the isolates that asked: this isolate's next acquisition reads it.
             (AfterRelease::Free { .. }, _) if offered => {
@@ -515,6 +524,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     now.mono,
                     lease.record_fence,
                     lease.contested,
+                    lease.slots,
                 );
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.yield_first = capped;

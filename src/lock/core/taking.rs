@@ -144,6 +144,7 @@ impl Attempt {
             stamp.at,
             Some(promised(self.options.stale_ms)),
             asks,
+            self.options.slots(),
         )
     }
 
@@ -161,6 +162,7 @@ impl Attempt {
                 record.at,
                 record.lease,
                 &asks,
+                record.n,
             )
         })
     }
@@ -219,6 +221,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         let Some(attempt) = self.attempt_mut(ticket) else {
             return Step::GiveUp;
         };
+        // A name keeps one concurrency: the record this isolate freed says which.
+        let slots = attempt.options.slots();
+        if let Some((_, freed)) = freed.as_ref().filter(|(_, freed)| freed.slots != slots) {
+            let found = freed.slots;
+            self.remove(ticket);
+            return Step::Mismatch { found };
+        }
         match freed {
             // Other isolates wrote it between this isolate's last two turns: they likely did
             // again, so read first (a CAS on the version known would fail, one call wasted).
@@ -467,6 +476,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             uncertain: false,
             contested: attempt.contested,
             asks: std::mem::take(&mut attempt.asks),
+            slots: attempt.options.slots(),
         };
         if takeover {
             self.stats.takeovers += 1;
@@ -504,6 +514,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             return Step::GiveUp;
         };
         if let Some((_, Ok(record))) = &found {
+            // A name keeps one concurrency: a record that says another is refused, unwritten.
+            if record.n != attempt.options.slots() {
+                let found = record.n;
+                self.remove(ticket);
+                return Step::Mismatch { found };
+            }
             // Nobody took the name since this isolate freed it: next time, a CAS straight away.
             if !record.held && record.fence == attempt.known_fence {
                 attempt.contested = false;

@@ -164,7 +164,7 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout, SerializedQueueFull
     assert.ok(Object.isFrozen(turns[0]));
   });
 
-  test('concurrency is a whole number from 1 to 1024, and not above 1 with a store yet', () => {
+  test('concurrency is a whole number from 1 to 1024', () => {
     for (const good of [1, 2, 1024, undefined]) createKeyedSerializer({ concurrency: good });
     for (const bad of [0, -1, 1.5, 1025, NaN, Infinity]) {
       assert.throws(() => createKeyedSerializer({ concurrency: bad }), {
@@ -173,10 +173,7 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout, SerializedQueueFull
       });
     }
     assert.throws(() => createKeyedSerializer({ concurrency: '2' }), { name: 'TypeError', message: /options\.concurrency/ });
-    assert.throws(() => createKeyedSerializer({ concurrency: 2, store: new MemoryStore() }), {
-      name: 'RangeError',
-      message: /options\.concurrency above 1 is not available with a store yet/,
-    });
-    createKeyedSerializer({ concurrency: 1, store: new MemoryStore() });
+    for (const good of [1, 3]) createKeyedSerializer({ concurrency: good, store: new MemoryStore() });
+    assert.throws(() => createKeyedSerializer({ concurrency: 0, store: new MemoryStore() }), { name: 'RangeError' });
   });
 });

@@ -1,0 +1,87 @@
+// A name taken N at a time across two isolates: two package instances in one Node process (the
+// ESM and the CommonJS entry: two wasm instances and lock cores) over one MemoryStore, with the
+// store's `changed` (wake-ups) and without (polls). Each instance runs `holders` callers that
+// take the name with `withLock({ concurrency })`, hold it `holdMs`, and call again at once, for
+// `seconds`. Prints the turns a second beside the ceiling (N turns per `holdMs`: no store, no
+// wait between holders), a caller's wait for a slot (p50, p99, max), and the store calls per
+// turn — at concurrency 3, and at 1 (a mutex) for comparison.
+//
+//   node bench/semaphore.mjs [--seconds N] [--holders N] [--hold-ms N]
+//
+// Not a test: it asserts nothing about speed.
+import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import * as a from 'keyturn';
+
+const b = createRequire(import.meta.url)('keyturn');
+const args = process.argv.slice(2);
+const option = (name, fallback) => {
+  const at = args.indexOf(`--${name}`);
+  return at === -1 ? fallback : Number(args[at + 1]);
+};
+const seconds = option('seconds', 5);
+const holders = option('holders', 6);
+const holdMs = option('hold-ms', 5);
+
+const quantile = (values, q) => {
+  const sorted = [...values].sort((x, y) => x - y);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+};
+
+/** A MemoryStore counting its calls; `tells` keeps or hides its `changed`. */
+function countingStore(tells) {
+  const inner = new a.MemoryStore();
+  const store = {
+    calls: 0,
+    create: (key, value) => (store.calls++, inner.create(key, value)),
+    read: (key) => (store.calls++, inner.read(key)),
+    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
+  };
+  if (tells) store.changed = (key, version, ms) => (store.calls++, inner.changed(key, version, ms));
+  return store;
+}
+
+async function run(n, tells) {
+  const store = countingStore(tells);
+  const waits = [];
+  let turns = 0;
+  let stop = false;
+  const caller = async (api, name) => {
+    while (!stop) {
+      const asked = performance.now();
+      await api.withLock(
+        store,
+        name,
+        async () => {
+          waits.push(performance.now() - asked);
+          turns += 1;
+          await sleep(holdMs);
+        },
+        { concurrency: n, waitMs: 10_000 },
+      );
+    }
+  };
+  const name = `sem-${n}-${tells}`;
+  const started = performance.now();
+  const running = [a, b].flatMap((api) => Array.from({ length: holders }, () => caller(api, name)));
+  await sleep(seconds * 1000);
+  stop = true;
+  await Promise.all(running);
+  const elapsed = (performance.now() - started) / 1000;
+  const ceiling = (n * 1000) / holdMs;
+  return { turnsPerS: turns / elapsed, ceiling, p50: quantile(waits, 0.5), p99: quantile(waits, 0.99), max: quantile(waits, 1), callsPerTurn: store.calls / turns };
+}
+
+console.log(`a name taken N at a time by 2 instances × ${holders} callers, holding ${holdMs} ms, ${seconds} s each, node ${process.version}`);
+console.log('');
+console.log('N  store                 turns/s  ceiling  × ceiling  wait p50 ms  p99 ms  max ms  calls/turn');
+for (const n of [3, 1]) {
+  for (const tells of [true, false]) {
+    const r = await run(n, tells);
+    const store = tells ? 'MemoryStore, wake-ups' : 'MemoryStore, polls';
+    console.log(
+      `${String(n).padEnd(3)}${store.padEnd(22)}${r.turnsPerS.toFixed(0).padStart(7)}  ${r.ceiling.toFixed(0).padStart(7)}  ${(r.turnsPerS / r.ceiling).toFixed(2).padStart(9)}  ${r.p50.toFixed(2).padStart(11)}  ${r.p99.toFixed(2).padStart(6)}  ${r.max.toFixed(2).padStart(6)}  ${r.callsPerTurn.toFixed(2).padStart(10)}`,
+    );
+  }
+}
