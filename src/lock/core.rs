@@ -635,7 +635,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 handle,
             };
             let ticket = self.lines.push(name, entry).ticket;
-            self.set_streak(ticket, streak_ms);
+            self.set_line(ticket, streak_ms, options.slots());
             self.push_timer(deadline, ticket);
             if let Some(head) = self.lines.head(line) {
                 // A holder here past its lease with nobody to notice: put out now. Else its
@@ -661,14 +661,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             Some(key) => self.lines.push_shared(&key, entry).ticket,
             None => self.lines.push(name, entry).ticket,
         };
-        self.set_streak(ticket, streak_ms);
-        if let Some(state) = self
-            .lines
-            .line_of(ticket)
-            .and_then(|line| self.lines.line_data_mut(line))
-        {
-            state.slots = options.slots();
-        }
+        self.set_line(ticket, streak_ms, options.slots());
         let step = self.start(ticket, now, random);
         Ok((ticket, step))
     }
@@ -893,15 +886,17 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// The bound on streaks of local hand-offs for `ticket`'s line (see
-    /// [`LockCore::acquire_with`]).
+    /// [`LockCore::acquire_with`]), and its name's `concurrency` (the same for every ticket in
+    /// it: [`LockCore::acquire_slot`] refuses another).
     #[inline(never)]
-    fn set_streak(&mut self, ticket: Ticket, streak_ms: f64) {
+    fn set_line(&mut self, ticket: Ticket, streak_ms: f64, slots: u16) {
         if let Some(state) = self
             .lines
             .line_of(ticket)
             .and_then(|line| self.lines.line_data_mut(line))
         {
             state.streak_ms = streak_ms;
+            state.slots = slots;
         }
     }
 

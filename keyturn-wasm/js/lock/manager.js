@@ -434,7 +434,6 @@ export class Manager {
     let code;
     let ticket = -1;
     const key = slot === 0 ? name : slotName(name, slot);
-    const slotted = new Slotted(key, name, slot, options.concurrency);
     try {
       if (signal?.aborted) throw signal.reason;
       this.alive();
@@ -443,13 +442,13 @@ export class Manager {
       const wall = this.clock();
       waiter.id = this.instance.hold(waiter);
       code = this.code(this.core.acquire(name, slot, waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, waiter.id, wall, mono, streakMs, concurrency));
-      if (code < 0) throw this.refusal(code, slotted, options);
+      if (code < 0) throw this.refusal(code, name, options);
       const acquired = (ticket = this.core.ticket());
       this.drain();
       if (signal === undefined && (code === LOCK_CREATE || code === LOCK_REPLACE)) {
         // Nobody here in line: the one store call that may take the name, and (mostly) the lock.
         const exchange = new Exchange(this, key, acquired, (next) => {
-          if (next !== LOCK_HELD) return this.acquiring(slotted, acquired, next, waiter, undefined);
+          if (next !== LOCK_HELD) return this.acquiring(new Slotted(key, name, slot, options.concurrency), acquired, next, waiter, undefined);
           this.letGo(waiter);
           return new KeyturnLock(this, acquired, key, name, slot);
         });
@@ -460,19 +459,19 @@ export class Manager {
       this.letGo(waiter);
       return Promise.reject(this.failed(error));
     }
-    const acquisition = this.acquiring(slotted, ticket, code, waiter, signal);
+    const acquisition = this.acquiring(new Slotted(key, name, slot, options.concurrency), ticket, code, waiter, signal);
     return signal === undefined ? acquisition : abortable(acquisition, signal);
   }
 
   /**
    * The error of an acquisition the core refused (`code`, negative), having queued nothing.
    * @param {number} code
-   * @param {Slotted} slotted
+   * @param {string} name
    * @param {LeaseOptions} options
    */
-  refusal(code, slotted, options) {
-    if (code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG) return keyError('name', slotted.name, code === LOCK_NAME_EMPTY);
-    if (code === LOCK_CONCURRENCY_MISMATCH) return slotted.mismatch(this.core.found());
+  refusal(code, name, options) {
+    if (code === LOCK_NAME_EMPTY || code === LOCK_NAME_TOO_LONG) return keyError('name', name, code === LOCK_NAME_EMPTY);
+    if (code === LOCK_CONCURRENCY_MISMATCH) return new ConcurrencyMismatch(name, options.concurrency ?? 1, this.core.found());
     return leaseOptionError(code, options);
   }
 
