@@ -16,12 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { freePort } from '../tests/runtimes/ports.mjs';
+import { option } from './runtimes/options.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : args[at + 1];
-};
 const root = option('root', join(dirname(fileURLToPath(import.meta.url)), '..'));
 const claims = Number(option('claims', 200));
 const notifications = Number(option('notifications', 300));

@@ -8,23 +8,15 @@
 // The last line is one JSON object. Not a test.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { median, numberOption } from './runtimes/options.mjs';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(args[at + 1]);
-};
-const calls = option('calls', 100_000);
-const burst = option('burst', 1000);
-const rounds = option('rounds', 5);
-const processes = option('processes', 5);
-const variant = args[0] === '--child' ? args[1] : undefined;
+const calls = numberOption('calls', 100_000);
+const burst = numberOption('burst', 1000);
+const rounds = numberOption('rounds', 5);
+const processes = numberOption('processes', 5);
+const [first, second] = process.argv.slice(2);
+const variant = first === '--child' ? second : undefined;
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 /** One round: `calls` calls in bursts, each burst queued behind a work that has not run yet. */
 async function round(serialize, coalesce) {

@@ -11,24 +11,15 @@
 import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { median, numberOption } from './runtimes/options.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(args[at + 1]);
-};
-const processes = option('processes', 5);
-const rounds = option('rounds', 5);
-const works = option('works', 100000);
-const n = option('n', 4);
+const processes = numberOption('processes', 5);
+const rounds = numberOption('rounds', 5);
+const works = numberOption('works', 100000);
+const n = numberOption('n', 4);
 const impls = ['keyturn', 'floor', 'p-limit', 'async-sema'];
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 console.log(`N at a time per key (concurrency ${n}), ${works} works per round, ${processes} processes × (1 cold + ${rounds} warm) rounds, node ${process.version}`);
 console.log('every caller awaits its own result; works are async () => {}');

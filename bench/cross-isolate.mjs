@@ -21,15 +21,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as a from 'keyturn';
 
 import { busyKey, busyKeyInWorkerd, localHolder, quantile } from '../tests/js/busy-key.mjs';
+import { numberOption } from './runtimes/options.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(args[at + 1]);
-};
-const cycles = option('cycles', 40);
-const busyMs = option('busy-ms', 6000);
+const cycles = numberOption('cycles', 40);
+const busyMs = numberOption('busy-ms', 6000);
 const HOLD_MS = 30;
 
 /** A MemoryStore, with its `changed` or without. */

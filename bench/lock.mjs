@@ -16,15 +16,11 @@ import { execFileSync } from 'node:child_process';
 import { acquireLock, MemoryStore } from 'keyturn';
 
 import { Counting as CountingStore } from './runtimes/store-bench.mjs';
+import { numberOption } from './runtimes/options.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(args[at + 1]);
-};
-const rounds = option('rounds', 5000);
-const holds = option('holds', 50);
+const rounds = numberOption('rounds', 5000);
+const holds = numberOption('holds', 50);
 
 class MapStore {
   constructor() {

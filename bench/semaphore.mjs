@@ -13,34 +13,16 @@ import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import * as a from 'keyturn';
+import { countingStore } from '../tests/js/counting-store.mjs';
+import { quantile } from '../tests/js/busy-key.mjs';
+import { numberOption } from './runtimes/options.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(args[at + 1]);
-};
-const seconds = option('seconds', 5);
-const holders = option('holders', 6);
-const holdMs = option('hold-ms', 5);
+const seconds = numberOption('seconds', 5);
+const holders = numberOption('holders', 6);
+const holdMs = numberOption('hold-ms', 5);
 
-const quantile = (values, q) => {
-  const sorted = [...values].sort((x, y) => x - y);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-};
 
-/** A MemoryStore counting its calls; `tells` keeps or hides its `changed`. */
-function countingStore(tells) {
-  const inner = new a.MemoryStore();
-  const store = {
-    calls: 0,
-    create: (key, value) => (store.calls++, inner.create(key, value)),
-    read: (key) => (store.calls++, inner.read(key)),
-    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
-  };
-  if (tells) store.changed = (key, version, ms) => (store.calls++, inner.changed(key, version, ms));
-  return store;
-}
 
 async function run(n, tells) {
   const store = countingStore(tells);

@@ -16,13 +16,9 @@ import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
+import { given, median, option } from './runtimes/options.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at === -1 ? fallback : args[at + 1];
-};
 const processes = Number(option('processes', 5));
 const rounds = Number(option('rounds', 5));
 const works = Number(option('works', 100000));
@@ -31,14 +27,9 @@ const seed = process.env.KEYTURN_SEED ? resolve(process.env.KEYTURN_SEED) : unde
 const impls = option('impls', ['keyturn', ...(seed ? ['seed'] : []), 'chain', 'floor'].join(',')).split(',');
 // With a caller signal, also the floor that listens to it; in the workload users run, the
 // libraries they pick instead (by default).
-const signalImpls = args.includes('--impls') ? impls : [...impls, 'floor-listen'];
-const ownImpls = args.includes('--impls') ? impls : [...impls, 'async-lock', 'p-queue', 'async-mutex'];
+const signalImpls = given('impls') ? impls : [...impls, 'floor-listen'];
+const ownImpls = given('impls') ? impls : [...impls, 'async-lock', 'p-queue', 'async-mutex'];
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 const describe = {
   own: 'every caller awaits its own result; works are async () => {}',

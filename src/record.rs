@@ -99,17 +99,12 @@ impl Record {
         }
     }
 
-    /// The record as stored.
+    /// The record as stored; a token that is not ours is escaped so the JSON stays valid.
     #[cfg(test)]
     pub fn encode(&self) -> String {
-        encode(
-            self.held,
-            &self.token,
-            self.fence,
-            self.at,
-            self.lease,
-            &self.asks,
-            self.n,
+        let token = escaped(&self.token);
+        encode_ours(
+            self.held, &token, self.fence, self.at, self.lease, &self.asks, self.n,
         )
     }
 
@@ -195,20 +190,11 @@ impl Record {
     }
 }
 
-/// The stored text of a record with these fields; a token that is not ours is escaped so the
-/// JSON stays valid.
+/// `token` as a JSON string's content: ours as it is, another's escaped.
 #[cfg(test)]
-fn encode(
-    held: bool,
-    token: &str,
-    fence: u64,
-    at: f64,
-    lease: Option<u64>,
-    asks: &Asks,
-    n: u16,
-) -> String {
+fn escaped(token: &str) -> std::borrow::Cow<'_, str> {
     if is_plain(token) {
-        return encode_ours(held, token, fence, at, lease, asks, n);
+        return std::borrow::Cow::Borrowed(token);
     }
     let mut escaped = String::with_capacity(token.len() + 8);
     for c in token.chars() {
@@ -224,7 +210,7 @@ fn encode(
             c => escaped.push(c),
         }
     }
-    encode_ours(held, &escaped, fence, at, lease, asks, n)
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// Whether a token needs no escaping in a record's JSON (ours are hex).
@@ -232,7 +218,7 @@ pub(crate) fn is_plain(token: &str) -> bool {
     token.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
-/// [`encode`] for a token of ours (hex, or empty), which needs no escaping: what the lock core
+/// [`Record::encode`] for a token of ours (hex, or empty), which needs no escaping: what the lock core
 /// writes, and all it links into the wasm. `n` is written only above 1, so a name taken one at
 /// a time keeps the records it always had.
 pub(crate) fn encode_ours(

@@ -595,6 +595,19 @@ fn a_batch_older_than_a_quarter_of_stale_ms_is_not_used() {
     assert!(order.windows(2).all(|w| w[0].1 < w[1].1));
 }
 
+/// `count` managers over `memory`, each through a store that lags 0–6 ms and fails 10% of calls.
+fn weathered_isolates(memory: &Rc<MemoryStore>, clock: &ManualClock, count: u64) -> Vec<Manager> {
+    (0..count)
+        .map(|i| {
+            let mut store = TestStore::plain(memory, clock);
+            store.random = SeededRandom::new(300 + i);
+            store.fail_rate = 0.1;
+            store.max_lag_ms = 6.0;
+            manager(store, clock, 400 + i)
+        })
+        .collect()
+}
+
 /// xorshift for the test's own choices.
 fn next(seed: &Cell<u64>) -> u64 {
     let mut x = seed.get();
@@ -710,15 +723,7 @@ fn contend_randomly(isolates: u64) {
 #[test]
 fn randomized_semaphore_of_3_over_4_isolates_of_4_contenders() {
     let (clock, memory, executor) = world();
-    let isolates: Vec<Manager> = (0..4)
-        .map(|i| {
-            let mut store = TestStore::plain(&memory, &clock);
-            store.random = SeededRandom::new(300 + i);
-            store.fail_rate = 0.1;
-            store.max_lag_ms = 6.0;
-            manager(store, &clock, 400 + i)
-        })
-        .collect();
+    let isolates = weathered_isolates(&memory, &clock, 4);
     let slots: Rc<RefCell<[Option<u64>; 3]>> = Rc::default();
     let holds: Rc<RefCell<Vec<(u16, u64)>>> = Rc::default();
     let most = Rc::new(Cell::new(0usize));
@@ -841,15 +846,7 @@ fn a_name_keeps_one_concurrency() {
 #[test]
 fn randomized_renewals_race_takeovers_releases_and_faults() {
     let (clock, memory, executor) = world();
-    let isolates: Vec<Manager> = (0..4u64)
-        .map(|i| {
-            let mut store = TestStore::plain(&memory, &clock);
-            store.random = SeededRandom::new(300 + i);
-            store.fail_rate = 0.1;
-            store.max_lag_ms = 6.0;
-            manager(store, &clock, 400 + i)
-        })
-        .collect();
+    let isolates = weathered_isolates(&memory, &clock, 4);
     type Held = Rc<keyturn::Lock<TestStore, ManualClock, SeededRandom>>;
     let holding: Rc<RefCell<Vec<Held>>> = Rc::default();
     let accepted = Rc::new(Cell::new(0u64));

@@ -28,6 +28,10 @@ use crate::store::LockStore;
 /// anywhere; the work gets the lease's fence, which strictly rises with every turn of the key
 /// in every isolate — pass it to the writes it makes.
 ///
+/// With [`SerializerOptions::with_concurrency`] N above 1, at most N works of a key run at once
+/// in every isolate: each turn holds one of the key's N slots ([`LockOptions::concurrency`]),
+/// its [`WorkSignal::slot`] that slot, its fence rising per slot.
+///
 /// The deadline covers waiting for the lease and running. While the work runs its lease is
 /// renewed every `stale_ms / 3` (a failed renewal is tried again while the lease has time
 /// left); if the lease is lost anyway (taken over, or lapsed), the work's [`WorkSignal`] reads

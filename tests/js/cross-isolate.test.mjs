@@ -9,22 +9,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as a from 'keyturn';
 
 import { busyKey, localHolder, quantile } from './busy-key.mjs';
+import { countingStore } from './counting-store.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
 
-/** A MemoryStore counting every call; `tells` keeps or hides its `changed`. */
-function countingStore(tells) {
-  const inner = new a.MemoryStore();
-  const store = {
-    calls: 0,
-    watches: 0,
-    create: (key, value) => (store.calls++, inner.create(key, value)),
-    read: (key) => (store.calls++, inner.read(key)),
-    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
-  };
-  if (tells) store.changed = (key, version, ms) => (store.calls++, store.watches++, inner.changed(key, version, ms));
-  return store;
-}
 
 /** A holds `name` for `holdMs` while B asks for it: B's wait after A let go, and the calls of both cycles. */
 async function handOff(store, name, holdMs) {

@@ -10,24 +10,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from 'redis';
 import * as a from 'keyturn';
 
+import { countingStore } from './counting-store.mjs';
 import { checkHistory, semaphoreLoops } from './semaphore-loops.mjs';
 import { keyturnProcess } from '../runtimes/redis-keyturn-processes.mjs';
 import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
 
-/** A MemoryStore counting every call; `tells` keeps or hides its `changed`. */
-function countingStore(tells) {
-  const inner = new a.MemoryStore();
-  const store = {
-    calls: 0,
-    create: (key, value) => (store.calls++, inner.create(key, value)),
-    read: (key) => (store.calls++, inner.read(key)),
-    replace: (key, version, value) => (store.calls++, inner.replace(key, version, value)),
-  };
-  if (tells) store.changed = (key, version, ms) => (store.calls++, inner.changed(key, version, ms));
-  return store;
-}
 
 test('an idle name taken N at a time costs what a mutex costs: one create, one release, slot 0', async () => {
   const store = countingStore(true);

@@ -1,10 +1,11 @@
 // A serializer's turns over a store: each started job first takes its key's lease — the lock
-// named SERIALIZE_PREFIX + key, through the lock manager of that store — then runs its work with
-// the lease's fence, the lease renewed while it runs. The rules are the crate's `Turns` machine,
-// which the serializer's core keeps beside its lines and which the Rust `StoreSerializer` drives
-// too: the acquisition's wait and streak, the lease the turn before left (handed to this turn's
-// acquisition once it is in line), a lease released before the caller hears when nothing of the
-// key is queued behind, kept for the next turn otherwise, and freed once the key is idle.
+// named SERIALIZE_PREFIX + key (one of its slots, at `concurrency` N), through the lock manager
+// of that store — then runs its work with the lease's fence, the lease renewed while it runs.
+// The rules are the crate's `Turns` machine, which the serializer's core keeps beside its lines
+// and which the Rust `StoreSerializer` drives too: the acquisition's wait and streak, the lease
+// the turn before left (handed to this turn's acquisition once it is in line), a lease released
+// before the caller hears when no work of the key waits to start, kept for the next turn
+// otherwise, and freed once the key is idle.
 import { MESSAGES, SERIALIZE_PREFIX, TURN_RELEASE, TURN_RELEASE_FIRST, TURN_RUN, TURN_TIME_OUT, fill } from '../constants.js';
 import { HAND_ON, KEEP_RENEWED } from '../lock/held.js';
 import { acquireSlot } from '../lock/slots.js';
