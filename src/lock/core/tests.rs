@@ -9,8 +9,8 @@ use super::{
     batch_fences, clock_fence, next_fence, Answer, LockCore, Now, Step, Succession, Woken,
     FENCES_PER_MS,
 };
-use crate::lock::LockOptions;
 use crate::lock::MAX_BATCH;
+use crate::lock::{LockError, LockOptions};
 use crate::queue::Ticket;
 use crate::random::SeededRandom;
 use crate::record::{Record, MAX_FENCE};
@@ -1213,4 +1213,76 @@ fn fences_stay_whole_numbers_below_2_pow_53_and_spares_stay_near_the_clock() {
         batch_fences(MAX_FENCE - 1, 5, at(year_3000)),
         (MAX_FENCE, MAX_FENCE)
     );
+}
+
+#[test]
+fn a_name_taken_n_at_a_time_has_a_record_per_slot_each_carrying_n() {
+    let (mut core, store, random) = (Core::new(), MemoryStore::new(), SeededRandom::new(5));
+    let three = LockOptions {
+        concurrency: 3.0,
+        ..options(0.0, 2000.0)
+    };
+    // Slot 2 of `sem` is its own record, and says the name's concurrency.
+    let (two, step) = core
+        .acquire_slot("sem", 2, 2, three, 100.0, at(1.0), &random)
+        .unwrap();
+    let key = crate::slot_name("sem", 2);
+    assert_eq!(
+        drive(&mut core, &store, &key, two, step, 1.0, &random),
+        Step::Held
+    );
+    assert_eq!(stored(&store, &key).n, 3);
+    assert!(store.get("sem").is_none(), "slot 0 untouched");
+    // Another concurrency in line here is refused at once; a slot past it is out of range.
+    let four = LockOptions {
+        concurrency: 4.0,
+        ..three
+    };
+    assert_eq!(
+        core.acquire_slot("sem", 2, 3, four, 100.0, at(2.0), &random)
+            .map(|_| ()),
+        Err(LockError::ConcurrencyMismatch {
+            name: "sem".into(),
+            asked: 4,
+            found: 3
+        })
+    );
+    assert!(core
+        .acquire_slot("sem", 3, 4, three, 100.0, at(2.0), &random)
+        .is_err());
+    // Released, the record this isolate freed is taken with no read — unless the concurrency
+    // differs: refused before any write, as a record read that says another is.
+    let step = core.release(two, at(3.0), &random);
+    assert_eq!(
+        drive(&mut core, &store, &key, two, step, 3.0, &random),
+        Step::Done
+    );
+    let (_, step) = core
+        .acquire_slot("sem", 2, 5, four, 100.0, at(4.0), &random)
+        .unwrap();
+    assert_eq!(step, Step::Mismatch { found: 3 });
+    assert!(core.is_idle());
+    let (six, step) = core
+        .acquire_slot("sem", 2, 6, four, 100.0, at(5.0), &random)
+        .unwrap();
+    assert_eq!(
+        drive(&mut core, &store, &key, six, step, 5.0, &random),
+        Step::Mismatch { found: 3 }
+    );
+    assert!(!stored(&store, &key).held, "nothing written");
+    // A name taken one at a time writes no `n`, as before.
+    let (one, step) = acquire(
+        &mut core,
+        &store,
+        "mutex",
+        7,
+        options(0.0, 2000.0),
+        6.0,
+        &random,
+    );
+    assert_eq!(
+        drive(&mut core, &store, "mutex", one, step, 6.0, &random),
+        Step::Held
+    );
+    assert!(!store.get("mutex").unwrap().value.contains("\"n\""));
 }
