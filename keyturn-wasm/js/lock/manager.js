@@ -604,16 +604,25 @@ function changedWithin(store, name, version, until, quiet) {
 
 /**
  * `acquisition`, or the signal's reason the moment it aborts: the acquisition then ends in the
- * background.
- * @template T
- * @param {Promise<T>} acquisition
+ * background. A lock it took after all — it was answered just before the abort, its caller
+ * just after — is let go: nobody else has it to release.
+ * @param {Promise<KeyturnLock | undefined>} acquisition
  * @param {AbortSignal} signal
- * @returns {Promise<T>}
+ * @returns {Promise<KeyturnLock | undefined>}
  */
 function abortable(acquisition, signal) {
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      reject(signal.reason);
+    };
     signal.addEventListener('abort', onAbort);
-    acquisition.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    acquisition
+      .then((lock) => {
+        if (!aborted) resolve(lock);
+        else lock?.release().catch(() => {});
+      }, reject)
+      .finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
