@@ -954,8 +954,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             .push(at, ticket, live, |entry| timer_live(lines, entry));
     }
 
-    /// The name of `ticket`'s line, shared.
-    fn name_of(&self, ticket: Ticket) -> Option<Rc<str>> {
+    /// The record `ticket` contends for or holds — its name's, or its slot's
+    /// ([`acquire_slot`](Self::acquire_slot)) — as its line shares it; `None` once it left.
+    pub fn key(&self, ticket: Ticket) -> Option<Rc<str>> {
         self.lines.key(ticket).cloned()
     }
 

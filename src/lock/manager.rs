@@ -562,18 +562,15 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
         let inner = &*self.inner;
         let slot = Rc::new(Slot::default());
         let handle = slot.clone();
-        let (ticket, mut step) = inner.with_core(|core, now, random| {
-            core.acquire_slot(
-                name,
-                slot_number,
-                handle,
-                options,
-                succession.streak_ms,
-                now,
-                random,
-            )
+        let (ticket, mut step, key) = inner.with_core(|core, now, random| {
+            let streak_ms = succession.streak_ms;
+            let (ticket, step) =
+                core.acquire_slot(name, slot_number, handle, options, streak_ms, now, random)?;
+            Ok::<_, LockError>((ticket, step, core.key(ticket)))
         })?;
-        let key = crate::slot_name(name, slot_number);
+        // The record's key, as the core's line shares it (no copy); a ticket that already left
+        // at its first step makes no store call.
+        let key = key.unwrap_or_else(|| Rc::from(name));
         let mut leave = Leave {
             inner,
             ticket,
@@ -588,8 +585,7 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
             let answer = match step {
                 Step::Held => {
                     leave.armed = false;
-                    let slots = (slot_number, options.slots());
-                    let lock = Lock::new(self.inner.clone(), (name, &key), slots, ticket);
+                    let lock = Lock::new(self.inner.clone(), (name, key), slot_number, ticket);
                     if race.is_some_and(|race| race.over.get()) {
                         // Another slot was had meanwhile: this one is given back.
                         let _ = lock.release().await;
@@ -698,10 +694,8 @@ impl<S: LockStore, C: Clock, R: Random> LockManager<S, C, R> {
 pub struct Lock<S: LockStore, C: Clock, R: Random> {
     name: String,
     /// The record it holds: the name's, or its slot's.
-    key: String,
+    key: Rc<str>,
     slot: u16,
-    /// The name's `concurrency`.
-    slots: u16,
     token: String,
     fence: u64,
     held_until: Cell<f64>,
@@ -751,8 +745,8 @@ impl<S: LockStore, C: Clock, R: Random> Drop for SettleRenewal<'_, S, C, R> {
 impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     fn new(
         inner: Rc<Inner<S, C, R>>,
-        (name, key): (&str, &str),
-        (slot, slots): (u16, u16),
+        (name, key): (&str, Rc<str>),
+        slot: u16,
         ticket: Ticket,
     ) -> Self {
         let (token, fence, held_until) = inner
@@ -763,9 +757,8 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
             .unwrap_or_default();
         Lock {
             name: name.to_owned(),
-            key: key.to_owned(),
+            key,
             slot,
-            slots,
             token,
             fence,
             held_until: Cell::new(held_until),
@@ -785,11 +778,6 @@ impl<S: LockStore, C: Clock, R: Random> Lock<S, C, R> {
     /// one at a time). Its fence rises with every acquisition of this slot.
     pub fn slot(&self) -> u16 {
         self.slot
-    }
-
-    /// Its name's `concurrency`: how many slots the name has.
-    pub(crate) fn concurrency(&self) -> f64 {
-        f64::from(self.slots)
     }
 
     /// The token in the record while this lock is held (128 random bits, hex). Acquisitions

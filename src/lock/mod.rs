@@ -41,7 +41,7 @@ pub use self::manager::{Lock, LockManager};
 use crate::clock::{TimerError, MAX_TIMEOUT_MS};
 use crate::key::KeyError;
 use crate::messages;
-use crate::serializer::MAX_CONCURRENCY;
+use crate::serializer::{validate_concurrency, ConcurrencyOutOfRange};
 use crate::store::StoreError;
 
 /// How long one acquisition waits for a live holder before answering nothing, as `board-lock.ts`.
@@ -83,8 +83,8 @@ pub struct LockOptions {
     pub store_timeout_ms: Option<f64>,
     /// How many holders the name has at once — its slots, each a record of its own
     /// ([`slot_name`](crate::slot_name)): a whole number from 1 (the default: a mutex) to
-    /// [`MAX_CONCURRENCY`]. Every acquisition of a name must give the same: one whose records
-    /// say another is refused ([`LockError::ConcurrencyMismatch`]).
+    /// [`MAX_CONCURRENCY`](crate::MAX_CONCURRENCY). Every acquisition of a name must give the
+    /// same: one whose records say another is refused ([`LockError::ConcurrencyMismatch`]).
     pub concurrency: f64,
 }
 
@@ -113,28 +113,30 @@ pub enum OptionError {
     MaxClockSkewMs(f64),
     /// `storeTimeoutMs` is below 1, NaN, or past [`MAX_TIMEOUT_MS`].
     StoreTimeoutMs(f64),
-    /// `concurrency` is not a whole number from 1 to [`MAX_CONCURRENCY`].
+    /// `concurrency` is not a whole number from 1 to
+    /// [`MAX_CONCURRENCY`](crate::MAX_CONCURRENCY).
     Concurrency(f64),
 }
 
 impl fmt::Display for OptionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (template, what, value) = match self {
+            // The serializer's error for the same rule says it.
+            OptionError::Concurrency(value) => return ConcurrencyOutOfRange(*value).fmt(f),
             OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),
             OptionError::StaleMs(value) => (messages::STALE_RANGE, "staleMs", value),
             OptionError::MaxClockSkewMs(value) => (messages::SKEW_RANGE, "maxClockSkewMs", value),
             OptionError::StoreTimeoutMs(value) => {
                 (messages::TIMEOUT_RANGE, "storeTimeoutMs", value)
             }
-            OptionError::Concurrency(value) => (messages::CONCURRENCY_RANGE, "concurrency", value),
-        };
-        let max = match self {
-            OptionError::Concurrency(_) => MAX_CONCURRENCY.to_string(),
-            _ => MAX_TIMEOUT_MS.to_string(),
         };
         f.write_str(&messages::fill(
             template,
-            &[("what", what), ("value", &value.to_string()), ("max", &max)],
+            &[
+                ("what", what),
+                ("value", &value.to_string()),
+                ("max", &MAX_TIMEOUT_MS.to_string()),
+            ],
         ))
     }
 }
@@ -187,11 +189,8 @@ impl LockOptions {
         if !(0.0..=max).contains(&self.max_clock_skew_ms) {
             return Err(OptionError::MaxClockSkewMs(self.max_clock_skew_ms));
         }
-        if !(self.concurrency.fract() == 0.0
-            && (1.0..=MAX_CONCURRENCY as f64).contains(&self.concurrency))
-        {
-            return Err(OptionError::Concurrency(self.concurrency));
-        }
+        validate_concurrency(self.concurrency)
+            .map_err(|ConcurrencyOutOfRange(n)| OptionError::Concurrency(n))?;
         match self.store_timeout_ms {
             Some(ms) if !(1.0..=max).contains(&ms) => Err(OptionError::StoreTimeoutMs(ms)),
             _ => Ok(self),

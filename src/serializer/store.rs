@@ -218,9 +218,10 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
         let timeout_ms = self.serializer.running_timeout(key);
         let begin = self.turns.borrow_mut().begin(key, pending, timeout_ms);
         let name = [SERIALIZE_PREFIX, key].concat();
+        let many = begin.options.concurrency > 1.0;
         // The slot the turn before left is handed on as one name's lease is; with none left, a
         // key taken N at a time takes any of its slots.
-        let lease = if begin.options.concurrency == 1.0 || begin.hand_on.is_some() {
+        let lease = if !many || begin.hand_on.is_some() {
             let Begin {
                 options,
                 succession,
@@ -270,7 +271,7 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
                 // A failed release leaves the record to go stale.
                 let _ = lock.release().await;
             }
-        } else if lock_slots(&hand_on) > 1.0 {
+        } else if many {
             // N at a time: a lease of another slot left for the key's next turn is displaced by
             // this one, and freed (as the package's JS does) — not dropped, which would leave
             // that slot held until stale.
@@ -293,11 +294,6 @@ impl<S: LockStore, C: Clock, R: Random> Parts<S, C, R> {
             timeout_ms,
         }
     }
-}
-
-/// The key's `concurrency`, as the turn's lease has it (1 with none).
-fn lock_slots<S: LockStore, C: Clock, R: Random>(hand_on: &HandOn<'_, S, C, R>) -> f64 {
-    hand_on.lock.as_ref().map_or(1.0, |lock| lock.concurrency())
 }
 
 impl From<LockError> for SerializeError {

@@ -10,28 +10,17 @@ import { fileURLToPath } from 'node:url';
 
 import { Miniflare } from 'miniflare';
 import { assertFence } from './support.mjs';
+import { startUpstream } from '../runtimes/upstream.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'keyturn-worker-'));
 let mf;
 
-// The exports' upstream (worker/src/exports.js), answered here for both isolates: per tenant,
-// the calls in flight and the most at once.
-const upstream = new Map();
-async function outboundService(request) {
-  const tenant = decodeURIComponent(new URL(request.url).pathname.replace(/^\/exports\//, ''));
-  const seen = upstream.get(tenant) ?? { inFlight: 0, most: 0, calls: 0, slots: new Set() };
-  upstream.set(tenant, seen);
-  seen.inFlight += 1;
-  seen.calls += 1;
-  seen.most = Math.max(seen.most, seen.inFlight);
-  seen.slots.add(request.headers.get('x-slot'));
-  await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30));
-  seen.inFlight -= 1;
-  return Response.json({ tenant });
-}
+// The exports' slow upstream (worker/src/exports.js), for both isolates.
+let upstream;
 
-before(() => {
+before(async () => {
+  upstream = await startUpstream();
   execFileSync(join(root, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--outdir', out], {
     cwd: root,
     env: { ...process.env, WRANGLER_SEND_METRICS: 'false', WRANGLER_SEND_ERROR_REPORTS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
@@ -44,8 +33,7 @@ before(() => {
     scriptPath: join(out, 'index.js'),
     modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
     compatibilityDate: '2025-09-01',
-    bindings: { CLAIM_WAIT_MS: '20000', LOCK_STALE_MS: '2000', TEST_HOOKS: '1', EXPORT_WAIT_MS: '20000', UPSTREAM_URL: 'http://upstream' },
-    outboundService,
+    bindings: { CLAIM_WAIT_MS: '20000', LOCK_STALE_MS: '2000', TEST_HOOKS: '1', EXPORT_WAIT_MS: '20000', UPSTREAM_URL: `http://127.0.0.1:${upstream.port}` },
     r2Buckets: { BUCKET: 'keyturn-example' },
     durableObjects: { LOCKS: locks },
   });
@@ -60,6 +48,7 @@ before(() => {
 
 after(async () => {
   await mf?.dispose();
+  upstream?.close();
   rmSync(out, { recursive: true, force: true });
 });
 
@@ -251,10 +240,11 @@ test('exports split across two isolates: at most 2 of a tenant at the upstream a
   );
   assert.deepEqual(await countStatuses(responses.map((r) => r.clone())), { 200: 60 });
   for (const tenant of tenants) {
-    const seen = upstream.get(tenant);
+    const seen = upstream.tenants.get(tenant);
     assert.equal(seen.calls, 30);
     assert.equal(seen.most, 2, `${tenant}: the most calls at once`);
-    assert.deepEqual([...seen.slots].sort(), ['0', '1']);
+    assert.equal(seen.refused, 0, `${tenant}: every fence above its slot's last`);
+    assert.deepEqual([...seen.fences.keys()].sort(), [0, 1]);
   }
   const fences = new Map();
   for (const { tenant, slot, fence } of (await Promise.all(responses.map((r) => r.json()))).sort((x, y) => x.fence - y.fence)) {

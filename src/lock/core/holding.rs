@@ -266,7 +266,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// A renewal the store took: the lease runs from `stamp`, and a batch on the same record
     /// follows it (its hand-offs keep the renewed version and time).
     fn renewed(&mut self, ticket: Ticket, version: V, stamp: Stamp, now: Now) {
-        let Some(name) = self.name_of(ticket) else {
+        let Some(name) = self.key(ticket) else {
             return;
         };
         let Some(lease) = self.lease_mut(ticket) else {

@@ -448,7 +448,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// A release's write took: hand the lease to whoever is next here now (the waiter the CAS
     /// was for may have left meanwhile), or remember the free record; the releaser leaves.
     fn released(&mut self, ticket: Ticket, version: V, now: Now) {
-        let (Some(name), Some(line)) = (self.name_of(ticket), self.lines.line_of(ticket)) else {
+        let (Some(name), Some(line)) = (self.key(ticket), self.lines.line_of(ticket)) else {
             return;
         };
         let next = self.lines.next_in_line(ticket);
@@ -588,7 +588,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// started anew.
     pub fn take_guard(&mut self, now: Now) -> Option<Guard<V>> {
         while let Some(line) = self.guards.pop() {
-            let name = self.lines.head(line).and_then(|head| self.name_of(head));
+            let name = self.lines.head(line).and_then(|head| self.key(head));
             let (Some(name), Some(state)) = (name, self.lines.line_data_mut(line)) else {
                 continue;
             };

@@ -186,7 +186,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             .line_of(ticket)
             .and_then(|line| self.lines.line_data_mut(line))
             .is_some_and(|state| std::mem::take(&mut state.yield_first));
-        let Some(name) = self.name_of(ticket) else {
+        let Some(name) = self.key(ticket) else {
             return Step::GiveUp;
         };
         let freed = self.known.take_freed(&name).filter(|_| !yield_first);
@@ -392,7 +392,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             }
             // Asked: wait for the record to change (the version is this attempt's own write).
             (Call::Ask, Answer::Replaced(Some(version))) => {
-                if let Some(name) = self.name_of(ticket) {
+                if let Some(name) = self.key(ticket) {
                     self.known.asked(&name, &version, now.mono);
                 }
                 self.wait_for_record(ticket, version, now, random)
@@ -450,7 +450,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             takeover,
         } = take;
         let (Some(name), Some(line), Some(attempt)) = (
-            self.name_of(ticket),
+            self.key(ticket),
             self.lines.line_of(ticket),
             self.attempt_mut(ticket),
         ) else {
@@ -496,7 +496,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         now: Now,
         random: &impl Random,
     ) -> Step<V> {
-        let Some(name) = self.name_of(ticket) else {
+        let Some(name) = self.key(ticket) else {
             return Step::GiveUp;
         };
         let id = self.ask_id(random);
