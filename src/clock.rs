@@ -11,10 +11,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-/// The longest delay a timer takes: the largest `setTimeout` honours (2^31 - 1 ms, ~24.8 days).
-/// Deadlines, bounds and skews are at most this.
-pub const MAX_TIMEOUT_MS: u32 = i32::MAX as u32;
-
 /// A sleep in progress, as returned by [`Clock::sleep`]. Dropping it cancels it (and clears
 /// its platform timer).
 pub type Sleep = Pin<Box<dyn Future<Output = ()>>>;

@@ -65,17 +65,9 @@
 
 #![deny(missing_docs, missing_debug_implementations)]
 
-mod asks;
 mod clock;
-mod deadlines;
-mod key;
-mod keymap;
-mod lock;
-mod messages;
-mod queue;
-mod random;
-mod record;
-mod serializer;
+mod engine;
+mod front;
 mod store;
 
 /// The platform's clocks, timers and randomness on wasm32.
@@ -85,19 +77,20 @@ mod platform;
 pub mod machine;
 
 pub use clock::{Clock, ManualClock, Sleep, TimerError, Waiter};
-pub use key::{
+pub use engine::key::{
     slot_name, validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX, SLOT_PREFIX,
 };
-pub use lock::{
-    Lock, LockError, LockManager, LockOptions, LockStats, OptionError, FENCES_PER_MS,
-    LOCK_STALE_MS, LOCK_WAIT_MS, MAX_LOCAL_STREAK_MS,
+pub use engine::leases::{LockStats, FENCES_PER_MS};
+pub use engine::options::{
+    Coalesce, ConcurrencyOutOfRange, LockOptions, MaxPendingOutOfRange, OptionError,
+    SerializerOptionError, SerializerOptions, TimeoutOutOfRange, DEFAULT_TIMEOUT_MS, LOCK_STALE_MS,
+    LOCK_WAIT_MS, MAX_LOCAL_STREAK_MS, MAX_TIMEOUT_MS,
 };
+pub use engine::random::{Random, SeededRandom};
+pub use engine::slots::MAX_CONCURRENCY;
+pub use engine::works::Stats;
+pub use front::lock::{Lock, LockError, LockManager};
+pub use front::serializer::{KeyedSerializer, SerializeError, StoreSerializer, WorkSignal};
 #[cfg(target_arch = "wasm32")]
 pub use platform::{acquire_lock, PlatformClock, PlatformRandom, WallClock};
-pub use random::{Random, SeededRandom};
-pub use serializer::{
-    Coalesce, ConcurrencyOutOfRange, KeyedSerializer, MaxPendingOutOfRange, SerializeError,
-    SerializerOptionError, SerializerOptions, Stats, StoreSerializer, TimeoutOutOfRange,
-    WorkSignal, DEFAULT_TIMEOUT_MS, MAX_CONCURRENCY, MAX_TIMEOUT_MS,
-};
 pub use store::{LockStore, MemoryStore, StoreError, Versioned};

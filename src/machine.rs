@@ -21,17 +21,17 @@
 //! any release before 1.0 without a major version; the rest of the crate's API is the stable
 //! one.
 
-pub use crate::asks::{Ask, AskId, Asks, ASK_ID_LEN, MAX_ASKS, OFFER_MS};
-pub use crate::lock::core::{Answer, Guard, LeaseView, LockCore, Now, Step, Succession, Woken};
-pub use crate::queue::{LineId, Pushed, Ticket, MAX_ENTRIES};
-pub use crate::record::{NotARecord, Record, FORMAT, MAX_FENCE};
-pub use crate::serializer::core::{
-    Abandon, EnqueueError, GaveUp, Released, SerializerCore, Started,
+pub use crate::engine::asks::{Ask, AskId, Asks, ASK_ID_LEN, MAX_ASKS, OFFER_MS};
+pub use crate::engine::leases::{
+    Answer, Guard, LeaseView, LockCore, Now, Refusal, Step, Succession, Woken,
 };
-pub use crate::serializer::turns::{Acquired, Begin, Turns};
+pub use crate::engine::queue::{LineId, Pushed, Ticket, MAX_ENTRIES};
+pub use crate::engine::record::{NotARecord, Record, FORMAT, MAX_FENCE};
+pub use crate::engine::turns::{Acquired, Begin, Turns};
+pub use crate::engine::works::{Abandon, EnqueueError, GaveUp, Released, SerializerCore, Started};
 
 /// The texts of keyturn's errors: the Rust errors fill them, and the npm package builds its
 /// errors from them.
 pub mod messages {
-    pub use crate::messages::*;
+    pub use crate::engine::messages::*;
 }

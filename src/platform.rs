@@ -17,9 +17,10 @@ use std::task::{Context, Poll, Waker};
 use wasm_bindgen::prelude::*;
 
 use crate::clock::{Clock, Sleep, SleepState, TimerError, Waiter};
-use crate::lock::{Lock, LockError, LockManager, LockOptions};
-use crate::random::{Random, SeededRandom};
-use crate::serializer::{KeyedSerializer, TimeoutOutOfRange, MAX_TIMEOUT_MS};
+use crate::engine::options::{LockOptions, TimeoutOutOfRange, MAX_TIMEOUT_MS};
+use crate::engine::random::{Random, SeededRandom};
+use crate::front::lock::{Lock, LockError, LockManager};
+use crate::front::serializer::KeyedSerializer;
 use crate::store::LockStore;
 
 #[wasm_bindgen]

@@ -11,7 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use crate::keymap::KeyMap;
+use crate::engine::keymap::KeyMap;
 
 /// A record's value and the version the store gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,7 +222,7 @@ impl MemoryStore {
 
 fn decimal(n: u64) -> String {
     let mut out = String::new();
-    crate::record::push_decimal(&mut out, n);
+    crate::engine::record::push_decimal(&mut out, n);
     out
 }
 

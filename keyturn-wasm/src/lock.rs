@@ -150,6 +150,7 @@ impl LockCoreBinding {
                 self.code(step)
             }
             Err(error) => {
+                let error = keyturn::LockError::from(error);
                 if let keyturn::LockError::ConcurrencyMismatch { found, .. } = error {
                     self.step.found = f64::from(found);
                 }

@@ -10,7 +10,7 @@
 
 use std::rc::Rc;
 
-use crate::keymap::KeyMap;
+use crate::engine::keymap::KeyMap;
 
 const NONE: u32 = u32::MAX;
 

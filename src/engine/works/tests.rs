@@ -6,8 +6,8 @@
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use super::{Abandon, EnqueueError, GaveUp, SerializerCore, Stats};
-use crate::key::{KeyError, MAX_KEY_BYTES};
-use crate::serializer::{
+use crate::engine::key::{KeyError, MAX_KEY_BYTES};
+use crate::engine::options::{
     validate_max_pending, validate_timeout_ms, Coalesce, MaxPendingOutOfRange,
     SerializerOptionError, SerializerOptions, TimeoutOutOfRange, MAX_TIMEOUT_MS,
 };

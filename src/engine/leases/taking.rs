@@ -15,7 +15,7 @@
 //! A record that is not ours is taken over only by watching. A write whose call failed is read
 //! back once: the record holding exactly what it wrote means the write took.
 //!
-//! **Asking** (`crate::asks`): a contender that finds the name held elsewhere, live, adds its
+//! **Asking** (`crate::engine::asks`): a contender that finds the name held elsewhere, live, adds its
 //! ask to the record with one CAS that keeps every other field, then waits (watching the
 //! record, or polling, its pauses ending by when the record turns stale or its offer comes). A free record that carries asks is
 //! taken only as [`Asks::may_take`] says — the first ask at once, the others each after the
@@ -28,11 +28,11 @@ use super::{
     batch_fences, is_written, next_fence, promised, Answer, Entry, LockCore, Now, Stamp, State,
     Step,
 };
-use crate::asks::{AskId, Asks};
-use crate::lock::{LockOptions, MAX_BATCH, MAX_POLL_MS, TAKEOVERS};
-use crate::queue::Ticket;
-use crate::random::Random;
-use crate::record::{encode_ours, is_plain, NotARecord, Record};
+use crate::engine::asks::{AskId, Asks};
+use crate::engine::options::{LockOptions, MAX_BATCH, MAX_POLL_MS, TAKEOVERS};
+use crate::engine::queue::Ticket;
+use crate::engine::random::Random;
+use crate::engine::record::{encode_ours, is_plain, NotARecord, Record};
 
 /// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
 const FIRST_POLL_MS: f64 = 2.0;

@@ -5,12 +5,6 @@
 //! store, [`Turns`] is the machine of how turns hold the key's lease, driven by
 //! [`StoreSerializer`] and the package's JS.
 
-mod coalesced;
-pub(crate) mod core;
-mod slots;
-mod store;
-pub(crate) mod turns;
-
 use ::core::fmt;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -19,272 +13,26 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use self::coalesced::{BoxedWork, Coalesced, SharedRun};
-pub use self::core::Stats;
-pub(crate) use self::core::{Abandon, EnqueueError, SerializerCore};
-pub use self::slots::MAX_CONCURRENCY;
-pub use self::store::StoreSerializer;
-pub(crate) use self::turns::{Acquired, Turns};
+use super::coalesced::{BoxedWork, Coalesced, SharedRun};
+pub use super::store_serializer::StoreSerializer;
 use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
-use crate::key::KeyError;
-use crate::keymap::KeyMap;
-use crate::messages;
-use crate::queue::{LineId, Ticket};
-
-/// The default deadline of one work: 30 s is over ten times the slowest legitimate run of a
-/// handful of store round-trips, and short enough that a stalled dependency holds one key for
-/// half a minute rather than until restart.
-pub const DEFAULT_TIMEOUT_MS: u32 = 30_000;
-
-pub use crate::clock::MAX_TIMEOUT_MS;
-
-/// A `timeoutMs` that is not a finite number in `1..=MAX_TIMEOUT_MS`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TimeoutOutOfRange(pub f64);
-
-impl fmt::Display for TimeoutOutOfRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&messages::fill(
-            messages::TIMEOUT_RANGE,
-            &[
-                ("what", "timeoutMs"),
-                ("max", &MAX_TIMEOUT_MS.to_string()),
-                ("value", &self.0.to_string()),
-            ],
-        ))
-    }
-}
-
-impl std::error::Error for TimeoutOutOfRange {}
-
-/// Checks a deadline in milliseconds; fractions are allowed, as `setTimeout` allows them.
-pub(crate) fn validate_timeout_ms(ms: f64) -> Result<f64, TimeoutOutOfRange> {
-    if ms.is_finite() && (1.0..=f64::from(MAX_TIMEOUT_MS)).contains(&ms) {
-        Ok(ms)
-    } else {
-        Err(TimeoutOutOfRange(ms))
-    }
-}
-
-/// A `maxPending` that is neither a whole number from 1 up nor infinity.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MaxPendingOutOfRange(pub f64);
-
-impl fmt::Display for MaxPendingOutOfRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&messages::fill(
-            messages::MAX_PENDING_RANGE,
-            &[("what", "maxPending"), ("value", &self.0.to_string())],
-        ))
-    }
-}
-
-impl std::error::Error for MaxPendingOutOfRange {}
-
-/// Checks a bound on a key's works (queued or running): a whole number ≥ 1, or `+∞` for none.
-/// Bounds past what a queue can hold mean no bound.
-pub(crate) fn validate_max_pending(max: f64) -> Result<usize, MaxPendingOutOfRange> {
-    if max == f64::INFINITY || (max >= 1.0 && max.fract() == 0.0 && max >= usize::MAX as f64) {
-        Ok(usize::MAX)
-    } else if max >= 1.0 && max.fract() == 0.0 {
-        Ok(max as usize)
-    } else {
-        Err(MaxPendingOutOfRange(max))
-    }
-}
-
-/// A `concurrency` that is not a whole number from 1 to [`MAX_CONCURRENCY`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ConcurrencyOutOfRange(pub f64);
-
-impl fmt::Display for ConcurrencyOutOfRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&messages::fill(
-            messages::CONCURRENCY_RANGE,
-            &[
-                ("what", "concurrency"),
-                ("max", &MAX_CONCURRENCY.to_string()),
-                ("value", &self.0.to_string()),
-            ],
-        ))
-    }
-}
-
-impl std::error::Error for ConcurrencyOutOfRange {}
-
-/// Checks how many works of one key may run at once: a whole number from 1 to
-/// [`MAX_CONCURRENCY`].
-pub(crate) fn validate_concurrency(n: f64) -> Result<usize, ConcurrencyOutOfRange> {
-    if n.fract() == 0.0 && (1.0..=MAX_CONCURRENCY as f64).contains(&n) {
-        Ok(n as usize)
-    } else {
-        Err(ConcurrencyOutOfRange(n))
-    }
-}
-
-/// What a serializer may vary, checked: make it with [`SerializerOptions::new`] (and
-/// [`with_concurrency`](SerializerOptions::with_concurrency)), or take the default (30 s
-/// deadlines, no bound, one work of a key at a time).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SerializerOptions {
-    timeout_ms: f64,
-    max_pending: usize,
-    concurrency: usize,
-}
-
-/// An option [`SerializerOptions::new`] refused.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SerializerOptionError {
-    /// `timeoutMs` is out of range.
-    TimeoutMs(TimeoutOutOfRange),
-    /// `maxPending` is out of range.
-    MaxPending(MaxPendingOutOfRange),
-    /// `concurrency` is out of range.
-    Concurrency(ConcurrencyOutOfRange),
-}
-
-impl fmt::Display for SerializerOptionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SerializerOptionError::TimeoutMs(error) => error.fmt(f),
-            SerializerOptionError::MaxPending(error) => error.fmt(f),
-            SerializerOptionError::Concurrency(error) => error.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for SerializerOptionError {}
-
-impl SerializerOptions {
-    /// Each work's deadline in milliseconds — a finite number from 1 to [`MAX_TIMEOUT_MS`]
-    /// (fractions allowed, as `setTimeout` allows them) — and the most works one key may have
-    /// queued or running: a whole number from 1 up, or `f64::INFINITY` for no bound (a bound
-    /// past what a queue can hold is no bound).
-    ///
-    /// # Errors
-    /// The first option out of range.
-    pub fn new(timeout_ms: f64, max_pending: f64) -> Result<Self, SerializerOptionError> {
-        Ok(SerializerOptions {
-            timeout_ms: validate_timeout_ms(timeout_ms)
-                .map_err(SerializerOptionError::TimeoutMs)?,
-            max_pending: validate_max_pending(max_pending)
-                .map_err(SerializerOptionError::MaxPending)?,
-            concurrency: 1,
-        })
-    }
-
-    /// These options with at most `concurrency` works of one key running at once — a whole
-    /// number from 1 (the default: one at a time) to [`MAX_CONCURRENCY`]. They start in call
-    /// order, each in a slot of its key ([`WorkSignal::slot`]); `max_pending`, deadlines and
-    /// coalescing stay per work.
-    ///
-    /// # Errors
-    /// [`SerializerOptionError::Concurrency`] when it is out of range.
-    ///
-    /// # Examples
-    ///
-    /// Two works of a key run at once; the third waits for a slot:
-    ///
-    /// ```
-    /// use std::future::{pending, Future};
-    /// use std::pin::pin;
-    /// use std::task::{Context, Poll, Waker};
-    /// use keyturn::{KeyedSerializer, ManualClock, SerializerOptions};
-    ///
-    /// let options = SerializerOptions::default().with_concurrency(2.0)?;
-    /// let serializer = KeyedSerializer::with_options(options, ManualClock::new());
-    /// let mut cx = Context::from_waker(Waker::noop());
-    /// let mut first = pin!(serializer.run("tenant-1", |_| pending::<u16>()));
-    /// let mut second = Box::pin(serializer.run("tenant-1", |_| pending::<u16>()));
-    /// let mut third = pin!(serializer.run("tenant-1", |signal| async move { signal.slot() }));
-    /// assert!(first.as_mut().poll(&mut cx).is_pending());
-    /// assert!(second.as_mut().poll(&mut cx).is_pending());
-    /// assert!(third.as_mut().poll(&mut cx).is_pending(), "two run ahead of it");
-    /// assert_eq!(serializer.stats().running, 2);
-    ///
-    /// drop(second); // its caller gave up: its slot, 1, is free
-    /// assert_eq!(third.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
-    /// # Ok::<(), keyturn::SerializerOptionError>(())
-    /// ```
-    pub fn with_concurrency(self, concurrency: f64) -> Result<Self, SerializerOptionError> {
-        Ok(SerializerOptions {
-            concurrency: validate_concurrency(concurrency)
-                .map_err(SerializerOptionError::Concurrency)?,
-            ..self
-        })
-    }
-
-    /// [`new`](Self::new) with the options a caller gave, `None` for each it left out: the
-    /// defaults are [`DEFAULT_TIMEOUT_MS`] and no bound.
-    ///
-    /// # Errors
-    /// The first option out of range.
-    pub fn given(
-        timeout_ms: Option<f64>,
-        max_pending: Option<f64>,
-    ) -> Result<Self, SerializerOptionError> {
-        Self::new(
-            timeout_ms.unwrap_or(f64::from(DEFAULT_TIMEOUT_MS)),
-            max_pending.unwrap_or(f64::INFINITY),
-        )
-    }
-
-    /// Each work's deadline, in milliseconds.
-    pub fn timeout_ms(&self) -> f64 {
-        self.timeout_ms
-    }
-
-    /// Most works one key may have queued or running; `usize::MAX` for no bound.
-    pub fn max_pending(&self) -> usize {
-        self.max_pending
-    }
-
-    /// Most works of one key that run at once.
-    pub fn concurrency(&self) -> usize {
-        self.concurrency
-    }
-}
-
-impl Default for SerializerOptions {
-    fn default() -> Self {
-        SerializerOptions {
-            timeout_ms: f64::from(DEFAULT_TIMEOUT_MS),
-            max_pending: usize::MAX,
-            concurrency: 1,
-        }
-    }
-}
-
-/// Whether a call may share a queued work instead of adding one of its own (JS: the call's
-/// `coalesce` option; see the crate docs' "Coalescing calls").
-///
-/// Meant for works that re-decide from a fresh read: one run that starts after the last of
-/// several waiting calls decides for all of them. A call joins only the last work of its key,
-/// only while that work waits (its deadline not running), only when it coalesces the same way
-/// and has the same deadline length — so FIFO holds, and every call is answered by a run that
-/// started after it was made.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Coalesce {
-    /// Never joins a work, and its own work is never joined (JS: `false` or absent).
-    #[default]
-    Never,
-    /// Joins, and is joined by, calls that coalesce with `Yes` (JS: `true`).
-    Yes,
-    /// Joins, and is joined by, calls of the group of this name only (JS: a non-empty string):
-    /// one key often carries several decisions, and a call stands in only for its own kind.
-    Group(Rc<str>),
-}
+use crate::engine::key::KeyError;
+use crate::engine::keymap::KeyMap;
+use crate::engine::messages;
+use crate::engine::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
+use crate::engine::queue::{LineId, Ticket};
+pub(crate) use crate::engine::works::{Abandon, EnqueueError, SerializerCore, Stats};
 
 /// Tells a work that its deadline passed, or that its caller gave up on it, and which of its
 /// key's slots it runs in. Cheap to clone; every clone sees the same flag.
 #[derive(Debug, Clone, Default)]
 pub struct WorkSignal {
-    aborted: Rc<Cell<bool>>,
+    pub(super) aborted: Rc<Cell<bool>>,
     slot: u16,
 }
 
 impl WorkSignal {
-    fn in_slot(slot: u16) -> Self {
+    pub(super) fn in_slot(slot: u16) -> Self {
         WorkSignal {
             aborted: Rc::default(),
             slot,
@@ -339,7 +87,7 @@ pub enum SerializeError {
     /// The work's deadline could not be armed (the platform refused a timer); it did not run.
     Timer(TimerError),
     /// A [`StoreSerializer`]'s store failed while taking the key's lease: the work did not run.
-    Lock(crate::lock::LockError),
+    Lock(crate::front::lock::LockError),
 }
 
 impl fmt::Display for SerializeError {
@@ -382,14 +130,14 @@ impl SerializeError {
 type Joined<T> = (Ticket, Rc<SharedRun<T>>);
 
 #[derive(Default)]
-struct Turn {
-    waker: Option<Waker>,
+pub(super) struct Turn {
+    pub(super) waker: Option<Waker>,
     /// A coalescing work's run, which joining calls share (a `SharedRun` of its output type).
     shared: Option<Rc<dyn Any>>,
 }
 
-struct Front {
-    core: SerializerCore<Turn>,
+pub(super) struct Front {
+    pub(super) core: SerializerCore<Turn>,
     /// Busy keys and their lines.
     index: KeyMap,
 }
@@ -445,8 +193,8 @@ struct Front {
 /// # Ok::<(), keyturn::TimeoutOutOfRange>(())
 /// ```
 pub struct KeyedSerializer<C: Clock> {
-    front: Rc<RefCell<Front>>,
-    clock: C,
+    pub(super) front: Rc<RefCell<Front>>,
+    pub(super) clock: C,
 }
 
 impl<C: Clock> fmt::Debug for KeyedSerializer<C> {
@@ -553,7 +301,7 @@ impl<C: Clock> KeyedSerializer<C> {
     ///
     /// # Errors
     /// As [`run`](Self::run), and [`SerializeError::InvalidTimeout`] for a deadline that is not
-    /// a finite number from 1 to [`MAX_TIMEOUT_MS`] (nothing queued).
+    /// a finite number from 1 to [`MAX_TIMEOUT_MS`](crate::MAX_TIMEOUT_MS) (nothing queued).
     pub async fn run_with_timeout<F, Fut>(
         &self,
         key: &str,
@@ -723,7 +471,7 @@ impl<C: Clock> KeyedSerializer<C> {
     }
 
     /// [`leave_line`] for this serializer.
-    fn leave_line(&self, key: &str, ticket: Ticket) {
+    pub(super) fn leave_line(&self, key: &str, ticket: Ticket) {
         leave_line(&self.front, key, ticket);
     }
 
@@ -806,7 +554,7 @@ impl Drop for TurnGuard<'_> {
 /// Starts the work of `ticket`, whose turn has come and which is its line's next to start
 /// ([`WaitTurn`]), at `now`: its deadline's length and its slot. The line's next work, if its
 /// turn has come too, is woken to start after it.
-fn start(front: &RefCell<Front>, ticket: Ticket, now: f64) -> (f64, u16) {
+pub(super) fn start(front: &RefCell<Front>, ticket: Ticket, now: f64) -> (f64, u16) {
     let (started, line) = {
         let mut front = front.borrow_mut();
         let started = front

@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use crate::keymap::KeyMap;
+use crate::engine::keymap::KeyMap;
 
 /// Most names known at once; past this the memory is cleared. Forgetting is safe: a watch that
 /// starts again only delays a takeover, and a forgotten free record costs one read.

@@ -9,7 +9,7 @@
 //! freed and the next local head pauses one poll, so other isolates get their turn. With nobody
 //! waiting here the record is freed, keeping its fence.
 //!
-//! A holder learns that other isolates asked for the name (`crate::asks`) when a write of its
+//! A holder learns that other isolates asked for the name (`crate::engine::asks`) when a write of its
 //! record is refused — the version moved: it reads, and the record is still its own — or, over
 //! a store that tells changes, from a *guard*: one watch of the batch's record, kept by the
 //! driver across the line's hand-offs ([`LockCore::take_guard`]). So spare fences are handed on
@@ -28,12 +28,12 @@ use super::{
     batch_fences, is_written, next_fence, promised, Answer, Entry, Guard, Lease, LockCore,
     NameState, Now, Stamp, State, Step,
 };
-use crate::asks::{AskId, Asks, OFFER_MS};
-use crate::lock::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS};
-use crate::queue::LineId;
-use crate::queue::Ticket;
-use crate::random::Random;
-use crate::record::{encode_ours, NotARecord, Record};
+use crate::engine::asks::{AskId, Asks, OFFER_MS};
+use crate::engine::options::{LockOptions, MAX_BATCH, MAX_LOCAL_STREAK_MS, MAX_POLL_MS};
+use crate::engine::queue::LineId;
+use crate::engine::queue::Ticket;
+use crate::engine::random::Random;
+use crate::engine::record::{encode_ours, NotARecord, Record};
 
 /// A release in flight; its holder stays the head of its line so nobody here contends
 /// meanwhile.

@@ -13,7 +13,7 @@
 //!   released; no lease at all (the wait ended first) is the turn's timeout.
 //! - **Renewal**: every `staleMs / 3` while the work runs, tried again after a failure while the
 //!   lease has time left; a lease found lost aborts the work's signal
-//!   ([`LockCore::next_renewal`](crate::lock::LockCore::next_renewal) decides, for locks too).
+//!   ([`LockCore::next_renewal`](crate::engine::leases::LockCore::next_renewal) decides, for locks too).
 //! - **Release when last** ([`Turns::settled`]): when a work settles with nothing of its key
 //!   queued behind it, its lease is freed before its caller hears — so a handler that answers
 //!   its request as soon as its work settled leaves nothing held.
@@ -28,9 +28,10 @@ use core::fmt;
 use std::rc::Rc;
 
 #[cfg(doc)]
-use crate::key::SERIALIZE_PREFIX;
-use crate::keymap::KeyMap;
-use crate::lock::{LockOptions, OptionError, Succession};
+use crate::engine::key::SERIALIZE_PREFIX;
+use crate::engine::keymap::KeyMap;
+use crate::engine::leases::Succession;
+use crate::engine::options::{LockOptions, OptionError};
 
 /// What a turn does first, from [`Turns::begin`].
 #[derive(Debug)]

@@ -14,9 +14,9 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
-use super::{Abandon, KeyedSerializer, SerializeError, WorkSignal};
+use super::serializer::{start, Abandon, KeyedSerializer, SerializeError, WorkSignal};
 use crate::clock::{Clock, Sleep, WakeRoute};
-use crate::queue::Ticket;
+use crate::engine::queue::Ticket;
 
 /// A work, boxed so that any caller of the run can start it.
 pub(super) type BoxedWork<T> = Box<dyn FnOnce(WorkSignal) -> Pin<Box<dyn Future<Output = T>>>>;
@@ -152,7 +152,7 @@ impl<'a, C: Clock, T> Coalesced<'a, C, T> {
             return Ok(false);
         }
         let now = self.serializer.clock.now_ms();
-        let (started, slot) = super::start(&self.serializer.front, self.ticket, now);
+        let (started, slot) = start(&self.serializer.front, self.ticket, now);
         let deadline = match self.serializer.clock.sleep(started) {
             Ok(deadline) => deadline,
             Err(error) => return Err(SerializeError::Timer(error)),

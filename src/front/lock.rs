@@ -8,14 +8,98 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::core::{Answer, Guard, LockCore, LockStats, Now, Step, Succession, Woken};
-use super::{LockError, LockOptions};
-use crate::clock::{Clock, Sleep, WakeRoute};
-use crate::messages;
-use crate::queue::{LineId, Ticket};
-use crate::random::Random;
-use crate::record::Record;
+use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
+use crate::engine::key::KeyError;
+use crate::engine::leases::{
+    Answer, Guard, LockCore, LockStats, Now, Refusal, Step, Succession, Woken,
+};
+use crate::engine::messages;
+use crate::engine::options::{LockOptions, OptionError};
+use crate::engine::queue::{LineId, Ticket};
+use crate::engine::random::Random;
+use crate::engine::record::Record;
 use crate::store::{LockStore, StoreError};
+
+/// Why an acquisition or a release failed. A live holder is not an error: that is `Ok(None)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LockError {
+    /// The name was refused; nothing was asked of the store.
+    InvalidName(KeyError),
+    /// An option was out of range; nothing was asked of the store.
+    InvalidOption(OptionError),
+    /// The store failed. An acquisition that fails holds nothing; a release that fails may have
+    /// left the record held (it then goes stale and is taken over).
+    Store(StoreError),
+    /// The platform refused a timer for a wait; the acquisition holds nothing.
+    Timer(TimerError),
+    /// A live holder kept the name for the whole wait ([`LockManager::with_lock`]; an
+    /// acquisition answers `None` instead).
+    Unavailable {
+        /// The lock's name.
+        name: String,
+        /// How long it waited, in milliseconds.
+        wait_ms: f64,
+    },
+    /// The name is taken `found` at a time — as a record of it says, or an acquisition of it
+    /// in this isolate — and this acquisition asked for `asked`: nothing was written.
+    ConcurrencyMismatch {
+        /// The lock's name.
+        name: String,
+        /// The acquisition's `concurrency`.
+        asked: u16,
+        /// The name's, as found.
+        found: u16,
+    },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::InvalidName(error) => f.write_str(&error.message("lock name")),
+            LockError::InvalidOption(error) => error.fmt(f),
+            LockError::Store(error) => error.fmt(f),
+            LockError::Timer(error) => error.fmt(f),
+            LockError::Unavailable { name, wait_ms } => f.write_str(&messages::fill(
+                messages::LOCK_UNAVAILABLE,
+                &[("key", name), ("waitMs", &wait_ms.to_string())],
+            )),
+            LockError::ConcurrencyMismatch { name, asked, found } => f.write_str(&messages::fill(
+                messages::CONCURRENCY_MISMATCH,
+                &[
+                    ("name", name),
+                    ("asked", &asked.to_string()),
+                    ("found", &found.to_string()),
+                ],
+            )),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+impl From<TimerError> for LockError {
+    fn from(error: TimerError) -> Self {
+        LockError::Timer(error)
+    }
+}
+
+impl From<Refusal> for LockError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::InvalidName(error) => LockError::InvalidName(error),
+            Refusal::InvalidOption(error) => LockError::InvalidOption(error),
+            Refusal::ConcurrencyMismatch { name, asked, found } => {
+                LockError::ConcurrencyMismatch { name, asked, found }
+            }
+        }
+    }
+}
+
+impl From<StoreError> for LockError {
+    fn from(error: StoreError) -> Self {
+        LockError::Store(error)
+    }
+}
 
 /// How a waiter is woken: the core names it, the driver sets the flag and wakes its task.
 #[derive(Default)]

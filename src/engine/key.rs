@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use crate::messages;
+use crate::engine::messages;
 
 /// The longest key or lock name accepted, in UTF-8 bytes.
 pub const MAX_KEY_BYTES: usize = 512;
@@ -87,7 +87,7 @@ pub fn slot_name(name: &str, slot: u16) -> String {
     }
     let mut key = String::with_capacity(SLOT_PREFIX.len() + 6 + name.len());
     key.push_str(SLOT_PREFIX);
-    crate::record::push_decimal(&mut key, u64::from(slot));
+    crate::engine::record::push_decimal(&mut key, u64::from(slot));
     key.push(':');
     key.push_str(name);
     key

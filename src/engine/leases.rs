@@ -37,13 +37,14 @@
 use core::fmt;
 use std::rc::Rc;
 
-use super::{LockError, LockOptions, OptionError, MAX_BATCH, MAX_LOCAL_STREAK_MS};
-use crate::asks::{AskId, Asks, ASK_ID_LEN};
-use crate::deadlines::Deadlines;
-use crate::key::{slot_name, validate_name};
-use crate::queue::{KeyedQueue, LineId, Ticket};
-use crate::random::Random;
-use crate::record::{NotARecord, Record, MAX_FENCE};
+use crate::engine::asks::{AskId, Asks, ASK_ID_LEN};
+use crate::engine::deadlines::Deadlines;
+use crate::engine::key::KeyError;
+use crate::engine::key::{slot_name, validate_name};
+use crate::engine::options::{LockOptions, OptionError, MAX_BATCH, MAX_LOCAL_STREAK_MS};
+use crate::engine::queue::{KeyedQueue, LineId, Ticket};
+use crate::engine::random::Random;
+use crate::engine::record::{NotARecord, Record, MAX_FENCE};
 
 mod holding;
 mod known;
@@ -172,7 +173,7 @@ pub enum Step<V> {
     /// release left the record as the store has it (held until stale, if it still is).
     Failed,
     /// The record says the name is taken `found` at a time, not as this acquisition asked
-    /// ([`LockError::ConcurrencyMismatch`]): it has left its line holding nothing, having
+    /// ([`Refusal::ConcurrencyMismatch`]): it has left its line holding nothing, having
     /// written nothing.
     Mismatch {
         /// The record's `n`.
@@ -190,6 +191,25 @@ impl<V> Step<V> {
             _ => None,
         }
     }
+}
+
+/// Why an acquisition was refused: nothing was queued, nothing asked of the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The name is empty or too long.
+    InvalidName(KeyError),
+    /// An option is out of range.
+    InvalidOption(OptionError),
+    /// The name is taken `found` at a time — as a record of it says, or an acquisition of it
+    /// in this isolate — and this acquisition asked for `asked`.
+    ConcurrencyMismatch {
+        /// The lock's name.
+        name: String,
+        /// The acquisition's `concurrency`.
+        asked: u16,
+        /// The name's, as found.
+        found: u16,
+    },
 }
 
 /// What a driver knows of the acquisitions of a name that follow one: a serializer's queued
@@ -561,7 +581,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         options: LockOptions,
         now: Now,
         random: &impl Random,
-    ) -> Result<(Ticket, Step<V>), LockError> {
+    ) -> Result<(Ticket, Step<V>), Refusal> {
         self.acquire_with(
             name,
             handle,
@@ -585,19 +605,19 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         streak_ms: f64,
         now: Now,
         random: &impl Random,
-    ) -> Result<(Ticket, Step<V>), LockError> {
+    ) -> Result<(Ticket, Step<V>), Refusal> {
         self.acquire_slot(name, 0, handle, options, streak_ms, now, random)
     }
 
     /// [`acquire_with`](Self::acquire_with) for slot `slot` of a name taken N at a time
     /// (`options.concurrency`): its record is [`slot_name`]`(name, slot)`, and the driver's
     /// store calls for it name that key. Which slot to try is the driver's to say (see
-    /// [`LockManager::acquire`](super::LockManager::acquire)).
+    /// [`LockManager::acquire`](crate::LockManager::acquire)).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire); a slot past `concurrency` is an option out of range; a
     /// name whose acquisitions here give another `concurrency` is
-    /// [`LockError::ConcurrencyMismatch`].
+    /// [`Refusal::ConcurrencyMismatch`].
     #[allow(clippy::too_many_arguments)]
     pub fn acquire_slot(
         &mut self,
@@ -608,11 +628,11 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         streak_ms: f64,
         now: Now,
         random: &impl Random,
-    ) -> Result<(Ticket, Step<V>), LockError> {
-        validate_name(name).map_err(LockError::InvalidName)?;
-        let options = options.validate().map_err(LockError::InvalidOption)?;
+    ) -> Result<(Ticket, Step<V>), Refusal> {
+        validate_name(name).map_err(Refusal::InvalidName)?;
+        let options = options.validate().map_err(Refusal::InvalidOption)?;
         if slot >= options.slots() {
-            return Err(LockError::InvalidOption(OptionError::Concurrency(
+            return Err(Refusal::InvalidOption(OptionError::Concurrency(
                 options.concurrency,
             )));
         }
@@ -623,7 +643,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         if let Some(line) = self.lines.line_id(name) {
             let found = self.lines.line_data(line).map_or(1, |state| state.slots);
             if found != options.slots() {
-                return Err(LockError::ConcurrencyMismatch {
+                return Err(Refusal::ConcurrencyMismatch {
                     name: base.to_owned(),
                     asked: options.slots(),
                     found,

@@ -33,7 +33,7 @@ pub const CONCURRENCY_RANGE: &str = "{what} must be a whole number from 1 to {ma
 pub const CONCURRENCY_MISMATCH: &str = "lock {name} is taken {found} at a time (its records say so, or its holders here), but this acquisition asked for {asked} at a time: a name keeps one concurrency, so use another name for another";
 /// A lock's wait out of range.
 pub const WAIT_RANGE: &str =
-    "{what} must be a finite number of milliseconds, 0 or more, got {value}";
+    "{what} must be a finite number of milliseconds from 0 to {max}, got {value}";
 /// A clock skew out of range.
 pub const SKEW_RANGE: &str =
     "{what} must be a finite number of milliseconds from 0 to {max}, got {value}";
@@ -42,7 +42,7 @@ pub const STORE_TIMED_OUT: &str =
     "store.{method} did not answer within {storeTimeoutMs} ms (its outcome is unknown)";
 /// A lease length out of range.
 pub const STALE_RANGE: &str =
-    "{what} must be a finite number of milliseconds, more than 0, got {value}";
+    "{what} must be a finite number of milliseconds, more than 0 and at most {max}, got {value}";
 /// Every slot of a queue is taken.
 pub const TOO_MANY_WORKS: &str = "too many works are queued in this isolate";
 /// An option name the call does not know.

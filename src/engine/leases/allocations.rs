@@ -6,8 +6,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use super::{Answer, LockCore, Now, Step};
-use crate::lock::LockOptions;
-use crate::random::SeededRandom;
+use crate::engine::options::LockOptions;
+use crate::engine::random::SeededRandom;
 
 struct Counting;
 

@@ -13,9 +13,9 @@
 //! again on the new version, keeping the asks — at most [`REFRESHES`] times per write.
 
 use super::{is_written, Answer, Entry, Lease, LeaseView, LockCore, Now, Stamp, State, Step};
-use crate::asks::MAX_ASKS;
-use crate::queue::Ticket;
-use crate::record::{encode_ours, NotARecord, Record};
+use crate::engine::asks::MAX_ASKS;
+use crate::engine::queue::Ticket;
+use crate::engine::record::{encode_ours, NotARecord, Record};
 
 /// A renewal in flight: its record's stamp, and where it is.
 #[derive(Debug, Clone, Copy, PartialEq)]

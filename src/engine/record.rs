@@ -21,7 +21,7 @@
 //! - `lease`: the lease its holder promised itself (its `staleMs`, whole milliseconds), on held
 //!   records: a taker waits out the longer of it and its own. A free record has none.
 //! - `asks` (optional): the isolates waiting for the name, in the order they asked
-//!   ([`Asks`](crate::asks::Asks)). A string, so a record stays a flat object.
+//!   ([`Asks`](crate::engine::asks::Asks)). A string, so a record stays a flat object.
 //! - `n` (optional): the name's `concurrency`, on every slot record of a name taken N at a time
 //!   (N above 1; absent means 1). An acquisition with another `concurrency` is refused.
 //!
@@ -30,7 +30,7 @@
 
 use core::fmt;
 
-use crate::asks::Asks;
+use crate::engine::asks::Asks;
 
 /// The format version this crate writes and reads.
 pub const FORMAT: u32 = 1;
@@ -79,7 +79,7 @@ impl Record {
             token: token.to_owned(),
             fence,
             at,
-            lease: Some(u64::from(crate::lock::LOCK_STALE_MS)),
+            lease: Some(u64::from(crate::engine::options::LOCK_STALE_MS)),
             asks: Asks::default(),
             n: 1,
         }
@@ -632,8 +632,8 @@ mod tests {
             ours.replace(",\"extra\":[]", ""),
             " { \"at\" : 1 , \"fence\":2,\"state\":\"free\",\"token\":\"\",\"keyturn\":1 } ".into(),
         ];
-        use crate::random::Random;
-        let random = crate::random::SeededRandom::new(7);
+        use crate::engine::random::Random;
+        let random = crate::engine::random::SeededRandom::new(7);
         let below = |n: usize| ((random.unit() * n as f64) as usize).min(n.saturating_sub(1));
         let alphabet = b"{}[]\":,\\ 0123456789.eE+-uabcdefhlnrst\x01";
         for seed in &seeds {

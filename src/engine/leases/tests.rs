@@ -5,15 +5,16 @@
 #[cfg(target_family = "wasm")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+use super::Refusal as LockError;
 use super::{
     batch_fences, clock_fence, next_fence, Answer, LockCore, Now, Step, Succession, Woken,
     FENCES_PER_MS,
 };
-use crate::lock::MAX_BATCH;
-use crate::lock::{LockError, LockOptions};
-use crate::queue::Ticket;
-use crate::random::SeededRandom;
-use crate::record::{Record, MAX_FENCE};
+use crate::engine::options::LockOptions;
+use crate::engine::options::MAX_BATCH;
+use crate::engine::queue::Ticket;
+use crate::engine::random::SeededRandom;
+use crate::engine::record::{Record, MAX_FENCE};
 use crate::store::MemoryStore;
 
 type Core = LockCore<String, u32>;

@@ -8,15 +8,14 @@ use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 
-use super::turns::{Begin, KeyedTurns};
-use super::{
-    Acquired, Coalesce, KeyedSerializer, SerializeError, SerializerOptions, Stats, Turns,
-    WorkSignal,
-};
+use super::lock::{beside, Lock, LockError, LockManager};
+use super::serializer::{KeyedSerializer, SerializeError, WorkSignal};
 use crate::clock::Clock;
-use crate::key::SERIALIZE_PREFIX;
-use crate::lock::{beside, Lock, LockError, LockManager, LockOptions, OptionError};
-use crate::random::Random;
+use crate::engine::key::SERIALIZE_PREFIX;
+use crate::engine::options::{Coalesce, LockOptions, OptionError, SerializerOptions};
+use crate::engine::random::Random;
+use crate::engine::turns::{Acquired, Begin, KeyedTurns, Turns};
+use crate::engine::works::Stats;
 use crate::store::LockStore;
 
 /// Runs async work one at a time per key across every isolate whose serializer uses the same

@@ -6,7 +6,7 @@
 //! holds at most about three entries per live one, and a push costs amortised O(1) when times
 //! mostly come in rising order (they do: deadlines are "now + a constant" more often than not).
 
-use crate::queue::Ticket;
+use crate::engine::queue::Ticket;
 
 /// Times by ticket, earliest first.
 #[derive(Debug, Default)]

@@ -8,12 +8,12 @@
 
 use core::fmt;
 
+use super::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
 use super::slots::Slots;
-use super::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
-use crate::deadlines::Deadlines;
-use crate::key::{validate_key, KeyError};
-use crate::messages;
-use crate::queue::{LineId, Lines, Pushed, Ticket};
+use crate::engine::deadlines::Deadlines;
+use crate::engine::key::{validate_key, KeyError};
+use crate::engine::messages;
+use crate::engine::queue::{LineId, Lines, Pushed, Ticket};
 
 /// Where a work is in its life.
 #[derive(Debug, Clone, Copy, PartialEq)]

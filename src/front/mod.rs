@@ -1,0 +1,6 @@
+//! The Rust front end: futures over the engine, for Rust callers.
+
+mod coalesced;
+pub(crate) mod lock;
+pub(crate) mod serializer;
+mod store_serializer;
