@@ -222,9 +222,9 @@ export function leaseOptions(options, waitMs, concurrency) {
  * @param {LeaseOptions} options
  */
 export function leaseOptionError(code, options) {
-  if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs });
+  if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs, max: MAX_TIMEOUT_MS });
   if (code === LOCK_BAD_SKEW) return rangeError(MESSAGES.skewRange, { what: 'options.maxClockSkewMs', value: options.maxClockSkewMs, max: MAX_TIMEOUT_MS });
   if (code === LOCK_BAD_STORE_TIMEOUT) return rangeError(MESSAGES.timeoutRange, { what: 'options.storeTimeoutMs', value: options.storeTimeoutMs, max: MAX_TIMEOUT_MS });
   if (code === LOCK_BAD_CONCURRENCY) return rangeError(MESSAGES.concurrencyRange, { what: 'options.concurrency', value: options.concurrency, max: MAX_CONCURRENCY });
-  return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: options.staleMs });
+  return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: options.staleMs, max: MAX_TIMEOUT_MS });
 }
