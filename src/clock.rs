@@ -57,6 +57,13 @@ pub trait Clock {
     fn waiter(&self) -> Option<Box<dyn Waiter>> {
         None
     }
+    /// Whether the platform ends a request's timers and I/O with the request, waiting calls
+    /// included (`PlatformClock` and `WallClock` on Cloudflare Workers): then a waiting work's
+    /// own context also watches the deadlines of the works ahead of it, so a work whose request
+    /// ended cannot hold its key. `false`, the default.
+    fn contexts_end(&self) -> bool {
+        false
+    }
 }
 
 /// How a waiter is woken where that must happen in the waiter's own context: see

@@ -66,7 +66,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod clock;
-mod engine;
+pub mod engine;
 mod front;
 mod store;
 

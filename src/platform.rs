@@ -109,6 +109,9 @@ impl Clock for PlatformClock {
     fn waiter(&self) -> Option<Box<dyn Waiter>> {
         waiter_on_workers()
     }
+    fn contexts_end(&self) -> bool {
+        on_workers()
+    }
 }
 
 thread_local! {
@@ -242,6 +245,9 @@ impl Clock for WallClock {
     fn waiter(&self) -> Option<Box<dyn Waiter>> {
         waiter_on_workers()
     }
+    fn contexts_end(&self) -> bool {
+        on_workers()
+    }
 }
 
 /// One `setTimeout`, cleared when the future is dropped, so no timer outlives its sleep.
@@ -346,7 +352,7 @@ impl KeyedSerializer<PlatformClock> {
 ///
 /// # Errors
 /// As [`LockManager::acquire`].
-pub async fn acquire_lock<S: LockStore>(
+pub async fn acquire_lock<S: LockStore + 'static>(
     store: S,
     name: &str,
     options: LockOptions,

@@ -1,4 +1,4 @@
-//! A min-heap of `(time, ticket)` with lazy deletion: what one shared timer needs to know.
+//! A min-heap of `(time, id)` with lazy deletion: what one shared timer needs to know.
 //!
 //! Entries are never removed from the middle. The owner says which entries are still live
 //! (the ticket still waits for that time); dead ones are dropped when they reach the top, and
@@ -8,20 +8,26 @@
 
 use crate::engine::queue::Ticket;
 
-/// Times by ticket, earliest first.
-#[derive(Debug, Default)]
-pub(crate) struct Deadlines {
-    heap: Vec<(f64, Ticket)>,
+/// Times by id (a ticket, by default), earliest first.
+#[derive(Debug)]
+pub(crate) struct Deadlines<T = Ticket> {
+    heap: Vec<(f64, T)>,
 }
 
-impl Deadlines {
-    /// Adds `ticket`'s time. `live` entries number `live_count`; `is_live` tells one apart.
+impl<T> Default for Deadlines<T> {
+    fn default() -> Self {
+        Deadlines { heap: Vec::new() }
+    }
+}
+
+impl<T: Copy> Deadlines<T> {
+    /// Adds `id`'s time. `live` entries number `live_count`; `is_live` tells one apart.
     pub(crate) fn push(
         &mut self,
         at: f64,
-        ticket: Ticket,
+        ticket: T,
         live_count: usize,
-        is_live: impl Fn((f64, Ticket)) -> bool,
+        is_live: impl Fn((f64, T)) -> bool,
     ) {
         if self.heap.len() >= 2 * live_count + 64 {
             self.heap.retain(|&entry| is_live(entry));
@@ -35,10 +41,7 @@ impl Deadlines {
     }
 
     /// The earliest live entry, dead ones above it dropped.
-    pub(crate) fn first(
-        &mut self,
-        is_live: impl Fn((f64, Ticket)) -> bool,
-    ) -> Option<(f64, Ticket)> {
+    pub(crate) fn first(&mut self, is_live: impl Fn((f64, T)) -> bool) -> Option<(f64, T)> {
         while let Some(&top) = self.heap.first() {
             if is_live(top) {
                 return Some(top);
@@ -68,18 +71,18 @@ impl Deadlines {
 
 /// The time of the entry at `at`; `+∞` past the end (so no path panics: an index past it is
 /// never the lesser).
-fn time(heap: &[(f64, Ticket)], at: usize) -> f64 {
+fn time<T>(heap: &[(f64, T)], at: usize) -> f64 {
     heap.get(at).map_or(f64::INFINITY, |entry| entry.0)
 }
 
 /// Swaps the entries at `a` and `b`, both within the heap.
-fn swap(heap: &mut [(f64, Ticket)], a: usize, b: usize) {
+fn swap<T>(heap: &mut [(f64, T)], a: usize, b: usize) {
     if a < heap.len() && b < heap.len() {
         heap.swap(a, b);
     }
 }
 
-fn sift_up(heap: &mut [(f64, Ticket)], mut at: usize) {
+fn sift_up<T>(heap: &mut [(f64, T)], mut at: usize) {
     while at > 0 {
         let parent = (at - 1) / 2;
         if time(heap, parent) <= time(heap, at) {
@@ -90,7 +93,7 @@ fn sift_up(heap: &mut [(f64, Ticket)], mut at: usize) {
     }
 }
 
-fn sift_down(heap: &mut [(f64, Ticket)], mut at: usize) {
+fn sift_down<T>(heap: &mut [(f64, T)], mut at: usize) {
     loop {
         let (left, right) = (2 * at + 1, 2 * at + 2);
         let mut least = at;

@@ -171,6 +171,7 @@ impl KeyMap {
     }
 
     /// Keys in the map.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -1,16 +1,394 @@
 //! The engine: every rule, state and timer of keyturn in one machine that makes no call of any
-//! kind — no store, no clock (the time is an argument), no timer, no host code.
+//! kind — no store, no clock (the time is an argument), no timer, no host code. The shape of
+//! quinn-proto's `Connection`: events in (a call with its options, a cancel, a store's answer, a
+//! work settled, the time), effects out ([`Effect`]: make a store call, start a work, settle a
+//! caller, abort a signal, arm a timer), and the one time it next needs waking
+//! ([`Engine::poll_timeout`]).
+//!
+//! Two front ends execute it and decide nothing: the Rust futures of `src/front/` and the npm
+//! package's JavaScript (through its bindings). Each rule lives once, in the machines it drives:
+//! per-key lines of works (`works.rs`), the lease lock (`leases.rs`), how a serializer's turns hold
+//! a key's lease (`turns.rs`); the engine keeps what the front ends used to keep besides — store
+//! calls in flight and their bounds, waits, sleeps and watches, guards, renewals, a name's slot
+//! race, a lock's flags, the key → line maps — and every timer.
+//!
+//! **Timers.** One heap holds every time the engine must act at (a work's deadline, a store
+//! call's bound, a poll's pause, a wait's or a watch's end, a renewal, a watched lease's end),
+//! besides the lease core's own (waiters' deadlines, holders' lease ends). A host with one timer
+//! for everything arms it for [`Engine::poll_timeout`] and calls [`Engine::tick`]. A host whose
+//! timers belong to the context that armed them — Cloudflare Workers ends a request's timers with
+//! the request — keeps one per call instead ([`Config::timer_per_call`]): the engine says when
+//! each call's timer must fire ([`Effect::Arm`]), and the next work of a line watches the deadline
+//! of the works running ahead of it, so a work whose caller's request ended cannot hold its key
+//! past its deadline. No time the engine asks for is further than [`MAX_TIMEOUT_MS`] away.
 
 pub(crate) mod asks;
 pub(crate) mod deadlines;
+mod effect;
 pub(crate) mod key;
 pub(crate) mod keymap;
 pub(crate) mod leases;
+mod locking;
 pub(crate) mod messages;
 pub(crate) mod options;
 pub(crate) mod queue;
 pub(crate) mod random;
 pub(crate) mod record;
+mod serial;
+pub(crate) mod slab;
 pub(crate) mod slots;
 pub(crate) mod turns;
 pub(crate) mod works;
+
+use std::collections::VecDeque;
+
+pub use effect::{Effect, Held, Lost, Method, Outcome, StoreCall, Why};
+pub use leases::{Answer, LockStats, Now, Refusal};
+pub use locking::{read_answer, read_fields};
+pub use queue::{LineId, Ticket};
+pub use serial::{Entered, ORPHAN_MS};
+
+use deadlines::Deadlines;
+use leases::LockCore;
+use locking::{Call, Leg, Op, Race};
+use options::MAX_TIMEOUT_MS;
+use random::Random;
+use serial::Serial;
+use slab::Slab;
+
+/// How the host runs the engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Each call keeps a timer of its own, in its own context ([`Effect::Arm`]): Cloudflare
+    /// Workers, where a timer ends with the request that armed it, and the Rust front end. Else
+    /// one timer serves all ([`Engine::poll_timeout`]).
+    pub timer_per_call: bool,
+    /// A call's context can end while the call waits (Cloudflare Workers ends a request's
+    /// timers and I/O with the request): the next work of a line then also watches the works
+    /// running ahead of it, and one abandoned whose caller never says it heard leaves its line
+    /// [`ORPHAN_MS`] after — so no ended request holds a key past its deadline.
+    pub contexts_end: bool,
+    /// The store answers `changed`: a waiter watches the record instead of polling, and a busy
+    /// line keeps a guard.
+    pub store_tells_changes: bool,
+}
+
+/// Whose timer must wake the engine: a work, or a lock call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Owner {
+    Work(u32, Ticket),
+    Call(Ticket),
+}
+
+/// What the engine must do at a time on its heap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Timer {
+    /// A store call's bound.
+    Op(Ticket),
+    /// A leg's sleep, wait or watch ends.
+    Leg(Ticket),
+    /// A lock kept renewed renews.
+    Renew(Ticket),
+    /// A watched lock's lease ends.
+    LeaseEnd(Ticket),
+    /// An abandoned work of a serializer leaves its line, if its caller has not said it heard.
+    Orphan(u32, Ticket),
+}
+
+/// Every serializer and every lock of one store (or of none) in one isolate, on one clock. `V`
+/// is the store's version; `H` the host's handle of a call (copied into each effect for it).
+pub struct Engine<V, H> {
+    config: Config,
+    serializers: Vec<Serial<H>>,
+    locks: LockCore<V, Ticket>,
+    legs: Slab<Leg<H>>,
+    races: Slab<Race>,
+    calls: Slab<Call<H>>,
+    ops: Slab<Op>,
+    timers: Deadlines<Timer>,
+    effects: VecDeque<Effect<V, H>>,
+    /// The latest time an event brought.
+    last: Now,
+    /// The call the event being handled is for (see `acting`).
+    acting: Option<H>,
+}
+
+impl<V, H> core::fmt::Debug for Engine<V, H> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.config)
+            .field("serializers", &self.serializers.len())
+            .field("calls", &self.calls.len())
+            .field("ops", &self.ops.len())
+            .finish()
+    }
+}
+
+impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
+    /// An engine with nothing queued, run as `config` says.
+    pub fn new(config: Config) -> Self {
+        let mut locks = LockCore::new();
+        locks.set_store_tells_changes(config.store_tells_changes);
+        locks.set_line_guards(true);
+        Engine {
+            config,
+            serializers: Vec::new(),
+            locks,
+            legs: Slab::default(),
+            races: Slab::default(),
+            calls: Slab::default(),
+            ops: Slab::default(),
+            timers: Deadlines::default(),
+            effects: VecDeque::new(),
+            last: Now {
+                wall: 0.0,
+                mono: f64::NEG_INFINITY,
+            },
+            acting: None,
+        }
+    }
+
+    /// The next thing for the host to do, if any. Call until `None` after every event.
+    pub fn poll(&mut self) -> Option<Effect<V, H>> {
+        self.effects.pop_front()
+    }
+
+    /// Whether effects wait to be polled.
+    pub fn has_effects(&self) -> bool {
+        !self.effects.is_empty()
+    }
+
+    /// When the engine next needs [`tick`](Self::tick), on the monotonic clock: the earliest
+    /// deadline, bound, pause or end it keeps — never more than [`MAX_TIMEOUT_MS`] after the
+    /// last event's time, so a host timer honours it. `None` when nothing is timed.
+    pub fn poll_timeout(&mut self) -> Option<f64> {
+        let mut at = f64::INFINITY;
+        for serial in &mut self.serializers {
+            if let Some(deadline) = serial.core.next_deadline() {
+                at = at.min(deadline);
+            }
+        }
+        if let Some(next) = self.locks.next_timer() {
+            at = at.min(next);
+        }
+        if let Some(next) = self.next_own_timer() {
+            at = at.min(next);
+        }
+        at.is_finite()
+            .then(|| at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS)))
+    }
+
+    /// Time passed: everything due by `now` is done — works past their deadline abandoned,
+    /// store calls past their bound failed, waits and pauses ended, renewals started.
+    pub fn tick(&mut self, now: Now, random: &impl Random) {
+        self.set_now(now);
+        for serializer in 0..self.serializers.len() as u32 {
+            while let Some(work) = self
+                .serializers
+                .get_mut(serializer as usize)
+                .and_then(|serial| serial.core.expired(now.mono))
+            {
+                self.expire_work(serializer, work, now, random);
+            }
+        }
+        self.locks.expire(now);
+        self.drain(now, random);
+        while let Some((at, timer)) = self.first_timer() {
+            if at > now.mono {
+                break;
+            }
+            self.timers.pop();
+            match timer {
+                Timer::Op(op) => self.op_timed_out(op, now, random),
+                Timer::Leg(leg) => self.leg_due(leg, now, random),
+                Timer::Renew(leg) => self.renewal_due(leg, now),
+                Timer::LeaseEnd(leg) => self.lease_end_due(leg, now),
+                Timer::Orphan(serializer, work) => self.orphan_due(serializer, work, now, random),
+            }
+            self.drain(now, random);
+        }
+    }
+
+    /// With a timer per call: the timer of work `work` of `serializer` (or, with `serializer`
+    /// `None`, of lock call `work`) fired. Everything due is done ([`tick`](Self::tick)), and
+    /// if the call still needs its timer it is armed again ([`Effect::Arm`]).
+    pub fn fired(&mut self, serializer: Option<u32>, call: Ticket, now: Now, random: &impl Random) {
+        let owner = match serializer {
+            Some(serializer) => Owner::Work(serializer, call),
+            None => Owner::Call(call),
+        };
+        self.set_armed(owner, f64::INFINITY);
+        let handle = match owner {
+            Owner::Work(serializer, work) => self.work_handle(serializer, work),
+            Owner::Call(call) => self.calls.get(call).map(|found| found.handle),
+        };
+        self.acting(handle);
+        self.tick(now, random);
+        self.acting(None);
+        if let Some(at) = self.need(owner) {
+            self.arm(owner, at);
+        }
+    }
+
+    /// What this engine's locks did, and what is live now.
+    pub fn lock_stats(&self) -> LockStats {
+        self.locks.stats()
+    }
+
+    /// Local contenders waiting or holding, for the record `key`.
+    pub fn local_line(&self, key: &str) -> usize {
+        self.locks.local_line(key)
+    }
+
+    // ---- inside ----
+
+    pub(crate) fn set_now(&mut self, now: Now) {
+        if now.mono > self.last.mono || self.last.mono == f64::NEG_INFINITY {
+            self.last = now;
+        }
+    }
+
+    pub(crate) fn push_timer(&mut self, at: f64, timer: Timer) {
+        let live = self.ops.len() + 2 * self.legs.len() + 16;
+        let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
+        self.timers.push(at, timer, live, |entry| {
+            timer_live(ops, legs, serializers, entry)
+        });
+    }
+
+    fn first_timer(&mut self) -> Option<(f64, Timer)> {
+        let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
+        self.timers
+            .first(|entry| timer_live(ops, legs, serializers, entry))
+    }
+
+    fn next_own_timer(&mut self) -> Option<f64> {
+        self.first_timer().map(|(at, _)| at)
+    }
+
+    /// With a timer per call: `owner`'s timer must fire by `at` — armed anew when earlier than
+    /// the one it has.
+    pub(crate) fn arm(&mut self, owner: Owner, at: f64) {
+        if !self.config.timer_per_call {
+            return;
+        }
+        let at = at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS));
+        let handle = match owner {
+            Owner::Work(serializer, work) => self
+                .serializers
+                .get_mut(serializer as usize)
+                .and_then(|serial| serial.core.payload_mut(work))
+                .filter(|found| at < found.armed)
+                .map(|found| {
+                    found.armed = at;
+                    found.handle
+                }),
+            Owner::Call(call) => self
+                .calls
+                .get_mut(call)
+                .filter(|found| at < found.armed)
+                .map(|found| {
+                    found.armed = at;
+                    found.handle
+                }),
+        };
+        if let Some(handle) = handle {
+            self.effects.push_back(Effect::Arm { handle, at });
+        }
+    }
+
+    fn set_armed(&mut self, owner: Owner, at: f64) {
+        match owner {
+            Owner::Work(serializer, work) => {
+                if let Some(found) = self
+                    .serializers
+                    .get_mut(serializer as usize)
+                    .and_then(|serial| serial.core.payload_mut(work))
+                {
+                    found.armed = at;
+                }
+            }
+            Owner::Call(call) => {
+                if let Some(found) = self.calls.get_mut(call) {
+                    found.armed = at;
+                }
+            }
+        }
+    }
+
+    /// The earliest time `owner` still needs waking at, if any: its deadline, its legs' bounds,
+    /// pauses and ends, its renewal, its watched lease's end — and for the next work of a line,
+    /// the deadline of those running ahead of it.
+    fn need(&mut self, owner: Owner) -> Option<f64> {
+        let mut at = f64::INFINITY;
+        let mut legs = Vec::new();
+        match owner {
+            Owner::Work(serializer, work) => {
+                let serial = self.serializers.get(serializer as usize)?;
+                let found = serial.core.payload(work)?;
+                legs.extend(found.leg);
+                if let Some(race) = found.race.and_then(|race| self.races.get(race)) {
+                    legs.extend(race.legs.iter().copied());
+                }
+                if let Some(deadline) = serial.core.deadline_of(work) {
+                    at = at.min(deadline);
+                }
+                let line = serial.core.line_of(work)?;
+                if serial.core.first_unstarted(line) == Some(work) {
+                    if let Some(ahead) = self.earliest_ahead(serializer, line) {
+                        at = at.min(ahead);
+                    }
+                }
+            }
+            Owner::Call(call) => match self.calls.get(call)?.kind {
+                locking::CallKind::Acquire { leg, race } => {
+                    legs.extend(leg);
+                    if let Some(race) = race.and_then(|race| self.races.get(race)) {
+                        legs.extend(race.legs.iter().copied());
+                    }
+                }
+                locking::CallKind::Lock(leg)
+                | locking::CallKind::Renew(leg)
+                | locking::CallKind::Release(leg) => legs.push(leg),
+            },
+        }
+        for leg in legs {
+            if let Some(found) = self.legs.get(leg) {
+                at = at.min(found.renew_at).min(found.end_at);
+                at = at.min(match found.run {
+                    locking::Run::Call(op) => {
+                        self.ops.get(op).map_or(f64::INFINITY, |op| op.bound_at)
+                    }
+                    locking::Run::Sleep(until) | locking::Run::Wait(until) => until,
+                    locking::Run::Watch(_, until) => until,
+                    locking::Run::Idle => f64::INFINITY,
+                });
+            }
+        }
+        at.is_finite().then_some(at)
+    }
+}
+
+/// Whether a timer entry still stands: the op still in flight with that bound; the leg still in
+/// that sleep, wait or watch, or with that renewal or lease end to come.
+fn timer_live<H>(
+    ops: &Slab<Op>,
+    legs: &Slab<Leg<H>>,
+    serializers: &[Serial<H>],
+    (at, timer): (f64, Timer),
+) -> bool {
+    match timer {
+        Timer::Op(op) => ops.get(op).is_some_and(|op| op.bound_at == at),
+        Timer::Leg(leg) => legs.get(leg).is_some_and(|leg| match leg.run {
+            locking::Run::Sleep(until) | locking::Run::Wait(until) => until == at,
+            locking::Run::Watch(_, until) => until == at,
+            _ => false,
+        }),
+        Timer::Renew(leg) => legs.get(leg).is_some_and(|leg| leg.renew_at == at),
+        Timer::LeaseEnd(leg) => legs.get(leg).is_some_and(|leg| leg.end_at == at),
+        Timer::Orphan(serializer, work) => serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.payload(work))
+            .is_some_and(|found| found.orphan_at == at),
+    }
+}

@@ -32,6 +32,32 @@ const PACKED_GENERATION_MASK: u32 = (1 << (53 - PACKED_INDEX_BITS)) - 1;
 pub const MAX_ENTRIES: usize = 1 << PACKED_INDEX_BITS;
 
 impl Ticket {
+    /// Slot `index` filled by push number `generation` (for the engine's other tables).
+    pub(crate) fn new(index: u32, generation: u32) -> Self {
+        Ticket { index, generation }
+    }
+
+    /// The slot's index and the push number, as [`Ticket::new`] took them.
+    pub(crate) fn parts(self) -> (u32, u32) {
+        (self.index, self.generation)
+    }
+
+    /// A packed number's slot index and the low bits of its push number (see
+    /// [`Ticket::pack`]); `None` for a number no ticket packs to.
+    pub(crate) fn unpacked(packed: f64) -> Option<(u32, u32)> {
+        if !(0.0..9_007_199_254_740_992.0).contains(&packed) || packed.fract() != 0.0 {
+            return None;
+        }
+        let packed = packed as u64;
+        let index = (packed & ((1 << PACKED_INDEX_BITS) - 1)) as u32;
+        Some((index, (packed >> PACKED_INDEX_BITS) as u32))
+    }
+
+    /// Whether a packed number's push number (its low bits) is this ticket's.
+    pub(crate) fn same_generation(self, packed_generation: u32) -> bool {
+        self.generation & PACKED_GENERATION_MASK == packed_generation
+    }
+
     /// The ticket as one number that JavaScript holds exactly: the slot index in the low 24
     /// bits, the low 29 bits of the generation above. The machine's `unpack`
     /// ([`LockCore::unpack`](crate::machine::LockCore::unpack),
@@ -261,18 +287,14 @@ impl<P, L: Default> Lines<P, L> {
     /// The live entry named by a [`Ticket::pack`]ed number; `None` for anything else (a stale
     /// ticket, a number that is no ticket) — never a panic, whatever JavaScript passes.
     pub fn unpack(&self, packed: f64) -> Option<Ticket> {
-        if !(0.0..9_007_199_254_740_992.0).contains(&packed) || packed.fract() != 0.0 {
-            return None;
-        }
-        let packed = packed as u64;
-        let index = (packed & ((1 << PACKED_INDEX_BITS) - 1)) as u32;
-        let generation = (packed >> PACKED_INDEX_BITS) as u32;
+        let (index, generation) = Ticket::unpacked(packed)?;
         let slot = self.slots.get(index as usize)?;
         slot.entry.as_ref()?;
-        (slot.generation & PACKED_GENERATION_MASK == generation).then_some(Ticket {
+        let ticket = Ticket {
             index,
             generation: slot.generation,
-        })
+        };
+        ticket.same_generation(generation).then_some(ticket)
     }
 
     /// Whether another entry can be pushed: at most [`MAX_ENTRIES`] live at once (a packed
@@ -306,6 +328,11 @@ impl<P, L: Default> Lines<P, L> {
     pub fn key(&self, ticket: Ticket) -> Option<&Rc<str>> {
         let line = self.live(ticket)?.line;
         self.line(line).map(|line| &line.key)
+    }
+
+    /// The key of a busy line.
+    pub fn line_key(&self, line: LineId) -> Option<&Rc<str>> {
+        self.line(line.0).map(|line| &line.key)
     }
 
     /// The line a live entry waits in.

@@ -25,11 +25,9 @@
 //! the ones left between turns, and tells the driver which to release.
 
 use core::fmt;
-use std::rc::Rc;
 
 #[cfg(doc)]
 use crate::engine::key::SERIALIZE_PREFIX;
-use crate::engine::keymap::KeyMap;
 use crate::engine::leases::Succession;
 use crate::engine::options::{LockOptions, OptionError};
 
@@ -176,81 +174,6 @@ impl<L> Turns<L> {
     }
 }
 
-/// [`Turns`] by key, for a driver that has no slots of its own (the Rust
-/// [`StoreSerializer`](super::StoreSerializer)): each key with a lease left holds a slot until
-/// it is taken.
-pub struct KeyedTurns<L> {
-    turns: Turns<L>,
-    slots: KeyMap,
-    free: Vec<u32>,
-}
-
-impl<L> fmt::Debug for KeyedTurns<L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.turns.fmt(f)
-    }
-}
-
-impl<L> KeyedTurns<L> {
-    /// As [`Turns::new`].
-    ///
-    /// # Errors
-    /// As [`Turns::new`].
-    pub fn new(lease: LockOptions) -> Result<Self, OptionError> {
-        Ok(KeyedTurns {
-            turns: Turns::new(lease)?,
-            slots: KeyMap::default(),
-            free: Vec::new(),
-        })
-    }
-
-    /// As [`Turns::begin`], for `key`.
-    pub fn begin(&mut self, key: &str, pending: usize, timeout_ms: f64) -> Begin<L> {
-        match self.release_slot(key) {
-            Some(slot) => self.turns.begin(slot, pending, timeout_ms),
-            None => Begin {
-                options: self.turns.options(timeout_ms),
-                succession: Succession::serialized(
-                    pending.saturating_sub(1),
-                    self.turns.lease.stale_ms,
-                ),
-                hand_on: None,
-            },
-        }
-    }
-
-    /// As [`Turns::ended`], for `key`.
-    pub fn ended(&mut self, key: &str, lease: L) -> Option<L> {
-        let displaced = self.idle(key);
-        let slot = self.free.pop().unwrap_or(self.slots.len() as u32);
-        self.slots.insert(Rc::from(key), slot);
-        self.turns.ended(slot, lease);
-        displaced
-    }
-
-    /// As [`Turns::idle`], for `key`.
-    pub fn idle(&mut self, key: &str) -> Option<L> {
-        let slot = self.release_slot(key)?;
-        self.turns.idle(slot)
-    }
-
-    /// Keys whose lease waits for their next turn.
-    #[cfg(test)]
-    pub fn held(&self) -> usize {
-        self.turns.held()
-    }
-
-    /// `key`'s slot, given back (its lease is taken next).
-    fn release_slot(&mut self, key: &str) -> Option<u32> {
-        let slot = self.slots.remove(key)?;
-        self.free.push(slot);
-        if self.slots.is_empty() {
-            self.free.clear();
-        }
-        Some(slot)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,27 +231,6 @@ mod tests {
             100.0,
             "at least a lock's streak"
         );
-    }
-
-    #[test]
-    fn by_key_each_key_keeps_its_own_lease_and_slots_are_reused() {
-        let mut turns: KeyedTurns<u32> = KeyedTurns::new(lease(2_000.0)).unwrap();
-        assert_eq!(turns.ended("a", 1), None);
-        assert_eq!(turns.ended("b", 2), None);
-        assert_eq!(turns.ended("a", 3), Some(1), "a's older lease is displaced");
-        assert_eq!(turns.begin("b", 1, 1000.0).hand_on, Some(2));
-        assert_eq!(turns.ended("c", 4), None);
-        assert_eq!(turns.held(), 2);
-        assert_eq!(turns.idle("a"), Some(3));
-        assert_eq!(turns.begin("c", 1, 1000.0).hand_on, Some(4));
-        assert_eq!(turns.begin("c", 1, 1000.0).hand_on, None);
-        assert_eq!(turns.held(), 0);
-        for (i, key) in ["x", "y", "z"].into_iter().enumerate() {
-            assert_eq!(turns.ended(key, i as u32), None);
-        }
-        assert_eq!(turns.idle("y"), Some(1));
-        assert_eq!(turns.idle("x"), Some(0));
-        assert_eq!(turns.idle("z"), Some(2));
     }
 
     #[test]

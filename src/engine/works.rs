@@ -70,6 +70,9 @@ pub enum Abandon {
     TimedOut,
     /// Its caller cancelled it (an aborted `signal` in JavaScript, a dropped future in Rust).
     Aborted,
+    /// It could not run (over a store, its turn's lease failed): its caller has its error, and
+    /// no counter counts it.
+    Failed,
 }
 
 /// Why a call was refused; nothing was queued.
@@ -489,6 +492,7 @@ impl<P> SerializerCore<P> {
         match why {
             Abandon::TimedOut => self.stats.timed_out += 1,
             Abandon::Aborted => self.stats.aborted += 1,
+            Abandon::Failed => {}
         }
         if let Some(line) = self.lines.line_of(ticket) {
             self.uncount(line);
@@ -573,6 +577,53 @@ impl<P> SerializerCore<P> {
     /// An abandoned work settled after all.
     pub fn late_settled(&mut self) {
         self.stats.late_settled += 1;
+    }
+
+    /// The running work with the earliest deadline at or before `now`, taken off the deadline
+    /// order but not abandoned (the engine abandons it, and says so): `None` when no deadline
+    /// has passed. Call until `None`.
+    pub fn expired(&mut self, now: f64) -> Option<Ticket> {
+        let (deadline, ticket) = self.earliest_entry()?;
+        if deadline > now {
+            return None;
+        }
+        self.deadlines.pop();
+        Some(ticket)
+    }
+
+    /// The deadline of a running work (not abandoned), on the clock its start was timed by.
+    pub fn deadline_of(&self, ticket: Ticket) -> Option<f64> {
+        match self.lines.get(ticket)?.state {
+            State::Running { deadline } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    /// The key of a busy line.
+    pub fn key_of(&self, line: LineId) -> Option<std::rc::Rc<str>> {
+        self.lines.line_key(line).cloned()
+    }
+
+    /// The first work of a line that has not started, if any.
+    pub fn first_unstarted(&self, line: LineId) -> Option<Ticket> {
+        self.lines.line_data(line)?.unstarted
+    }
+
+    /// The earliest deadline of the works running in a line (the line's first works), if any.
+    pub fn earliest_running_deadline(&self, line: LineId) -> Option<f64> {
+        let mut at = self.lines.head(line);
+        let mut earliest: Option<f64> = None;
+        while let Some(ticket) = at {
+            match self.lines.get(ticket).map(|job| job.state) {
+                Some(State::Running { deadline }) => {
+                    earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+                }
+                Some(State::Abandoned) => {}
+                _ => break,
+            }
+            at = self.lines.next_in_line(ticket);
+        }
+        earliest
     }
 
     /// The earliest deadline of a running work (with a shared timer), if any runs.

@@ -1,10 +1,12 @@
 //! Coalescing calls for Rust callers ([`KeyedSerializer::run_coalesced`]): one run of a work,
 //! shared by the call that queued it and every call that joined it while it waited.
 //!
-//! Whichever caller is polled drives the run: it starts the work when the key's turn comes,
-//! polls it and its deadline, and settles every caller with a clone of the output. So a caller
-//! that leaves (its future dropped) takes only itself out, as a joined caller's signal does in
-//! JavaScript; the core says when it was the last, and the work is then cancelled or dropped.
+//! Whichever caller is polled drives the run: it starts the work when the engine says its turn
+//! came, polls it, and settles every caller with a clone of the output. So a caller that leaves
+//! (its future dropped) takes only itself out, as a joined caller's signal does in JavaScript;
+//! the engine says when it was the last, and the work is then cancelled or dropped.
+//!
+//! [`KeyedSerializer::run_coalesced`]: crate::KeyedSerializer::run_coalesced
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -14,12 +16,15 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
-use super::serializer::{start, Abandon, KeyedSerializer, SerializeError, WorkSignal};
-use crate::clock::{Clock, Sleep, WakeRoute};
-use crate::engine::queue::Ticket;
+use super::executor::Started;
+use super::serializer::{ended, Serial, SerializeError, Turn, WorkSignal};
+use crate::clock::Clock;
+use crate::engine::random::Random;
+use crate::engine::{Outcome, Ticket, Why};
+use crate::store::LockStore;
 
 /// A work, boxed so that any caller of the run can start it.
-pub(super) type BoxedWork<T> = Box<dyn FnOnce(WorkSignal) -> Pin<Box<dyn Future<Output = T>>>>;
+pub(super) type BoxedWork<T> = Box<dyn FnOnce(WorkSignal, u64) -> Pin<Box<dyn Future<Output = T>>>>;
 
 /// Where a shared run is.
 enum RunState<T> {
@@ -28,10 +33,11 @@ enum RunState<T> {
     /// Its work runs until it settles or its deadline passes.
     Running {
         work: Pin<Box<dyn Future<Output = T>>>,
-        deadline: Sleep,
         signal: WorkSignal,
-        timeout_ms: f64,
+        started: Started,
     },
+    /// Its work settled and its outcome waits for the engine (its lease let go first).
+    Settling(T),
     /// A caller is polling the work (taken out, so that a work dropping a caller of its own
     /// run finds the cell free).
     Polling,
@@ -41,7 +47,7 @@ enum RunState<T> {
     Gone,
 }
 
-/// One run shared by its callers, found by a joining call through the job's payload.
+/// One run shared by its callers, found by a joining call through its job's mailbox.
 pub(super) struct SharedRun<T> {
     state: RefCell<RunState<T>>,
     notify: Arc<Notify>,
@@ -55,7 +61,7 @@ impl<T: 'static> SharedRun<T> {
         })
     }
 
-    /// The run behind a job's payload, if it is a run of this output type.
+    /// The run behind a job's mailbox, if it is a run of this output type.
     pub(super) fn of(shared: &Rc<dyn Any>) -> Option<Rc<Self>> {
         Rc::clone(shared).downcast::<Self>().ok()
     }
@@ -89,8 +95,8 @@ impl Wake for Notify {
 
     fn wake_by_ref(self: &Arc<Self>) {
         let wakers: Vec<Waker> = {
-            let mut wakers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            wakers.iter_mut().filter_map(Option::take).collect()
+            let wakers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            wakers.iter().flatten().cloned().collect()
         };
         // Woken outside the lock: a waker may poll at once.
         for waker in wakers {
@@ -100,192 +106,214 @@ impl Wake for Notify {
 }
 
 /// One caller's future of a shared run.
-pub(super) struct Coalesced<'a, C: Clock, T> {
-    pub(super) serializer: &'a KeyedSerializer<C>,
-    pub(super) key: &'a str,
-    pub(super) ticket: Ticket,
-    pub(super) run: Rc<SharedRun<T>>,
+pub(super) struct Coalesced<'a, S: LockStore + 'static, C: Clock, R: Random, T> {
+    serial: &'a Serial<S, C, R>,
+    key: &'a str,
+    ticket: Ticket,
+    /// The run's handle (its job's mailbox).
+    handle: u32,
+    run: Rc<SharedRun<T>>,
     slot: usize,
-    route: WakeRoute,
     /// It returned the outcome: nothing left to leave.
     done: bool,
 }
 
-impl<'a, C: Clock, T> Coalesced<'a, C, T> {
+impl<'a, S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'a, S, C, R, T> {
     pub(super) fn new(
-        serializer: &'a KeyedSerializer<C>,
+        serial: &'a Serial<S, C, R>,
         key: &'a str,
         ticket: Ticket,
+        handle: u32,
         run: Rc<SharedRun<T>>,
     ) -> Self {
         let slot = run.notify.slot();
         Coalesced {
-            serializer,
+            serial,
             key,
             ticket,
+            handle,
             run,
             slot,
-            route: WakeRoute::default(),
             done: false,
         }
     }
 
-    /// The run settled: its work is dropped (it was taken out of the state), the key moves on,
-    /// and every other caller is woken to take its clone.
-    fn settle(&self, outcome: Result<T, SerializeError>) -> Result<T, SerializeError>
-    where
-        T: Clone,
-    {
+    /// The run settled: its work is dropped (it was taken out of the state), its job leaves
+    /// its line, and every other caller is woken to take its clone.
+    fn settle(&mut self, outcome: Result<T, SerializeError>) -> Result<T, SerializeError> {
         *self.run.state.borrow_mut() = RunState::Done(outcome.clone());
-        self.serializer.leave_line(self.key, self.ticket);
+        self.done = true;
+        let (exec, serializer, ticket) = (&self.serial.exec, self.serial.serializer, self.ticket);
+        exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+        exec.close(self.handle);
         self.run.notify.wake_by_ref();
         outcome
     }
 
-    /// Starts the run if its turn has come: `false` while it waits.
-    fn start(&mut self, work: BoxedWork<T>) -> Result<bool, SerializeError>
-    where
-        T: Clone,
-    {
-        if !self.serializer.front.borrow().core.may_start(self.ticket) {
-            *self.run.state.borrow_mut() = RunState::Waiting(work);
-            return Ok(false);
-        }
-        let now = self.serializer.clock.now_ms();
-        let (started, slot) = start(&self.serializer.front, self.ticket, now);
-        let deadline = match self.serializer.clock.sleep(started) {
-            Ok(deadline) => deadline,
-            Err(error) => return Err(SerializeError::Timer(error)),
-        };
-        let signal = WorkSignal::in_slot(slot);
-        let work = work(signal.clone());
-        *self.run.state.borrow_mut() = RunState::Running {
-            work,
-            deadline,
-            signal,
-            timeout_ms: started,
-        };
-        Ok(true)
-    }
-
-    /// Polls the running work and its deadline, on a waker that wakes every caller.
-    fn poll_running(
+    /// One step of the run, on a waker that wakes every caller: `None` while it goes on.
+    fn step(
         &mut self,
-        mut work: Pin<Box<dyn Future<Output = T>>>,
-        mut deadline: Sleep,
-        signal: WorkSignal,
-        timeout_ms: f64,
-    ) -> Poll<Result<T, SerializeError>>
-    where
-        T: Clone,
-    {
-        let shared = Waker::from(Arc::clone(&self.run.notify));
-        let mut run_cx = Context::from_waker(&shared);
-        if let Poll::Ready(output) = work.as_mut().poll(&mut run_cx) {
-            drop(work);
-            self.done = true;
-            return Poll::Ready(self.settle(Ok(output)));
-        }
-        if deadline.as_mut().poll(&mut run_cx).is_ready() {
-            signal.aborted.set(true);
-            drop(work);
-            self.serializer
-                .front
-                .borrow_mut()
-                .core
-                .abandon(self.ticket, Abandon::TimedOut);
-            self.done = true;
-            return Poll::Ready(self.settle(Err(SerializeError::TimedOut {
-                key: self.key.to_owned(),
-                timeout_ms,
-            })));
-        }
-        let mut state = self.run.state.borrow_mut();
-        // Its last caller left from inside the work's own poll: the work is dropped.
-        if !matches!(*state, RunState::Gone) {
-            *state = RunState::Running {
-                work,
-                deadline,
+        cx: &mut Context<'_>,
+        state: RunState<T>,
+    ) -> Option<Result<T, SerializeError>> {
+        let exec = &self.serial.exec;
+        match state {
+            RunState::Waiting(work) => {
+                match self.serial.poll_turn(cx, self.key, self.handle) {
+                    Poll::Pending => {
+                        *self.run.state.borrow_mut() = RunState::Waiting(work);
+                        None
+                    }
+                    Poll::Ready(Turn::Ended(outcome)) => Some(outcome.map(|()| {
+                        unreachable!("a run's call ends with its work, or fails before it")
+                    })),
+                    Poll::Ready(Turn::Started(started)) => {
+                        let signal = WorkSignal::in_slot(started.slot);
+                        let work = work(signal.clone(), started.fence);
+                        *self.run.state.borrow_mut() = RunState::Running {
+                            work,
+                            signal,
+                            started,
+                        };
+                        self.step(cx, RunState::Polling)
+                    }
+                }
+            }
+            RunState::Polling => {
+                let state = std::mem::replace(&mut *self.run.state.borrow_mut(), RunState::Polling);
+                match state {
+                    RunState::Running { .. } | RunState::Settling(_) => self.step(cx, state),
+                    other => {
+                        *self.run.state.borrow_mut() = other;
+                        None
+                    }
+                }
+            }
+            RunState::Running {
+                mut work,
                 signal,
-                timeout_ms,
-            };
-        }
-        Poll::Pending
-    }
-}
-
-impl<C: Clock, T: Clone + 'static> Future for Coalesced<'_, C, T> {
-    type Output = Result<T, SerializeError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let waker = this.route.waker(&this.serializer.clock, cx);
-        this.run.notify.set(this.slot, Some(waker));
-        loop {
-            let state = std::mem::replace(&mut *this.run.state.borrow_mut(), RunState::Polling);
-            match state {
-                RunState::Done(outcome) => {
-                    *this.run.state.borrow_mut() = RunState::Done(outcome.clone());
-                    this.done = true;
-                    return Poll::Ready(outcome);
+                started,
+            } => {
+                if let Poll::Ready(output) = work.as_mut().poll(cx) {
+                    drop(work);
+                    if !started.report {
+                        return Some(Ok(output));
+                    }
+                    let (serializer, ticket) = (self.serial.serializer, self.ticket);
+                    exec.event(|engine, now, random| {
+                        engine.settled(serializer, ticket, now, random)
+                    });
+                    return self.step(cx, RunState::Settling(output));
                 }
-                RunState::Waiting(work) => match this.start(work) {
-                    Ok(true) => continue,
-                    Ok(false) => {
-                        // Woken when the turn comes: every caller, through the run.
-                        let turn_waker = Waker::from(Arc::clone(&this.run.notify));
-                        let mut front = this.serializer.front.borrow_mut();
-                        if let Some(turn) = front.core.payload_mut(this.ticket) {
-                            turn.waker = Some(turn_waker);
+                exec.drive(cx, self.handle);
+                let aborted = exec
+                    .mailbox(self.handle, |mailbox| match mailbox.aborted.take() {
+                        Some(Why::LeaseLost) => {
+                            signal.aborted.set(true);
+                            None
                         }
-                        return Poll::Pending;
-                    }
-                    Err(error) => {
-                        this.done = true;
-                        return Poll::Ready(this.settle(Err(error)));
-                    }
-                },
-                RunState::Running {
-                    work,
-                    deadline,
-                    signal,
-                    timeout_ms,
-                } => return this.poll_running(work, deadline, signal, timeout_ms),
-                // Polled from inside its own work, or after its last caller left: nothing to do.
-                RunState::Polling | RunState::Gone => {
-                    *this.run.state.borrow_mut() = state;
-                    return Poll::Pending;
+                        Some(_) => {
+                            let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
+                            Some(ended(self.key, outcome, mailbox))
+                        }
+                        None => None,
+                    })
+                    .flatten();
+                if let Some(outcome) = aborted {
+                    signal.aborted.set(true);
+                    drop(work);
+                    return Some(
+                        outcome.map(|()| unreachable!("an abandoned run ends with an error")),
+                    );
                 }
+                let mut state = self.run.state.borrow_mut();
+                // Its last caller left from inside the work's own poll: the work is dropped.
+                if !matches!(*state, RunState::Gone) {
+                    *state = RunState::Running {
+                        work,
+                        signal,
+                        started,
+                    };
+                }
+                None
+            }
+            RunState::Settling(output) => {
+                exec.drive(cx, self.handle);
+                let outcome = exec
+                    .mailbox(self.handle, |mailbox| {
+                        let outcome = mailbox.outcome.take()?;
+                        Some(ended(self.key, outcome, mailbox))
+                    })
+                    .flatten();
+                match outcome {
+                    Some(outcome) => Some(outcome.map(|()| output)),
+                    None => {
+                        *self.run.state.borrow_mut() = RunState::Settling(output);
+                        None
+                    }
+                }
+            }
+            RunState::Done(outcome) => {
+                *self.run.state.borrow_mut() = RunState::Done(outcome.clone());
+                self.done = true;
+                Some(outcome)
+            }
+            RunState::Gone => {
+                *self.run.state.borrow_mut() = RunState::Gone;
+                None
             }
         }
     }
 }
 
-impl<C: Clock, T> Drop for Coalesced<'_, C, T> {
+impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone + 'static> Future
+    for Coalesced<'_, S, C, R, T>
+{
+    type Output = Result<T, SerializeError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        this.run.notify.set(this.slot, Some(cx.waker().clone()));
+        let shared = Waker::from(Arc::clone(&this.run.notify));
+        let mut run_cx = Context::from_waker(&shared);
+        let state = std::mem::replace(&mut *this.run.state.borrow_mut(), RunState::Polling);
+        if let RunState::Done(outcome) = state {
+            *this.run.state.borrow_mut() = RunState::Done(outcome.clone());
+            this.done = true;
+            return Poll::Ready(outcome);
+        }
+        match this.step(&mut run_cx, state) {
+            Some(outcome) if this.done => Poll::Ready(outcome),
+            Some(outcome) => Poll::Ready(this.settle(outcome)),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random, T> Drop for Coalesced<'_, S, C, R, T> {
     fn drop(&mut self) {
         self.run.notify.set(self.slot, None);
         if self.done {
             return;
         }
-        let waiting = match &*self.run.state.borrow() {
-            RunState::Done(_) | RunState::Gone => return,
-            RunState::Waiting(_) => true,
-            RunState::Running { .. } | RunState::Polling => false,
-        };
-        let mut front = self.serializer.front.borrow_mut();
-        if front.core.leave(self.ticket) {
+        if matches!(
+            &*self.run.state.borrow(),
+            RunState::Done(_) | RunState::Gone
+        ) {
+            return;
+        }
+        let (exec, serializer, ticket) = (&self.serial.exec, self.serial.serializer, self.ticket);
+        if exec.engine.borrow_mut().leave(serializer, ticket) {
             return;
         }
         // Its last caller: a waiting run leaves the line, a running one is dropped.
-        if !waiting {
-            front.core.abandon(self.ticket, Abandon::Aborted);
-        }
-        drop(front);
         let state = std::mem::replace(&mut *self.run.state.borrow_mut(), RunState::Gone);
         if let RunState::Running { signal, .. } = &state {
             signal.aborted.set(true);
         }
         drop(state);
-        self.serializer.leave_line(self.key, self.ticket);
+        exec.event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
+        exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+        exec.close(self.handle);
     }
 }

@@ -1,38 +1,37 @@
-//! The keyed serializer: async work for one key runs one at a time, each with a deadline.
-//!
-//! [`SerializerCore`] is the step machine both front ends drive: [`KeyedSerializer`] here, for
-//! Rust callers (futures, cancelled by drop), and the JavaScript binding (promises). Over a
-//! store, [`Turns`] is the machine of how turns hold the key's lease, driven by
-//! [`StoreSerializer`] and the package's JS.
+//! The keyed serializer for Rust callers: futures over the engine's lines of works. A work's
+//! future waits for the engine to start it, runs it beside the engine's timers and store calls,
+//! and tells the engine when it ended; every rule is the engine's.
 
-use ::core::fmt;
+use core::fmt;
 use std::any::Any;
-use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::{pin, Pin};
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::pin::pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 
 use super::coalesced::{BoxedWork, Coalesced, SharedRun};
+use super::executor::{Executor, NoRandom, NoStore, Started};
 pub use super::store_serializer::StoreSerializer;
-use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
+use crate::clock::{Clock, TimerError};
 use crate::engine::key::KeyError;
-use crate::engine::keymap::KeyMap;
 use crate::engine::messages;
 use crate::engine::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
-use crate::engine::queue::{LineId, Ticket};
-pub(crate) use crate::engine::works::{Abandon, EnqueueError, SerializerCore, Stats};
+use crate::engine::random::Random;
+use crate::engine::works::{EnqueueError, Stats};
+use crate::engine::{Entered, Outcome, Ticket, Why};
+use crate::store::LockStore;
 
 /// Tells a work that its deadline passed, or that its caller gave up on it, and which of its
 /// key's slots it runs in. Cheap to clone; every clone sees the same flag.
 #[derive(Debug, Clone, Default)]
 pub struct WorkSignal {
-    pub(super) aborted: Rc<Cell<bool>>,
+    pub(crate) aborted: Rc<Cell<bool>>,
     slot: u16,
 }
 
 impl WorkSignal {
-    pub(super) fn in_slot(slot: u16) -> Self {
+    pub(crate) fn in_slot(slot: u16) -> Self {
         WorkSignal {
             aborted: Rc::default(),
             slot,
@@ -44,14 +43,6 @@ impl WorkSignal {
     /// one — over a store ([`StoreSerializer`]), in every isolate: the slot of the turn's lease.
     pub fn slot(&self) -> u16 {
         self.slot
-    }
-
-    /// The same signal, saying slot `slot` (a turn over a store runs in its lease's).
-    pub(crate) fn in_slot_of(&self, slot: u16) -> Self {
-        WorkSignal {
-            aborted: self.aborted.clone(),
-            slot,
-        }
     }
 
     /// Whether the work was abandoned. A work checks this before every write that must not
@@ -87,7 +78,7 @@ pub enum SerializeError {
     /// The work's deadline could not be armed (the platform refused a timer); it did not run.
     Timer(TimerError),
     /// A [`StoreSerializer`]'s store failed while taking the key's lease: the work did not run.
-    Lock(crate::front::lock::LockError),
+    Lock(super::lock::LockError),
 }
 
 impl fmt::Display for SerializeError {
@@ -113,7 +104,7 @@ impl fmt::Display for SerializeError {
 impl std::error::Error for SerializeError {}
 
 impl SerializeError {
-    fn refused(key: &str, error: EnqueueError) -> Self {
+    pub(crate) fn refused(key: &str, error: EnqueueError) -> Self {
         match error {
             EnqueueError::InvalidKey(error) => SerializeError::InvalidKey(error),
             EnqueueError::InvalidTimeout(error) => SerializeError::InvalidTimeout(error),
@@ -126,20 +117,323 @@ impl SerializeError {
     }
 }
 
-/// A coalescing call's place: its work's ticket, and the run it shares.
-type Joined<T> = (Ticket, Rc<SharedRun<T>>);
-
-#[derive(Default)]
-pub(super) struct Turn {
-    pub(super) waker: Option<Waker>,
-    /// A coalescing work's run, which joining calls share (a `SharedRun` of its output type).
-    shared: Option<Rc<dyn Any>>,
+/// A serializer's place in its engine: what [`KeyedSerializer`] and [`StoreSerializer`] share.
+pub(crate) struct Serial<S: LockStore, C, R> {
+    pub(crate) exec: Rc<Executor<S, C, R>>,
+    pub(crate) serializer: u32,
 }
 
-pub(super) struct Front {
-    pub(super) core: SerializerCore<Turn>,
-    /// Busy keys and their lines.
-    index: KeyMap,
+impl<S: LockStore, C, R> Clone for Serial<S, C, R> {
+    fn clone(&self) -> Self {
+        Serial {
+            exec: Rc::clone(&self.exec),
+            serializer: self.serializer,
+        }
+    }
+}
+
+/// A call's place in its line, given up or ended when dropped.
+struct Place<'a, S: LockStore + 'static, C: Clock, R: Random> {
+    serial: &'a Serial<S, C, R>,
+    handle: u32,
+    ticket: Option<Ticket>,
+    /// Its work ended, or its outcome came: its caller heard.
+    ended: bool,
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random> Place<'_, S, C, R> {
+    /// Its caller heard: it leaves its line, and what it let go is let go before it returns.
+    async fn finish(&mut self) {
+        let (exec, serializer) = (&self.serial.exec, self.serial.serializer);
+        // What its turn left in flight (an acquisition abandoned at its deadline) is not its
+        // to wait for; what its end lets go is.
+        exec.disown(self.handle);
+        if let Some(ticket) = self.ticket.take() {
+            exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+        }
+        exec.landed(self.handle).await;
+    }
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
+    fn drop(&mut self) {
+        let (exec, serializer) = (&self.serial.exec, self.serial.serializer);
+        if let Some(ticket) = self.ticket {
+            if !self.ended {
+                exec.event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
+            }
+            // Its caller is done with it (this drop is its end): the next work may start.
+            exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+        }
+        exec.close(self.handle);
+    }
+}
+
+/// How a work's wait for its turn ended: started, or told how its call ended.
+pub(crate) enum Turn {
+    Started(Started),
+    Ended(Result<(), SerializeError>),
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
+    /// Queues a call: its handle's place, or the refusal.
+    fn enter(
+        &self,
+        key: &str,
+        handle: u32,
+        timeout_ms: Option<f64>,
+        coalesce: Coalesce,
+    ) -> Result<Entered<u32>, SerializeError> {
+        let serializer = self.serializer;
+        let entered = self.exec.event(|engine, now, _| {
+            engine.enter(serializer, key, handle, timeout_ms, coalesce, now)
+        });
+        let entered = entered.map_err(|error| SerializeError::refused(key, error))?;
+        if let Entered::Queued(ticket) = entered {
+            self.exec.mailbox(handle, |mailbox| {
+                mailbox.owner = Some((Some(serializer), ticket))
+            });
+        }
+        Ok(entered)
+    }
+
+    /// Waits for a queued work's turn: its start, or how its call ended before that.
+    fn turn<'a>(&'a self, key: &'a str, handle: u32) -> impl Future<Output = Turn> + 'a {
+        poll_fn(move |cx| self.poll_turn(cx, key, handle))
+    }
+
+    /// Runs `work` in its turn: `signal` aborted — and the work dropped — when its deadline
+    /// passes; its outcome reported to the engine first when the engine asked for it.
+    async fn run_started<T>(
+        &self,
+        key: &str,
+        handle: u32,
+        ticket: Ticket,
+        started: Started,
+        signal: &WorkSignal,
+        work: impl Future<Output = T>,
+    ) -> Result<T, SerializeError> {
+        let exec = &self.exec;
+        let mut work = pin!(work);
+        let output = poll_fn(|cx| {
+            if let Poll::Ready(output) = work.as_mut().poll(cx) {
+                return Poll::Ready(Ok(output));
+            }
+            exec.drive(cx, handle);
+            exec.mailbox(handle, |mailbox| match mailbox.aborted.take() {
+                // Lost: the work must stop writing, and goes on to its end.
+                Some(Why::LeaseLost) => {
+                    signal.aborted.set(true);
+                    Poll::Pending
+                }
+                Some(_) => {
+                    signal.aborted.set(true);
+                    let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
+                    Poll::Ready(Err(failure(key, outcome, mailbox)))
+                }
+                None => Poll::Pending,
+            })
+            .unwrap_or(Poll::Pending)
+        })
+        .await;
+        let output = output?;
+        if !started.report {
+            return Ok(output);
+        }
+        let serializer = self.serializer;
+        exec.event(|engine, now, random| engine.settled(serializer, ticket, now, random));
+        poll_fn(|cx| {
+            exec.drive(cx, handle);
+            exec.mailbox(handle, |mailbox| match mailbox.outcome.take() {
+                Some(outcome) => Poll::Ready(ended(key, outcome, mailbox)),
+                None => Poll::Pending,
+            })
+            .unwrap_or(Poll::Ready(Ok(())))
+        })
+        .await?;
+        Ok(output)
+    }
+
+    /// Runs `work(signal, fence)` in the key's turn, as [`KeyedSerializer::run`] says.
+    pub(crate) async fn run<F, Fut>(
+        &self,
+        key: &str,
+        timeout_ms: Option<f64>,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal, u64) -> Fut,
+        Fut: Future,
+    {
+        let handle = self.exec.open();
+        let mut place = Place {
+            serial: self,
+            handle,
+            ticket: None,
+            ended: false,
+        };
+        let Entered::Queued(ticket) = self.enter(key, handle, timeout_ms, Coalesce::Never)? else {
+            unreachable!("a call that does not coalesce joins nothing")
+        };
+        place.ticket = Some(ticket);
+        let started = match self.turn(key, handle).await {
+            Turn::Started(started) => started,
+            Turn::Ended(outcome) => {
+                place.ended = true;
+                place.finish().await;
+                outcome?;
+                unreachable!("a work's call ends with its work, or fails before it")
+            }
+        };
+        let signal = WorkSignal::in_slot(started.slot);
+        let outcome = self
+            .run_started(
+                key,
+                handle,
+                ticket,
+                started,
+                &signal,
+                work(signal.clone(), started.fence),
+            )
+            .await;
+        place.ended = true;
+        place.finish().await;
+        outcome
+    }
+
+    /// Joins the key's last waiting run of this output type and group, or queues `work` as one
+    /// for later calls to join, as [`KeyedSerializer::run_coalesced`] says.
+    pub(crate) async fn run_coalesced<F, Fut>(
+        &self,
+        key: &str,
+        coalesce: Coalesce,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal, u64) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Clone + 'static,
+    {
+        let coalesce = typed::<Fut::Output>(coalesce);
+        let handle = self.exec.open();
+        let boxed: BoxedWork<Fut::Output> =
+            Box::new(move |signal, fence| Box::pin(work(signal, fence)));
+        let run = SharedRun::new(boxed);
+        match self.enter(key, handle, None, coalesce) {
+            Err(error) => {
+                self.exec.close(handle);
+                Err(error)
+            }
+            Ok(Entered::Joined(ticket, job)) => {
+                self.exec.close(handle);
+                let run = self
+                    .exec
+                    .mailbox(job, |mailbox| mailbox.shared.clone())
+                    .flatten()
+                    .and_then(|shared| SharedRun::of(&shared));
+                let Some(run) = run else {
+                    unreachable!("a run of this group has this output type")
+                };
+                Coalesced::new(self, key, ticket, job, run).await
+            }
+            Ok(Entered::Queued(ticket)) => {
+                self.exec.mailbox(handle, |mailbox| {
+                    mailbox.shared = Some(Rc::clone(&run) as Rc<dyn Any>);
+                });
+                Coalesced::new(self, key, ticket, handle, run).await
+            }
+        }
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.exec.engine.borrow().keys(self.serializer)
+    }
+
+    pub(crate) fn pending_for(&self, key: &str) -> usize {
+        self.exec.engine.borrow().pending(self.serializer, key)
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        self.exec.engine.borrow().stats(self.serializer)
+    }
+
+    /// Polls a call's wait for its turn: its start, or how its call ended before that.
+    pub(crate) fn poll_turn(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        key: &str,
+        handle: u32,
+    ) -> Poll<Turn> {
+        // Started from its own poll, so its body runs only once every work ahead of it
+        // started; then driven, which arms its deadline's timer in this task (a timer the
+        // platform refuses means the work does not run).
+        let ticket = self.exec.mailbox(handle, |mailbox| mailbox.owner).flatten();
+        if let Some((_, ticket)) = ticket {
+            let serializer = self.serializer;
+            self.exec
+                .event(|engine, now, random| engine.start_work(serializer, ticket, now, random));
+        }
+        self.exec.drive(cx, handle);
+        self.exec
+            .mailbox(handle, |mailbox| {
+                if let Some(error) = mailbox.timer_error.take() {
+                    return Poll::Ready(Turn::Ended(Err(SerializeError::Timer(error))));
+                }
+                if let Some(started) = mailbox.started.take() {
+                    return Poll::Ready(Turn::Started(started));
+                }
+                match mailbox.outcome.take() {
+                    Some(outcome) => Poll::Ready(Turn::Ended(ended(key, outcome, mailbox))),
+                    None => Poll::Pending,
+                }
+            })
+            .unwrap_or(Poll::Ready(Turn::Ended(Ok(()))))
+    }
+}
+
+/// A call's coalescing group, by output type: a run answers only calls of its own type.
+fn typed<T: 'static>(coalesce: Coalesce) -> Coalesce {
+    let kind = std::any::type_name::<T>();
+    match coalesce {
+        Coalesce::Never => Coalesce::Never,
+        Coalesce::Yes => Coalesce::Group(format!("\u{0}{kind}").into()),
+        Coalesce::Group(name) => Coalesce::Group(format!("{name}\u{0}{kind}").into()),
+    }
+}
+
+/// How a call ended, as the engine said: `Ok` when its work ended as it did.
+pub(crate) fn ended(
+    key: &str,
+    outcome: Outcome,
+    mailbox: &mut super::executor::Mailbox,
+) -> Result<(), SerializeError> {
+    match outcome {
+        Outcome::Done | Outcome::Released => Ok(()),
+        outcome => Err(failure(key, outcome, mailbox)),
+    }
+}
+
+/// The error of a call that did not end with its work.
+fn failure(key: &str, outcome: Outcome, mailbox: &mut super::executor::Mailbox) -> SerializeError {
+    match outcome {
+        Outcome::TimedOut { timeout_ms } => SerializeError::TimedOut {
+            key: key.to_owned(),
+            timeout_ms,
+        },
+        Outcome::Mismatch { found } => {
+            SerializeError::Lock(super::lock::LockError::ConcurrencyMismatch {
+                name: key.to_owned(),
+                asked: 0,
+                found,
+            })
+        }
+        _ => SerializeError::Lock(super::lock::LockError::Store(
+            mailbox
+                .failure
+                .take()
+                .unwrap_or_else(|| crate::store::StoreError::new("a store call failed")),
+        )),
+    }
 }
 
 /// Runs async work one at a time per key (or N at a time: [`SerializerOptions::with_concurrency`]),
@@ -193,14 +487,13 @@ pub(super) struct Front {
 /// # Ok::<(), keyturn::TimeoutOutOfRange>(())
 /// ```
 pub struct KeyedSerializer<C: Clock> {
-    pub(super) front: Rc<RefCell<Front>>,
-    pub(super) clock: C,
+    serial: Serial<NoStore, C, NoRandom>,
 }
 
 impl<C: Clock> fmt::Debug for KeyedSerializer<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedSerializer")
-            .field("core", &self.front.borrow().core)
+            .field("stats", &self.stats())
             .finish()
     }
 }
@@ -221,53 +514,14 @@ impl<C: Clock> KeyedSerializer<C> {
 
     /// A serializer on `clock` with `options`.
     pub fn with_options(options: SerializerOptions, clock: C) -> Self {
-        Self::with_core(SerializerCore::new(options, false, true), clock)
-    }
-
-    /// A serializer whose `work` is its caller's own first step (a [`StoreSerializer`]'s
-    /// turn), which says when the caller's work is called: [`called`](Self::called).
-    pub(crate) fn calling_later(options: SerializerOptions, clock: C) -> Self {
-        Self::with_core(SerializerCore::new(options, false, false), clock)
-    }
-
-    fn with_core(core: SerializerCore<Turn>, clock: C) -> Self {
+        let exec = Rc::new(Executor::new(NoStore, clock, NoRandom));
+        let serializer = exec
+            .engine
+            .borrow_mut()
+            .add_serializer(options, None)
+            .unwrap_or_default();
         KeyedSerializer {
-            front: Rc::new(RefCell::new(Front {
-                core,
-                index: KeyMap::default(),
-            })),
-            clock,
-        }
-    }
-
-    /// The running work of `key` ended at its deadline by another clock than this serializer's
-    /// timer (a [`StoreSerializer`]'s wait for the lease): it counts as timed out.
-    pub(crate) fn timed_out(&self, key: &str) {
-        let mut front = self.front.borrow_mut();
-        let Front { core, index } = &mut *front;
-        if let Some(head) = index.get(key).and_then(|&line| core.head(LineId(line))) {
-            core.abandon(head, Abandon::TimedOut);
-        }
-    }
-
-    /// The deadline length of the running work of `key`, in milliseconds (0 when none runs).
-    pub(crate) fn running_timeout(&self, key: &str) -> f64 {
-        let front = self.front.borrow();
-        let Front { core, index } = &*front;
-        index
-            .get(key)
-            .and_then(|&line| core.head(LineId(line)))
-            .and_then(|head| core.timeout_of(head))
-            .unwrap_or_default()
-    }
-
-    /// The running work of `key` had its caller's work called (see
-    /// [`calling_later`](Self::calling_later)).
-    pub(crate) fn called(&self, key: &str) {
-        let mut front = self.front.borrow_mut();
-        let Front { core, index } = &mut *front;
-        if let Some(head) = index.get(key).and_then(|&line| core.head(LineId(line))) {
-            core.called(head);
+            serial: Serial { exec, serializer },
         }
     }
 
@@ -291,7 +545,7 @@ impl<C: Clock> KeyedSerializer<C> {
         F: FnOnce(WorkSignal) -> Fut,
         Fut: Future,
     {
-        self.run_inner(key, None, work).await
+        self.serial.run(key, None, |signal, _| work(signal)).await
     }
 
     /// [`run`](Self::run) with this call's own deadline instead of the serializer's.
@@ -312,58 +566,9 @@ impl<C: Clock> KeyedSerializer<C> {
         F: FnOnce(WorkSignal) -> Fut,
         Fut: Future,
     {
-        self.run_inner(key, Some(timeout_ms), work).await
-    }
-
-    async fn run_inner<F, Fut>(
-        &self,
-        key: &str,
-        timeout_ms: Option<f64>,
-        work: F,
-    ) -> Result<Fut::Output, SerializeError>
-    where
-        F: FnOnce(WorkSignal) -> Fut,
-        Fut: Future,
-    {
-        let ticket = self.enqueue(key, timeout_ms, Turn::default(), Coalesce::Never)?;
-        let mut turn = TurnGuard {
-            front: &self.front,
-            key,
-            ticket,
-            running: false,
-        };
-        WaitTurn {
-            front: &self.front,
-            ticket,
-            clock: &self.clock,
-            route: WakeRoute::default(),
-        }
-        .await;
-        let (timeout_ms, slot) = start(&self.front, ticket, self.clock.now_ms());
-        let deadline = match self.clock.sleep(timeout_ms) {
-            Ok(deadline) => deadline,
-            // Left as settled (not cancelled): the guard just finishes it.
-            Err(error) => return Err(SerializeError::Timer(error)),
-        };
-        turn.running = true;
-        let signal = WorkSignal::in_slot(slot);
-        let outcome = {
-            let work = pin!(work(signal.clone()));
-            FirstOf { work, deadline }.await
-        };
-        // The work's future is dropped by now; the guard moves the key on after this.
-        turn.running = false;
-        outcome.ok_or_else(|| {
-            signal.aborted.set(true);
-            self.front
-                .borrow_mut()
-                .core
-                .abandon(ticket, Abandon::TimedOut);
-            SerializeError::TimedOut {
-                key: key.to_owned(),
-                timeout_ms,
-            }
-        })
+        self.serial
+            .run(key, Some(timeout_ms), |signal, _| work(signal))
+            .await
     }
 
     /// Like [`run`](Self::run), for a work that re-decides from a fresh read: when the key's
@@ -424,220 +629,34 @@ impl<C: Clock> KeyedSerializer<C> {
         Fut: Future + 'static,
         Fut::Output: Clone + 'static,
     {
-        let (ticket, run) = self.enter_coalesced(key, coalesce, work)?;
-        Coalesced::new(self, key, ticket, run).await
-    }
-
-    /// Joins the key's last work, or queues `work` as a run others may join.
-    fn enter_coalesced<F, Fut>(
-        &self,
-        key: &str,
-        coalesce: Coalesce,
-        work: F,
-    ) -> Result<Joined<Fut::Output>, SerializeError>
-    where
-        F: FnOnce(WorkSignal) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: 'static,
-    {
-        {
-            let mut front = self.front.borrow_mut();
-            let Front { core, index } = &mut *front;
-            if let Some(&line) = index.get(key) {
-                // Only a run of this output type can answer this call.
-                let run = core
-                    .last(LineId(line))
-                    .and_then(|last| core.payload(last))
-                    .and_then(|turn| turn.shared.as_ref())
-                    .and_then(SharedRun::of);
-                if let Some(run) = run {
-                    let joined = core
-                        .join(LineId(line), &coalesce, None)
-                        .map_err(|error| SerializeError::refused(key, error))?;
-                    if let Some(ticket) = joined {
-                        return Ok((ticket, run));
-                    }
-                }
-            }
-        }
-        let boxed: BoxedWork<Fut::Output> = Box::new(move |signal| Box::pin(work(signal)));
-        let run = SharedRun::new(boxed);
-        let turn = Turn {
-            waker: None,
-            shared: Some(Rc::clone(&run) as Rc<dyn Any>),
-        };
-        let ticket = self.enqueue(key, None, turn, coalesce)?;
-        Ok((ticket, run))
-    }
-
-    /// [`leave_line`] for this serializer.
-    pub(super) fn leave_line(&self, key: &str, ticket: Ticket) {
-        leave_line(&self.front, key, ticket);
-    }
-
-    fn enqueue(
-        &self,
-        key: &str,
-        timeout_ms: Option<f64>,
-        turn: Turn,
-        coalesce: Coalesce,
-    ) -> Result<Ticket, SerializeError> {
-        let mut front = self.front.borrow_mut();
-        let Front { core, index } = &mut *front;
-        let queued = match index.get(key) {
-            Some(&line) => core.enqueue_on(LineId(line), turn, timeout_ms, coalesce),
-            None => core.open(key, turn, timeout_ms, coalesce).map(|pushed| {
-                index.insert(Rc::from(key), pushed.line.0);
-                pushed.ticket
-            }),
-        };
-        queued.map_err(|error| SerializeError::refused(key, error))
+        self.serial
+            .run_coalesced(key, coalesce, |signal, _| work(signal))
+            .await
     }
 
     /// The deadline of works without their own, in milliseconds.
     pub fn timeout_ms(&self) -> f64 {
-        self.front.borrow().core.options().timeout_ms()
+        self.serial
+            .exec
+            .engine
+            .borrow()
+            .options(self.serial.serializer)
+            .timeout_ms()
     }
 
     /// The number of keys with queued or running work.
     pub fn pending(&self) -> usize {
-        self.front.borrow().core.keys()
+        self.serial.pending()
     }
 
     /// The number of works queued or running under `key` (what `max_pending` bounds); 0 when
     /// the key is idle.
     pub fn pending_for(&self, key: &str) -> usize {
-        let front = self.front.borrow();
-        front
-            .index
-            .get(key)
-            .map_or(0, |&line| front.core.pending_in(LineId(line)))
-    }
-
-    /// Whether a work under `key` has not started yet.
-    pub(crate) fn waiting_for(&self, key: &str) -> bool {
-        let front = self.front.borrow();
-        front
-            .index
-            .get(key)
-            .is_some_and(|&line| front.core.waiting_in(LineId(line)))
+        self.serial.pending_for(key)
     }
 
     /// Counters since creation, and what is live now.
     pub fn stats(&self) -> Stats {
-        self.front.borrow().core.stats()
-    }
-}
-
-/// Leaves the line when dropped — after the work finished, timed out, or was cancelled — and
-/// wakes whoever's turn it now is.
-struct TurnGuard<'a> {
-    front: &'a RefCell<Front>,
-    key: &'a str,
-    ticket: Ticket,
-    /// The work is in flight: a drop now cancels it.
-    running: bool,
-}
-
-impl Drop for TurnGuard<'_> {
-    fn drop(&mut self) {
-        if self.running {
-            self.front
-                .borrow_mut()
-                .core
-                .abandon(self.ticket, Abandon::Aborted);
-        }
-        leave_line(self.front, self.key, self.ticket);
-    }
-}
-
-/// Starts the work of `ticket`, whose turn has come and which is its line's next to start
-/// ([`WaitTurn`]), at `now`: its deadline's length and its slot. The line's next work, if its
-/// turn has come too, is woken to start after it.
-pub(super) fn start(front: &RefCell<Front>, ticket: Ticket, now: f64) -> (f64, u16) {
-    let (started, line) = {
-        let mut front = front.borrow_mut();
-        let started = front
-            .core
-            .start(ticket, now)
-            .map_or((0.0, 0), |started| (started.timeout_ms, started.slot));
-        (started, front.core.line_of(ticket))
-    };
-    wake_next(front, line);
-    started
-}
-
-/// A work left its line (settled, cancelled or dropped): a key gone idle leaves the index, and
-/// the caller whose work may start now is woken.
-fn leave_line(front: &RefCell<Front>, key: &str, ticket: Ticket) {
-    let line = {
-        let mut front = front.borrow_mut();
-        let Front { core, index } = &mut *front;
-        let line = core.line_of(ticket);
-        match core.finish(ticket) {
-            Some(released) if released.idle => {
-                index.remove(key);
-                None
-            }
-            _ => line,
-        }
-    };
-    wake_next(front, line);
-}
-
-/// Wakes the caller of `line`'s next work to start, if its turn has come and it waits for it —
-/// outside the borrow: a waker may poll, and a poll borrows.
-fn wake_next(front: &RefCell<Front>, line: Option<LineId>) {
-    let waker = {
-        let mut front = front.borrow_mut();
-        let core = &mut front.core;
-        line.and_then(|line| core.startable(line))
-            .and_then(|next| core.payload_mut(next))
-            .and_then(|turn| turn.waker.take())
-    };
-    if let Some(waker) = waker {
-        waker.wake();
-    }
-}
-
-struct WaitTurn<'a, C: Clock> {
-    front: &'a RefCell<Front>,
-    ticket: Ticket,
-    clock: &'a C,
-    /// Through the platform's own context where it has one (see [`Clock::waiter`]).
-    route: WakeRoute,
-}
-
-impl<C: Clock> Future for WaitTurn<'_, C> {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.front.borrow().core.may_start(self.ticket) {
-            return Poll::Ready(());
-        }
-        let this = &mut *self;
-        let waker = this.route.waker(this.clock, cx);
-        if let Some(turn) = self.front.borrow_mut().core.payload_mut(self.ticket) {
-            turn.waker = Some(waker);
-        }
-        Poll::Pending
-    }
-}
-
-/// The work's output, or `None` once the deadline has passed first.
-struct FirstOf<'a, W: Future> {
-    work: Pin<&'a mut W>,
-    deadline: Sleep,
-}
-
-impl<W: Future> Future for FirstOf<'_, W> {
-    type Output = Option<W::Output>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(output) = self.work.as_mut().poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        match self.deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
+        self.serial.stats()
     }
 }

@@ -1,0 +1,776 @@
+//! The serializer in the engine: each serializer's busy keys (its key → line map) and their lines
+//! of works ([`SerializerCore`]'s), when works start and end, their deadlines — and, over a store,
+//! each turn's lease: taken before its work is called (one of the key's N slots), renewed while it
+//! runs, let go before its caller hears when nothing of its key waits, kept for the key's next
+//! turn otherwise ([`Turns`]'s rules).
+
+use std::rc::Rc;
+
+use super::effect::{Effect, Outcome, Why};
+use super::key::SERIALIZE_PREFIX;
+use super::keymap::KeyMap;
+use super::leases::{Now, Refusal};
+use super::locking::Holder;
+use super::options::{Coalesce, LockOptions, OptionError, SerializerOptions};
+use super::queue::{LineId, Ticket};
+use super::random::Random;
+use super::turns::Turns;
+use super::works::{Abandon, EnqueueError, GaveUp, Released, SerializerCore, Stats};
+use super::{Engine, Owner};
+
+/// One serializer: its lines, and with a store the leases its turns leave.
+pub(crate) struct Serial<H> {
+    pub(crate) core: SerializerCore<Work<H>>,
+    /// Busy keys and their lines.
+    pub(crate) index: KeyMap,
+    /// With a store: the rules of its turns' leases, and the leases kept between turns.
+    pub(crate) turns: Option<Turns<Ticket>>,
+}
+
+/// What the engine keeps of a work besides its place in line.
+pub(crate) struct Work<H> {
+    pub(crate) handle: H,
+    /// With a timer per call: when its timer is armed for (∞: none).
+    pub(crate) armed: f64,
+    /// With a store: the leg taking, then holding, its turn's lease (or its race).
+    pub(crate) leg: Option<Ticket>,
+    pub(crate) race: Option<Ticket>,
+    /// Its lease is held and its work called: its outcome is reported ([`Engine::settled`]).
+    pub(crate) called: bool,
+    /// Abandoned: when it leaves its line if its caller has not said it heard (∞: not
+    /// abandoned).
+    pub(crate) orphan_at: f64,
+}
+
+/// How long after its deadline an abandoned work whose caller has not said it heard leaves its
+/// line, where contexts end: its own context handles its deadline first when it is alive
+/// (its timer fires at the deadline itself, the next work's this long after), so the work's
+/// future is dropped before the next work starts; when its caller's context is gone, the next
+/// work's own timer moves the key on.
+pub const ORPHAN_MS: f64 = 1.0;
+
+/// How a call entered a serializer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Entered<H> {
+    /// Its work was queued: its ticket.
+    Queued(Ticket),
+    /// It joined the key's last work (see [`Coalesce`]): that work's ticket and host handle.
+    Joined(Ticket, H),
+}
+
+impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
+    /// Adds a serializer with `options`; with `lease`, its turns hold the key's lease in the
+    /// store (the lock named [`SERIALIZE_PREFIX`] + key). Its number, for the calls below.
+    ///
+    /// # Errors
+    /// A lease option out of range.
+    pub fn add_serializer(
+        &mut self,
+        options: SerializerOptions,
+        lease: Option<LockOptions>,
+    ) -> Result<u32, OptionError> {
+        let turns = lease.map(Turns::new).transpose()?;
+        let calls_at_start = turns.is_none();
+        self.serializers.push(Serial {
+            core: SerializerCore::new(options, true, calls_at_start),
+            index: KeyMap::default(),
+            turns,
+        });
+        Ok(self.serializers.len() as u32 - 1)
+    }
+
+    /// A call of serializer `serializer` for `key`, with its own deadline (`None`: the
+    /// serializer's) and coalescing as `coalesce` says, for the host's `handle`. Its work's
+    /// turn may come at once ([`Effect::Ready`] or [`Effect::Start`]).
+    ///
+    /// # Errors
+    /// A bad key or deadline, a key at `maxPending`, too many works: nothing was queued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn enter(
+        &mut self,
+        serializer: u32,
+        key: &str,
+        handle: H,
+        timeout_ms: Option<f64>,
+        coalesce: Coalesce,
+        now: Now,
+    ) -> Result<Entered<H>, EnqueueError> {
+        self.set_now(now);
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return Err(EnqueueError::IdleLine);
+        };
+        let work = Work {
+            handle,
+            armed: f64::INFINITY,
+            leg: None,
+            race: None,
+            called: false,
+            orphan_at: f64::INFINITY,
+        };
+        let line = match serial.index.get(key) {
+            Some(&line) => LineId(line),
+            None => {
+                let pushed = serial.core.open(key, work, timeout_ms, coalesce)?;
+                serial.index.insert(Rc::from(key), pushed.line.0);
+                self.turn_came(serializer, pushed.line);
+                return Ok(Entered::Queued(pushed.ticket));
+            }
+        };
+        if coalesce != Coalesce::Never {
+            if let Some(joined) = serial.core.join(line, &coalesce, timeout_ms)? {
+                let handle = serial.core.payload(joined).map(|work| work.handle);
+                if let Some(handle) = handle {
+                    return Ok(Entered::Joined(joined, handle));
+                }
+            }
+        }
+        let ticket = serial.core.enqueue_on(line, work, timeout_ms, coalesce)?;
+        if serial.core.turn_has_come(ticket) {
+            self.turn_came(serializer, line);
+        } else {
+            self.arm_next(serializer, line);
+        }
+        Ok(Entered::Queued(ticket))
+    }
+
+    /// Starts line `line`'s next work, if its turn has come ([`Effect::Ready`] said it may).
+    pub fn start(&mut self, serializer: u32, line: LineId, now: Now, random: &impl Random) {
+        let ticket = self
+            .serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.startable(line));
+        if let Some(ticket) = ticket {
+            self.start_work(serializer, ticket, now, random);
+        }
+    }
+
+    /// Starts the work `work` if it may start now: its turn has come, and every work ahead of
+    /// it started. Whether it did ([`Effect::Start`] follows, or its lease is taken first).
+    pub fn start_work(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) -> bool {
+        self.set_now(now);
+        let may = self
+            .serializers
+            .get(serializer as usize)
+            .is_some_and(|serial| serial.core.may_start(work));
+        if may {
+            let handle = self.work_handle(serializer, work);
+            self.acting(handle);
+            self.begin(serializer, work, now, random);
+            self.drain(now, random);
+            self.acting(None);
+        }
+        may
+    }
+
+    /// The work `work`'s caller heard how it ended (its promise's handlers ran; its future
+    /// returned or was dropped): it leaves its line, and the next work's turn may come. A work
+    /// that left already changes nothing.
+    pub fn done(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) {
+        self.set_now(now);
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        if serial.core.line_of(work).is_none() {
+            return;
+        }
+        if serial.core.is_waiting(work) {
+            // Not started: its caller gave up (`cancel` took it out already otherwise).
+            return;
+        }
+        let handle = serial.core.payload(work).map(|found| found.handle);
+        self.acting(handle);
+        self.finish_work(serializer, work, now, random);
+        self.drain(now, random);
+        self.acting(None);
+    }
+
+    /// The running work `work` settled (a work started with `report`): its caller is told
+    /// ([`Effect::Settle`] with [`Outcome::Done`]) — once its lease is let go, when nothing of
+    /// its key waits to use it.
+    pub fn settled(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) {
+        self.set_now(now);
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        if serial.core.is_abandoned(work) {
+            return; // its caller was told at its deadline
+        }
+        let line = serial.core.line_of(work);
+        let pending = line.map_or(0, |line| serial.core.pending_in(line));
+        let waiting = line.is_some_and(|line| serial.core.waiting_in(line));
+        let Some(found) = serial.core.payload_mut(work) else {
+            return;
+        };
+        let handle = found.handle;
+        // Nothing of its key here will take its lease: let go before its caller hears.
+        let first = found
+            .leg
+            .take_if(|_| Turns::<()>::settled(pending, waiting, false));
+        self.acting(Some(handle));
+        match first {
+            Some(leg) => {
+                if let Some(found) = self.legs.get_mut(leg) {
+                    found.tell = Some(handle);
+                }
+                self.release_leg(leg, None, 0, now, random);
+            }
+            None => self.effects.push_back(Effect::Settle {
+                handle,
+                outcome: Outcome::Done,
+            }),
+        }
+        self.drain(now, random);
+        self.acting(None);
+    }
+
+    /// The caller of work `work` gave up on it (its signal; for a coalescing work, its last
+    /// caller): a waiting work leaves its line and its caller is told [`Outcome::Aborted`]; a
+    /// running one is abandoned ([`Effect::Abort`], then the same).
+    pub fn cancel(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) {
+        self.set_now(now);
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(found) = serial.core.payload(work) else {
+            return;
+        };
+        let (handle, leg, race) = (found.handle, found.leg, found.race);
+        let line = serial.core.line_of(work);
+        let key = line.and_then(|line| serial.core.key_of(line));
+        self.acting = Some(handle);
+        match serial.core.give_up(work) {
+            GaveUp::Left(released) => {
+                self.effects.push_back(Effect::Settle {
+                    handle,
+                    outcome: Outcome::Aborted,
+                });
+                if let (Some(line), Some(key)) = (line, key) {
+                    self.line_moved(serializer, line, &key, &released, now, random);
+                }
+            }
+            GaveUp::Abandoned => {
+                self.effects.push_back(Effect::Abort {
+                    handle,
+                    why: Why::Aborted,
+                });
+                self.effects.push_back(Effect::Settle {
+                    handle,
+                    outcome: Outcome::Aborted,
+                });
+                self.abandoned(serializer, work, leg, race, now, random);
+            }
+            GaveUp::Nothing => {}
+        }
+        self.drain(now, random);
+        self.acting(None);
+    }
+
+    /// One caller of coalescing work `work` left it: `true` while others remain (the work goes
+    /// on for them); `false` when it was the last — cancel the work then.
+    pub fn leave(&mut self, serializer: u32, work: Ticket) -> bool {
+        self.serializers
+            .get_mut(serializer as usize)
+            .is_some_and(|serial| serial.core.leave(work))
+    }
+
+    /// An abandoned work of serializer `serializer` settled after all.
+    pub fn late_settled(&mut self, serializer: u32) {
+        if let Some(serial) = self.serializers.get_mut(serializer as usize) {
+            serial.core.late_settled();
+        }
+    }
+
+    /// Works of `key` queued or running (what `maxPending` bounds); 0 for an idle key.
+    pub fn pending(&self, serializer: u32, key: &str) -> usize {
+        self.serializers
+            .get(serializer as usize)
+            .and_then(|serial| {
+                let line = serial.index.get(key)?;
+                Some(serial.core.pending_in(LineId(*line)))
+            })
+            .unwrap_or(0)
+    }
+
+    /// Keys of serializer `serializer` with queued or running work.
+    pub fn keys(&self, serializer: u32) -> usize {
+        self.serializers
+            .get(serializer as usize)
+            .map_or(0, |serial| serial.core.keys())
+    }
+
+    /// Counters since the serializer was made, and what is live now.
+    pub fn stats(&self, serializer: u32) -> Stats {
+        self.serializers
+            .get(serializer as usize)
+            .map(|serial| serial.core.stats())
+            .unwrap_or_default()
+    }
+
+    /// A serializer's options.
+    pub fn options(&self, serializer: u32) -> SerializerOptions {
+        self.serializers
+            .get(serializer as usize)
+            .map(|serial| serial.core.options())
+            .unwrap_or_default()
+    }
+
+    /// The deadline length of a work still in its line.
+    pub fn timeout_of(&self, serializer: u32, work: Ticket) -> Option<f64> {
+        self.serializers
+            .get(serializer as usize)?
+            .core
+            .timeout_of(work)
+    }
+
+    /// The live work a packed ticket names.
+    pub fn work(&self, serializer: u32, packed: f64) -> Option<Ticket> {
+        self.serializers
+            .get(serializer as usize)?
+            .core
+            .unpack(packed)
+    }
+
+    // ---- inside ----
+
+    pub(crate) fn work_handle(&self, serializer: u32, work: Ticket) -> Option<H> {
+        let serial = self.serializers.get(serializer as usize)?;
+        serial.core.payload(work).map(|found| found.handle)
+    }
+
+    /// Line `line`'s next work may start: its host is told.
+    fn turn_came(&mut self, serializer: u32, line: LineId) {
+        let Some(serial) = self.serializers.get(serializer as usize) else {
+            return;
+        };
+        let next = serial.core.startable(line);
+        if let Some(handle) = next
+            .and_then(|next| serial.core.payload(next))
+            .map(|w| w.handle)
+        {
+            self.effects.push_back(Effect::Ready {
+                serializer,
+                line,
+                handle,
+            });
+        }
+    }
+
+    /// Starts work `ticket`: its deadline runs from now. Without a store its work is called;
+    /// with one, its turn's lease is taken first. The line's next work may start too (N at a
+    /// time).
+    fn begin(&mut self, serializer: u32, ticket: Ticket, now: Now, random: &impl Random) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(started) = serial.core.start(ticket, now.mono) else {
+            return;
+        };
+        let (handle, deadline, slot, timeout_ms) = (
+            started.payload.handle,
+            started.deadline,
+            started.slot,
+            started.timeout_ms,
+        );
+        let line = serial.core.line_of(ticket);
+        self.arm(Owner::Work(serializer, ticket), deadline);
+        if let Some(line) = line {
+            self.arm_next(serializer, line);
+            self.turn_came(serializer, line);
+        }
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let (Some(turns), Some(line)) = (serial.turns.as_mut(), line) else {
+            self.effects.push_back(Effect::Start {
+                handle,
+                slot,
+                fence: 0,
+                deadline,
+                report: false,
+            });
+            return;
+        };
+        let pending = serial.core.pending_in(line);
+        let begin = turns.begin(line.0, pending, timeout_ms);
+        let key = serial.core.key_of(line).unwrap_or_default();
+        let name = format!("{SERIALIZE_PREFIX}{key}");
+        let n = begin.options.slots();
+        let holder = Holder::Turn {
+            serializer,
+            work: ticket,
+        };
+        let streak_ms = begin.succession.streak_ms;
+        // The slot the turn before left is handed on as a one-slot name's lease is; with none
+        // left at N > 1, any slot.
+        let hand_on_slot = begin
+            .hand_on
+            .and_then(|leg| self.legs.get(leg))
+            .map(|leg| leg.slot);
+        let opened = match (n, hand_on_slot) {
+            (1, _) => self
+                .open_leg(holder, &name, 0, begin.options, streak_ms, now, random)
+                .map(|leg| (Some(leg), None)),
+            (_, Some(slot)) => self
+                .open_leg(holder, &name, slot, begin.options, streak_ms, now, random)
+                .map(|leg| (Some(leg), None)),
+            _ => self
+                .open_race(holder, &name, begin.options, streak_ms, now, random)
+                .map(|race| (None, Some(race))),
+        };
+        match opened {
+            Ok((leg, race)) => {
+                if let Some(found) = self
+                    .serializers
+                    .get_mut(serializer as usize)
+                    .and_then(|serial| serial.core.payload_mut(ticket))
+                {
+                    if found.leg.is_none() && !found.called {
+                        found.leg = leg.filter(|leg| self.legs.get(*leg).is_some());
+                    }
+                    if found.race.is_none() && !found.called {
+                        found.race = race.filter(|race| self.races.get(*race).is_some());
+                    }
+                }
+            }
+            Err(refusal) => {
+                let outcome = match refusal {
+                    Refusal::ConcurrencyMismatch { found, .. } => Outcome::Mismatch { found },
+                    _ => Outcome::StoreFailed,
+                };
+                self.turn_not_held(serializer, ticket, outcome, now, random);
+            }
+        }
+        // Released once this turn's acquisition is in line: the lease passes to it with no
+        // store call.
+        if let Some(previous) = begin.hand_on {
+            self.release_leg(previous, None, begin.succession.followers, now, random);
+        }
+    }
+
+    /// A turn's lease is held: its work is called, its lease renewed while it runs.
+    pub(crate) fn turn_held(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        leg: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let view = self.held_view(leg);
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            self.give_back(leg, now, random);
+            return;
+        };
+        let running = serial.core.has_started(work) && !serial.core.is_abandoned(work);
+        let Some(found) = serial.core.payload_mut(work).filter(|_| running) else {
+            // Abandoned meanwhile: nobody here is left to hand it to.
+            self.give_back(leg, now, random);
+            return;
+        };
+        found.leg = Some(leg);
+        found.race = None;
+        found.called = true;
+        let handle = found.handle;
+        serial.core.called(work);
+        let deadline = self.work_deadline(serializer, work);
+        self.effects.push_back(Effect::Start {
+            handle,
+            slot: view.slot,
+            fence: view.fence,
+            deadline,
+            report: true,
+        });
+        self.keep_turn_renewed(leg, now);
+    }
+
+    /// A turn's acquisition ended with nothing (`outcome`): its wait ran out (the work times
+    /// out), or the store failed (the work fails with it).
+    pub(crate) fn turn_not_held(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        outcome: Outcome,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(found) = serial.core.payload_mut(work) else {
+            return;
+        };
+        found.leg = None;
+        found.race = None;
+        let handle = found.handle;
+        if serial.core.is_abandoned(work) || !serial.core.has_started(work) {
+            return;
+        }
+        if outcome == Outcome::Unavailable {
+            // The wait ended on the lease's clock before the deadline's timer: the same end.
+            self.expire_work(serializer, work, now, random);
+            return;
+        }
+        serial.core.abandon(work, Abandon::Failed);
+        self.effects.push_back(Effect::Settle { handle, outcome });
+        self.orphan_watch(serializer, work, now.mono);
+    }
+
+    /// A running work's deadline passed: abandoned, its signal aborted, its caller told.
+    pub(crate) fn expire_work(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(found) = serial.core.payload(work) else {
+            return;
+        };
+        let (handle, leg, race) = (found.handle, found.leg, found.race);
+        let timeout_ms = serial.core.timeout_of(work).unwrap_or_default();
+        if !serial.core.abandon(work, Abandon::TimedOut) {
+            return;
+        }
+        self.effects.push_back(Effect::Abort {
+            handle,
+            why: Why::TimedOut,
+        });
+        self.effects.push_back(Effect::Settle {
+            handle,
+            outcome: Outcome::TimedOut { timeout_ms },
+        });
+        self.abandoned(serializer, work, leg, race, now, random);
+    }
+
+    /// A work was abandoned (its deadline, its caller): its lease is let go at once — kept for
+    /// the key's next turn here, or freed. It leaves its line once its caller heard
+    /// ([`done`](Self::done)); where contexts end, at the latest [`ORPHAN_MS`] on, from the
+    /// context of the work behind it — its caller's context may be gone, and with it whatever
+    /// would have said so.
+    fn abandoned(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        leg: Option<Ticket>,
+        race: Option<Ticket>,
+        now: Now,
+        random: &impl Random,
+    ) {
+        if let Some(race) = race {
+            self.end_race(race, now, random);
+        }
+        if let Some(leg) = leg {
+            if let Some(found) = self
+                .serializers
+                .get_mut(serializer as usize)
+                .and_then(|serial| serial.core.payload_mut(work))
+            {
+                found.leg = None;
+            }
+            let held = self.legs.get(leg).is_some_and(|found| {
+                found.doing != super::locking::Doing::Acquiring
+                    || self.locks.lease(found.ticket).is_some()
+            });
+            if held {
+                self.keep_for_next(serializer, work, leg, now, random);
+            } else {
+                self.let_go(leg, now, random);
+            }
+        }
+        self.orphan_watch(serializer, work, now.mono);
+    }
+
+    /// Where contexts end: an abandoned work still in its line [`ORPHAN_MS`] after `at` leaves
+    /// it then.
+    fn orphan_watch(&mut self, serializer: u32, work: Ticket, at: f64) {
+        if !self.config.contexts_end {
+            return;
+        }
+        let at = at + ORPHAN_MS;
+        if let Some(found) = self
+            .serializers
+            .get_mut(serializer as usize)
+            .and_then(|serial| serial.core.payload_mut(work))
+        {
+            found.orphan_at = at;
+        }
+        self.push_timer(at, super::Timer::Orphan(serializer, work));
+        if let Some(line) = self
+            .serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.line_of(work))
+        {
+            self.arm_next(serializer, line);
+        }
+    }
+
+    /// An abandoned work whose caller has not said it heard: it leaves its line now.
+    pub(crate) fn orphan_due(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let abandoned = self
+            .serializers
+            .get(serializer as usize)
+            .is_some_and(|serial| serial.core.is_abandoned(work));
+        if abandoned {
+            self.finish_work(serializer, work, now, random);
+        }
+    }
+
+    /// A work leaves its line: its lease is kept for the key's next turn; the next work's turn
+    /// may come; an idle key's lease is freed.
+    fn finish_work(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(line) = serial.core.line_of(work) else {
+            return;
+        };
+        let leg = serial
+            .core
+            .payload_mut(work)
+            .and_then(|found| found.leg.take());
+        if let Some(leg) = leg {
+            self.keep_for_next(serializer, work, leg, now, random);
+        }
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(key) = serial.core.key_of(line) else {
+            return;
+        };
+        let Some(released) = serial.core.finish(work) else {
+            return;
+        };
+        self.line_moved(serializer, line, &key, &released, now, random);
+    }
+
+    /// A line changed: idle, its key leaves the index and its kept lease is freed; else the
+    /// next work's turn may have come.
+    fn line_moved(
+        &mut self,
+        serializer: u32,
+        line: LineId,
+        key: &str,
+        released: &Released,
+        now: Now,
+        random: &impl Random,
+    ) {
+        if released.idle {
+            let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+                return;
+            };
+            let left = serial.turns.as_mut().and_then(|turns| turns.idle(line.0));
+            serial.index.remove(key);
+            if let Some(leg) = left {
+                self.give_back(leg, now, random);
+            }
+            return;
+        }
+        if released.next.is_some() {
+            self.turn_came(serializer, line);
+        }
+    }
+
+    /// A turn ended still holding its lease: kept for the key's next turn here (a lease kept
+    /// before and not taken is given back).
+    fn keep_for_next(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        leg: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) {
+        if let Some(found) = self.legs.get_mut(leg) {
+            found.holder = Holder::Nobody;
+            found.kept = false;
+            found.renew_at = f64::INFINITY;
+        }
+        let line = self
+            .serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.line_of(work));
+        let usable = self.legs.get(leg).is_some_and(|found| {
+            !found.lost && !found.released && found.doing != super::locking::Doing::Releasing
+        });
+        let displaced = match (line, usable) {
+            (Some(line), true) => self
+                .serializers
+                .get_mut(serializer as usize)
+                .and_then(|serial| serial.turns.as_mut())
+                .and_then(|turns| turns.ended(line.0, leg)),
+            _ => Some(leg),
+        };
+        if let Some(displaced) = displaced {
+            self.give_back(displaced, now, random);
+        }
+    }
+
+    /// Renews a turn's lease while its work runs; a lease found lost aborts the work's signal.
+    fn keep_turn_renewed(&mut self, leg: Ticket, now: Now) {
+        self.keep_leg_renewed(leg, true, now);
+    }
+
+    /// The deadline of a started work (monotonic).
+    fn work_deadline(&self, serializer: u32, work: Ticket) -> f64 {
+        self.serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.deadline_of(work))
+            .unwrap_or(f64::INFINITY)
+    }
+
+    /// Where contexts end: the next work to start in `line` keeps a timer for the earliest
+    /// deadline of the works running ahead of it — so that a work whose caller's request ended
+    /// (its own timer gone with it) still ends at its deadline, woken from the waiter's own
+    /// context.
+    fn arm_next(&mut self, serializer: u32, line: LineId) {
+        if !(self.config.timer_per_call && self.config.contexts_end) {
+            return;
+        }
+        let Some(serial) = self.serializers.get(serializer as usize) else {
+            return;
+        };
+        let (Some(next), Some(at)) = (
+            serial.core.first_unstarted(line),
+            self.earliest_ahead(serializer, line),
+        ) else {
+            return;
+        };
+        self.arm(Owner::Work(serializer, next), at);
+    }
+
+    /// When the works running (or abandoned) at the head of `line` next need the engine: the
+    /// earliest deadline of a running one, or when an abandoned one leaves its line — each
+    /// [`ORPHAN_MS`] on, so that a live caller handles its own first.
+    pub(crate) fn earliest_ahead(&self, serializer: u32, line: LineId) -> Option<f64> {
+        let serial = self.serializers.get(serializer as usize)?;
+        let running = serial
+            .core
+            .earliest_running_deadline(line)
+            .map(|at| at + ORPHAN_MS);
+        let orphan = serial
+            .core
+            .head(line)
+            .and_then(|head| serial.core.payload(head))
+            .map(|found| found.orphan_at)
+            .filter(|at| at.is_finite());
+        match (running, orphan) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
