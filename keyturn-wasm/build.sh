@@ -33,10 +33,10 @@ for module in wasm:serializer:3: lock:lock:2:-inline-threshold=75; do
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"
 done
 js=keyturn-wasm/js
-cp "$js"/api.js "$js"/platform.js "$js"/serializer.js "$js"/lock.js "$js"/arguments.js "$js"/errors.js \
-  "$js"/instance.js "$js"/timers.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js "$js"/node.mjs "$js"/index.d.ts \
-  "$js"/package.json CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
-cp -r "$js"/serializer "$js"/lock "$js"/stores pkg/
+cp "$js"/api.js "$js"/platform.js "$js"/engine.js "$js"/serializer.js "$js"/coalescing.js "$js"/lock.js \
+  "$js"/arguments.js "$js"/errors.js "$js"/instance.js "$js"/timers.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js \
+  "$js"/node.mjs "$js"/index.d.ts "$js"/package.json CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
+cp -r "$js"/stores pkg/
 # The package's README is the repository's, without what only the repository has.
 sed '/<!-- repository-only -->/,/<!-- \/repository-only -->/d' README.md > pkg/README.md
 # The same types for `require` under TypeScript's node16/nodenext resolution: a `.d.ts` in this

@@ -1,9 +1,23 @@
 // Argument checks for every exported entry point, one check per rule. Types, option names and
 // well-formed strings are checked here; the rules on values (a key's length, a deadline's range)
-// and every default are the cores', whose refusal codes the callers turn into errors with
-// `keyError` and `rangeError`. Every text is the crate's (constants.js). Static JS, copied into
-// pkg/ by the build.
-import { LOCK_BAD_CONCURRENCY, LOCK_BAD_SKEW, LOCK_BAD_STORE_TIMEOUT, LOCK_BAD_WAIT, MAX_CONCURRENCY, MAX_KEY_BYTES, MAX_TIMEOUT_MS, MESSAGES, fill } from './constants.js';
+// and every default are the engine's, whose refusal codes `refusalError` turns into errors.
+// Every text is the crate's (constants.js). Static JS, copied into pkg/ by the build.
+import {
+  MAX_CONCURRENCY,
+  MAX_KEY_BYTES,
+  MAX_TIMEOUT_MS,
+  MESSAGES,
+  REFUSED_BAD_CONCURRENCY,
+  REFUSED_BAD_MAX_PENDING,
+  REFUSED_BAD_SKEW,
+  REFUSED_BAD_STALE,
+  REFUSED_BAD_STORE_TIMEOUT,
+  REFUSED_BAD_TIMEOUT,
+  REFUSED_BAD_WAIT,
+  REFUSED_KEY_EMPTY,
+  REFUSED_KEY_TOO_LONG,
+  fill,
+} from './constants.js';
 
 /**
  * What `typeof` says, with `null` told apart, for messages.
@@ -187,44 +201,48 @@ function editDistance(a, b) {
 }
 
 /**
- * The lease options a lock or a serializer with a store was given: numbers, or `undefined` for
- * the core's defaults; their ranges are the core's.
- * @typedef {object} LeaseOptions
- * @property {number | undefined} waitMs
- * @property {number | undefined} staleMs
- * @property {number | undefined} maxClockSkewMs
- * @property {number | undefined} storeTimeoutMs
- * @property {number | undefined} concurrency holders of the name at once (its slots)
+ * The options a caller gave that the engine checks the ranges of: numbers, or `undefined` for
+ * the engine's defaults.
+ * @typedef {object} Given
+ * @property {unknown} [key]
+ * @property {number} [timeoutMs]
+ * @property {number} [maxPending]
+ * @property {number} [concurrency]
+ * @property {number} [waitMs]
+ * @property {number} [staleMs]
+ * @property {number} [maxClockSkewMs]
+ * @property {number} [storeTimeoutMs]
  */
 
 /**
- * The lease options of a lock or a serializer's turns, their types checked, with the wait and
- * the concurrency given (a serializer's turn says its own wait, each time).
- * @param {{ staleMs?: unknown, maxClockSkewMs?: unknown, storeTimeoutMs?: unknown } | undefined} options
- * @param {number | undefined} waitMs
- * @param {number | undefined} concurrency
- * @returns {LeaseOptions}
- */
-export function leaseOptions(options, waitMs, concurrency) {
-  return {
-    waitMs,
-    staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
-    maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
-    storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
-    concurrency,
-  };
-}
-
-/**
- * The error for a lease option the lock's rules refused (`code`, negative), naming it with its
- * value from `options`.
+ * The error of a value the engine refused (`code`, one of `REFUSED_*`), naming the argument
+ * (`keyWhat` for the key) with its value from `given`.
  * @param {number} code
- * @param {LeaseOptions} options
+ * @param {Given} given
+ * @param {string} keyWhat
  */
-export function leaseOptionError(code, options) {
-  if (code === LOCK_BAD_WAIT) return rangeError(MESSAGES.waitRange, { what: 'options.waitMs', value: options.waitMs, max: MAX_TIMEOUT_MS });
-  if (code === LOCK_BAD_SKEW) return rangeError(MESSAGES.skewRange, { what: 'options.maxClockSkewMs', value: options.maxClockSkewMs, max: MAX_TIMEOUT_MS });
-  if (code === LOCK_BAD_STORE_TIMEOUT) return rangeError(MESSAGES.timeoutRange, { what: 'options.storeTimeoutMs', value: options.storeTimeoutMs, max: MAX_TIMEOUT_MS });
-  if (code === LOCK_BAD_CONCURRENCY) return rangeError(MESSAGES.concurrencyRange, { what: 'options.concurrency', value: options.concurrency, max: MAX_CONCURRENCY });
-  return rangeError(MESSAGES.staleRange, { what: 'options.staleMs', value: options.staleMs, max: MAX_TIMEOUT_MS });
+export function refusalError(code, given, keyWhat) {
+  /** @param {string} template @param {string} what @param {unknown} value @param {number} [max] */
+  const range = (template, what, value, max = MAX_TIMEOUT_MS) => rangeError(template, { what: `options.${what}`, value, max });
+  switch (code) {
+    case REFUSED_KEY_EMPTY:
+    case REFUSED_KEY_TOO_LONG:
+      return keyError(keyWhat, /** @type {string} */ (given.key), code === REFUSED_KEY_EMPTY);
+    case REFUSED_BAD_TIMEOUT:
+      return range(MESSAGES.timeoutRange, 'timeoutMs', given.timeoutMs);
+    case REFUSED_BAD_MAX_PENDING:
+      return range(MESSAGES.maxPendingRange, 'maxPending', given.maxPending);
+    case REFUSED_BAD_CONCURRENCY:
+      return range(MESSAGES.concurrencyRange, 'concurrency', given.concurrency, MAX_CONCURRENCY);
+    case REFUSED_BAD_WAIT:
+      return range(MESSAGES.waitRange, 'waitMs', given.waitMs);
+    case REFUSED_BAD_STALE:
+      return range(MESSAGES.staleRange, 'staleMs', given.staleMs);
+    case REFUSED_BAD_SKEW:
+      return range(MESSAGES.skewRange, 'maxClockSkewMs', given.maxClockSkewMs);
+    case REFUSED_BAD_STORE_TIMEOUT:
+      return range(MESSAGES.timeoutRange, 'storeTimeoutMs', given.storeTimeoutMs);
+    default:
+      return rangeError(MESSAGES.tooManyWorks, {});
+  }
 }

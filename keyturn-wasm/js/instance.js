@@ -89,6 +89,15 @@ export class Instance {
   }
 
   /**
+   * `id` holds `value` from now on (what a call became: an acquisition its lock).
+   * @param {number} id
+   * @param {unknown} value
+   */
+  replace(id, value) {
+    this.#held[id] = value;
+  }
+
+  /**
    * The cores no longer know `id`: its value is let go and its number is free.
    * @param {number} id
    */

@@ -1,20 +1,53 @@
-// acquireLock and withLock over the lock's wasm module (keyturn_lock), which is its own module
-// so that code that only serializes never loads it. Static JS, copied into pkg/ by the build.
-//
-// The entries make one lock API for their platform (`lockApi`): how to instantiate the module
-// (on first use, synchronously), and whether lock waiters wait in their own request's context
-// (Cloudflare Workers). Its managers — one per store object and `now` — drive the lock's core
-// (lock/manager.js); held locks are lock/held.js.
-import { LockUnavailable } from './errors.js';
-import { LOCK_STATS, MESSAGES } from './constants.js';
-import { OptionNames, checkKey, leaseOptions, optionalNumber, optionalSignal, typeError, wrongType } from './arguments.js';
-import { KEEP_RENEWED } from './lock/held.js';
-import { Manager, liveInstance, waitMs } from './lock/manager.js';
-import { acquireSlot } from './lock/slots.js';
+// acquireLock, withLock and lockStats over the lock module's engine (keyturn_lock), which is
+// its own module so that code that only serializes never loads it. One engine host per store
+// object and `now`; the engine decides every acquisition, renewal, release, wait and bound, and
+// this file keeps the JavaScript surface: promises, `signal`, `await using`. Static JS, copied
+// into pkg/ by the build.
+import { ConcurrencyMismatch, LockUnavailable } from './errors.js';
+import {
+  EFFECT_ARM,
+  EFFECT_LOCK_LOST,
+  EFFECT_SETTLE,
+  EVENT_ABORT,
+  EVENT_FIRED_CALL,
+  EVENT_KEEP_RENEWED,
+  EVENT_RELEASE,
+  EVENT_RENEW,
+  EVENT_WATCH,
+  FIELD_AT,
+  FIELD_KEEP,
+  FIELD_CODE,
+  FIELD_FENCE,
+  FIELD_FOUND,
+  FIELD_HELD_UNTIL,
+  FIELD_ID,
+  FIELD_SLOT,
+  FIELD_TOKEN_COUNT,
+  DETAIL_ISOLATE,
+  LOCK_STATS,
+  MESSAGES,
+  OUTCOME_ABORTED,
+  OUTCOME_HELD,
+  OUTCOME_MISMATCH,
+  OUTCOME_NOT_RENEWED,
+  OUTCOME_RELEASED,
+  OUTCOME_RENEWED,
+  OUTCOME_TIMER_REFUSED,
+  OUTCOME_UNAVAILABLE,
+  QUERY_LOCK_STAT,
+  QUERY_WAIT_MS,
+  REFUSED_CONCURRENCY_MISMATCH,
+  WHY_RELEASED,
+  WHY_TAKEN_OVER,
+  fill,
+} from './constants.js';
+import { OptionNames, checkKey, optionalNumber, optionalSignal, refusalError, typeError, wrongType } from './arguments.js';
+import { Door, Host } from './engine.js';
 
-/** @typedef {import('./lock/manager.js').Store} Store */
-/** @typedef {import('./lock/manager.js').LoadLock} LoadLock */
-/** @typedef {import('./lock/held.js').KeyturnLock} KeyturnLock */
+/** @typedef {import('./engine.js').Box} Box */
+
+/** @typedef {import('./engine.js').Store} Store */
+/** @typedef {import('./instance.js').Instance} Instance */
 
 /**
  * @typedef {object} LockOptions
@@ -28,6 +61,282 @@ import { acquireSlot } from './lock/slots.js';
  */
 
 const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'concurrency', 'now', 'signal']);
+
+/**
+ * @param {string} template
+ * @param {string} name
+ */
+const lostReason = (template, name) => new DOMException(`keyturn: ${fill(template, { name })}`, 'AbortError');
+
+/**
+ * A call about locks that answers one promise: an acquisition, a renewal, a release.
+ */
+class LockCall {
+  /**
+   * @param {Host} host
+   * @param {(value: any) => void} resolve
+   * @param {(error: unknown) => void} reject
+   */
+  constructor(host, resolve, reject) {
+    this.host = host;
+    this.resolve = resolve;
+    this.reject = reject;
+    this.handle = host.instance.hold(this);
+    this.id = -1;
+    /** @type {unknown} its first store failure */
+    this.failure = undefined;
+    /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
+    this.timer = undefined;
+    /** @type {Box} on Workers: what is posted to it, and its door (in its caller's request) */
+    this.box = { mail: undefined, doors: undefined };
+    if (host.perCall) this.box.doors = [new Door(host, this.box, this.handle)];
+  }
+
+  /**
+   * What the engine says of this call.
+   * @param {Host} host
+   * @param {number} kind
+   */
+  effect(host, kind) {
+    if (kind === EFFECT_SETTLE) {
+      this.settle(host.field(FIELD_CODE), host);
+    } else if (kind === EFFECT_ARM) {
+      const refusal = host.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, () => host.as(this.handle, () => host.event(EVENT_FIRED_CALL, this.id, 0)));
+      if (refusal !== undefined) host.refused(refusal, -1, this.id);
+    }
+  }
+
+  /**
+   * Its instance failed: it rejects with the failure.
+   * @param {Error} failure
+   */
+  failed(failure) {
+    this.reject(failure);
+  }
+
+  /** Its handle and its timer go: the engine names it no more. */
+  done() {
+    this.host.instance.letGo(this.handle);
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * @param {number} outcome
+   * @param {Host} host
+   */
+  settle(outcome, host) {
+    this.done();
+    if (outcome === OUTCOME_RENEWED) this.resolve(host.field(FIELD_HELD_UNTIL));
+    else if (outcome === OUTCOME_RELEASED) this.resolve(undefined);
+    else if (outcome === OUTCOME_NOT_RENEWED) this.resolve(false);
+    else this.reject(outcome === OUTCOME_TIMER_REFUSED ? host.refusal : this.failure);
+  }
+}
+
+/** An acquisition: its lock, `undefined` when live holders kept the name, or its failure. */
+class Acquisition extends LockCall {
+  /**
+   * @param {Host} host
+   * @param {string} name
+   * @param {number} concurrency
+   * @param {AbortSignal | undefined} signal
+   * @param {(value: any) => void} resolve
+   * @param {(error: unknown) => void} reject
+   */
+  constructor(host, name, concurrency, signal, resolve, reject) {
+    super(host, resolve, reject);
+    this.name = name;
+    this.concurrency = concurrency;
+    this.signal = signal;
+  }
+
+  /** Its signal aborted: it rejects at once; what a store call in flight takes is given back. */
+  handleEvent() {
+    this.host.as(this.handle, () => this.host.event(EVENT_ABORT, this.id, 0));
+  }
+
+  /**
+   * @override
+   * @param {number} outcome
+   * @param {Host} host
+   */
+  settle(outcome, host) {
+    this.signal?.removeEventListener('abort', this);
+    if (outcome === OUTCOME_HELD) {
+      // The acquisition's handle is the lock's from now on: the engine names the lock by it,
+      // and counts on its timer.
+      const lock = new KeyturnLock(host, this.id, this.handle, this.name, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_TOKEN_COUNT), host.field(FIELD_HELD_UNTIL), this);
+      host.instance.replace(this.handle, lock);
+      this.resolve(lock);
+      return;
+    }
+    this.done();
+    if (outcome === OUTCOME_UNAVAILABLE) this.resolve(undefined);
+    else if (outcome === OUTCOME_ABORTED) this.reject(/** @type {AbortSignal} */ (this.signal).reason);
+    else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(this.name, this.concurrency, host.field(FIELD_FOUND)));
+    else this.reject(outcome === OUTCOME_TIMER_REFUSED ? host.refusal : this.failure);
+  }
+}
+
+/**
+ * A held lock: its `name`, its `token` (in the record while held; shared within one hand-off
+ * batch), its `fence` (rises with every acquisition of the name), its `slot` and `heldUntil`
+ * (its lease end, moved by `renew`). Whether it is held, lost or released is the engine's to
+ * say.
+ */
+export class KeyturnLock {
+  /** @type {Host} */
+  #host;
+  /** The engine's name for it (its acquisition's). */
+  #id;
+  /** The number the instance holds it under while the engine names it (-1 once released). */
+  #handle;
+  #name;
+  #slot;
+  #fence;
+  #tokenCount;
+  #heldUntil;
+  /** @type {AbortController | undefined} `signal`'s, made when it is first read. */
+  #controller;
+  /** @type {{ timer?: ReturnType<typeof setTimeout>, box: Box }} on Workers: its own timer (its renewals'), and what is posted to it */
+  #own;
+
+  /**
+   * @param {Host} host
+   * @param {number} id
+   * @param {number} handle
+   * @param {string} name
+   * @param {number} slot
+   * @param {number} fence
+   * @param {number} tokenCount
+   * @param {number} heldUntil
+   * @param {{ timer?: ReturnType<typeof setTimeout>, box: Box }} acquisition its timer (which the engine counts on) and its box are the lock's: one owner, whichever of the two an effect reaches
+   */
+  constructor(host, id, handle, name, slot, fence, tokenCount, heldUntil, acquisition) {
+    this.#own = acquisition;
+    this.#host = host;
+    this.#id = id;
+    this.#handle = handle;
+    this.#name = name;
+    this.#slot = slot;
+    this.#fence = fence;
+    this.#tokenCount = tokenCount;
+    this.#heldUntil = heldUntil;
+  }
+
+  get name() {
+    return this.#name;
+  }
+
+  /** Which of its name's `concurrency` slots it holds: 0 … N − 1 (0 for a name taken one at a time). */
+  get slot() {
+    return this.#slot;
+  }
+
+  /** Its isolate's id and a count in 16 hex digits: made only when read. */
+  get token() {
+    const host = this.#host;
+    host.isolateId ??= String(host.engine.detail(DETAIL_ISOLATE));
+    return host.isolateId + this.#tokenCount.toString(16).padStart(16, '0');
+  }
+
+  get fence() {
+    return this.#fence;
+  }
+
+  get heldUntil() {
+    return this.#heldUntil;
+  }
+
+  /** Aborts once this holder has lost the lease or released it; watched only once read. */
+  get signal() {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      const { instance } = this.#host;
+      // Released, the engine names it no more: held for the answer only (it comes at once).
+      const handle = this.#handle === -1 ? instance.hold(this) : this.#handle;
+      const host = this.#host;
+      host.as(handle, () => host.event(EVENT_WATCH, this.#id, handle));
+      if (handle !== this.#handle) instance.letGo(handle);
+    }
+    return this.#controller.signal;
+  }
+
+  /**
+   * What the engine says of this lock: its signal aborts, its renewals' timer.
+   * @param {Host} host
+   * @param {number} kind
+   */
+  effect(host, kind) {
+    if (kind === EFFECT_LOCK_LOST) {
+      const why = host.field(FIELD_CODE);
+      const template = why === WHY_RELEASED ? MESSAGES.lockReleased : why === WHY_TAKEN_OVER ? MESSAGES.lockLost : MESSAGES.lockLapsed;
+      this.#controller?.abort(lostReason(template, this.#name));
+    } else if (kind === EFFECT_ARM) {
+      const handle = this.#handle;
+      const refusal = host.arm(this.#own, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, () => host.as(handle, () => host.event(EVENT_FIRED_CALL, this.#id, 0)));
+      if (refusal !== undefined) host.refused(refusal, -1, this.#id);
+    }
+  }
+
+  /** On Workers: what is posted to it (see `Host.post`). */
+  get box() {
+    return this.#own.box;
+  }
+
+  /** One CAS moving the lease to `now + staleMs`: true, or false once lost (for good). */
+  renew() {
+    const host = this.#host;
+    if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
+    return new Promise((resolve, reject) => {
+      const call = new LockCall(host, resolve, reject);
+      host.as(call.handle, () => host.event(EVENT_RENEW, this.#id, call.handle));
+    }).then((heldUntil) => {
+      if (heldUntil === false) return false;
+      this.#heldUntil = /** @type {number} */ (heldUntil);
+      return true;
+    });
+  }
+
+  /**
+   * Renews while its holder works (`withLock`), as the engine says, until released or lost.
+   * @param {boolean} keep
+   */
+  keepRenewed(keep) {
+    const host = this.#host;
+    host.as(this.#handle, () => host.event(EVENT_KEEP_RENEWED, this.#id, keep ? 1 : 0));
+  }
+
+  /** Gives the lock back: one store call at most; the engine decides what it writes. */
+  release() {
+    const host = this.#host;
+    if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
+    const released = new Promise((resolve, reject) => {
+      const call = new LockCall(host, resolve, reject);
+      host.as(call.handle, () => host.event(EVENT_RELEASE, this.#id, call.handle));
+    });
+    // Its handle is named no more: the engine forgot the lock (its signal was told).
+    if (this.#handle !== -1) {
+      host.instance.letGo(this.#handle);
+      this.#handle = -1;
+    }
+    clearTimeout(this.#own.timer);
+    return released.then(() => undefined);
+  }
+}
+
+if (typeof Symbol.asyncDispose === 'symbol') {
+  // `await using lock = await acquireLock(…)` releases at the end of the block.
+  Object.defineProperty(KeyturnLock.prototype, Symbol.asyncDispose, {
+    /** @this {KeyturnLock} */
+    value: function release() {
+      return this.release();
+    },
+    writable: true,
+    configurable: true,
+  });
+}
 
 /**
  * A store is an object with the three methods; a Workers KV namespace is refused, saying why.
@@ -51,39 +360,46 @@ function checkStore(store, what) {
  */
 const empty = () => Object.fromEntries(LOCK_STATS.map((name) => [name, 0]));
 
-/** The lock API of one platform: one manager per store object and `now`. */
-class Locks {
+/**
+ * How the lock module is had: its engine class and live instance, loaded on first use.
+ * @typedef {() => { Engine: any, instance: () => Instance }} LoadLock
+ */
+
+/** The lock API of one platform: one engine host per store object and `now`. */
+export class Locks {
   /**
    * @param {LoadLock} load
-   * @param {boolean} waitInOwnContext
+   * @param {boolean} inContext a timer per call, in its own request (Workers)
    */
-  constructor(load, waitInOwnContext) {
+  constructor(load, inContext) {
     this.load = load;
-    this.waitInOwnContext = waitInOwnContext;
-    // Weak: a store that goes away takes its managers along.
-    /** @type {WeakMap<object, Map<(() => number) | undefined, Manager>>} */
-    this.managers = new WeakMap();
+    this.inContext = inContext;
+    // Weak: a store that goes away takes its hosts along.
+    /** @type {WeakMap<object, Map<(() => number) | undefined, Host>>} */
+    this.hosts = new WeakMap();
   }
 
   /**
+   * The host of `store`'s locks on `now` (a store checked the first time).
    * @param {unknown} store
    * @param {(() => number) | undefined} now
    * @param {string} what
    */
-  manager(store, now, what) {
-    let byNow = this.managers.get(/** @type {object} */ (store));
+  host(store, now, what) {
+    let byNow = this.hosts.get(/** @type {object} */ (store));
     if (byNow === undefined) {
       checkStore(store, what);
       byNow = new Map();
-      this.managers.set(store, byNow);
+      this.hosts.set(store, byNow);
     }
-    let manager = byNow.get(now);
+    let host = byNow.get(now);
     // One whose instance failed is replaced: its locks keep failing, new calls get a fresh one.
-    if (manager === undefined || manager.instance.failure !== undefined) {
-      manager = new Manager(liveInstance(this.load), /** @type {Store} */ (store), now, this.waitInOwnContext);
-      byNow.set(now, manager);
+    if (host === undefined || host.instance.failure !== undefined) {
+      const { Engine, instance } = this.load();
+      host = new Host(Engine, instance(), /** @type {Store} */ (store), now, this.inContext);
+      byNow.set(now, host);
     }
-    return manager;
+    return host;
   }
 
   /**
@@ -94,25 +410,49 @@ class Locks {
    * @returns {Promise<KeyturnLock | undefined>}
    */
   acquireLock(store, name, options) {
-    /** @type {Manager | undefined} */
-    let manager;
-    let signal;
-    let lease;
+    /** @type {Host | undefined} */
+    let host;
     try {
       LOCK_OPTIONS.check(options, 'options');
       const now = options?.now;
       if (now !== undefined && typeof now !== 'function') throw wrongType('options.now', 'a function or undefined', now);
-      signal = optionalSignal(options?.signal, 'options.signal');
-      lease = leaseOptions(options, optionalNumber(options?.waitMs, 'options.waitMs'), optionalNumber(options?.concurrency, 'options.concurrency'));
-      manager = this.manager(store, now, 'store');
-      manager.alive();
+      const signal = optionalSignal(options?.signal, 'options.signal');
+      const given = {
+        key: name,
+        waitMs: optionalNumber(options?.waitMs, 'options.waitMs'),
+        staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
+        maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
+        storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
+        concurrency: optionalNumber(options?.concurrency, 'options.concurrency'),
+      };
+      host = this.host(store, now, 'store');
+      const h = host;
+      if (h.instance.failure !== undefined) throw h.instance.failure;
       checkKey(name, 'name');
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      // (A `now` that throws here fails this acquisition with its error.)
+      const wall = h.wall(true);
+      return new Promise((resolve, reject) => {
+        const call = new Acquisition(h, /** @type {string} */ (name), given.concurrency ?? 1, signal, resolve, reject);
+        let kind;
+        try {
+          kind = h.engine.acquire(name, call.handle, given.waitMs, given.staleMs, given.maxClockSkewMs, given.storeTimeoutMs, given.concurrency, wall, performance.now());
+        } catch (error) {
+          reject(h.instance.failed(error));
+          return;
+        }
+        if (kind < 0) {
+          call.done();
+          reject(kind === REFUSED_CONCURRENCY_MISMATCH ? new ConcurrencyMismatch(/** @type {string} */ (name), given.concurrency ?? 1, h.field(FIELD_FOUND)) : refusalError(kind, given, 'name'));
+          return;
+        }
+        call.id = h.field(FIELD_ID);
+        signal?.addEventListener('abort', call);
+        h.as(call.handle, () => h.apply(kind));
+      });
     } catch (error) {
-      return Promise.reject(manager === undefined ? error : manager.failed(error));
+      return Promise.reject(host === undefined ? error : host.instance.failed(error));
     }
-    // A name taken one at a time is its own record: the mutex's path, unchanged.
-    if (lease.concurrency === undefined || lease.concurrency === 1) return manager.acquire(name, lease, signal, undefined);
-    return acquireSlot(manager, name, lease, signal, undefined);
   }
 
   /**
@@ -120,23 +460,26 @@ class Locks {
    * @param {unknown} store
    */
   lockStats(store) {
-    const byNow = this.managers.get(/** @type {object} */ (store));
+    const byNow = this.hosts.get(/** @type {object} */ (store));
     if (byNow === undefined) {
       checkStore(store, 'store');
       return empty();
     }
-    // Every manager of the store (one per `now` passed with it), summed.
+    // Every host of the store (one per `now` passed with it), summed.
     const total = empty();
-    for (const manager of byNow.values()) {
-      if (manager.instance.failure !== undefined) continue;
-      const stats = manager.stats();
-      for (const name of LOCK_STATS) total[name] += stats[name];
+    for (const host of byNow.values()) {
+      if (host.instance.failure !== undefined) continue;
+      LOCK_STATS.forEach((name, i) => {
+        total[name] += host.engine.query(QUERY_LOCK_STAT, i, undefined, undefined);
+      });
     }
     return total;
   }
 
   /**
-   * `withLock`: see `lockApi`.
+   * `withLock`: see `lockApi`. Its work's outcome is its own once it ran, whatever the release
+   * answers: a release that fails leaves the record to lapse, and a caller whose work
+   * succeeded must not be led to run it again.
    * @param {unknown} store
    * @param {string} name
    * @param {(lock: KeyturnLock) => unknown} fn
@@ -145,43 +488,39 @@ class Locks {
   async withLock(store, name, fn, options) {
     if (typeof fn !== 'function') throw wrongType('fn', 'a function', fn);
     const lock = await this.acquireLock(store, name, options);
-    if (lock === undefined) throw new LockUnavailable(name, waitMs(options?.waitMs));
-    const stop = lock[KEEP_RENEWED](() => {});
+    if (lock === undefined) {
+      const host = this.host(store, options?.now, 'store');
+      throw new LockUnavailable(name, host.engine.query(QUERY_WAIT_MS, 0, options?.waitMs, undefined));
+    }
+    lock.keepRenewed(true);
     try {
       return await fn(lock);
     } finally {
-      stop();
-      // fn's outcome is withLock's: a release that fails leaves the record to go stale.
+      lock.keepRenewed(false);
       await lock.release().catch(() => {});
     }
   }
 }
 
 /**
- * The package's lock API for a platform: `load(glue)` instantiates the lock module (once);
- * `waitInOwnContext`: each waiter also arms a timer in its own caller's context (Workers).
+ * The package's lock API for a platform.
  *
  * acquireLock(store, name, { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, concurrency, now,
  * signal }) → Promise<Lock | undefined> takes the lock `name` in `store` — one of its
- * `concurrency` slots (lock/slots.js) — or resolves to `undefined` when live holders kept it
- * for the whole `waitMs`; it settles within `waitMs` plus one store call's bound
- * (`storeTimeoutMs`). It rejects with a `LockStoreError` when the store fails (or does not
- * answer within its bound), a `ConcurrencyMismatch` when the name is taken with another
- * `concurrency`, the signal's reason the moment it aborts (nothing left held), a `TypeError` or
- * `RangeError` for bad arguments.
+ * `concurrency` slots — or resolves to `undefined` when live holders kept it for the whole
+ * `waitMs`; it settles within `waitMs` plus one store call's bound (`storeTimeoutMs`). It
+ * rejects with a `LockStoreError` when the store fails (or does not answer within its bound), a
+ * `ConcurrencyMismatch` when the name is taken with another `concurrency`, the signal's reason
+ * the moment it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
  *
  * withLock(store, name, fn, options) → Promise of fn's result acquires `name`, runs `fn(lock)`,
- * renews the lease while `fn` runs (as the core says: every `staleMs / 3`, a failed renewal tried
- * again while the lease has time left), and releases when it settles, with `fn`'s value or error
- * as its own; `LockUnavailable` when a live holder kept the name for `waitMs`.
+ * renews the lease while `fn` runs, and releases when it settles, with `fn`'s value or error as
+ * its own; `LockUnavailable` when a live holder kept the name for `waitMs`.
  *
  * lockStats(store) → what the locks of `store` did in this isolate (see `LockStats`).
+ * @param {Locks} locks
  */
-/**
- * @param {{ load: LoadLock, waitInOwnContext?: boolean }} platform
- */
-export function lockApi({ load, waitInOwnContext = false }) {
-  const locks = new Locks(load, waitInOwnContext);
+export function lockApi(locks) {
   return {
     /**
      * @param {unknown} store
@@ -198,11 +537,6 @@ export function lockApi({ load, waitInOwnContext = false }) {
     withLock: (store, name, fn, options) => locks.withLock(store, name, fn, options),
     /** @param {unknown} store */
     lockStats: (store) => locks.lockStats(store),
-    /**
-     * The manager of a store's locks on `Date.now`, checking the store (for a serializer).
-     * @param {unknown} store
-     * @param {string} what
-     */
-    storeManager: (store, what) => locks.manager(store, undefined, what),
   };
 }
+

@@ -1,98 +1,94 @@
-// createKeyedSerializer over the serializer's wasm module (keyturn_wasm). Static JS, copied into
-// pkg/ by the build; the entries initialise the module before anything here runs.
+// createKeyedSerializer over an engine: the serializer's module's (no store), or the lock
+// module's of the store (a serializer with a `store`). Static JS, copied into pkg/ by the build.
 //
-// The core (Rust, `SerializerBinding`) holds each busy key's line of jobs, their deadlines, the
-// counters and, with a store, the leases its turns left; it decides every rule, default and
-// deadline. The JS makes every host call — promises, AbortControllers, timers, the works — on
-// what it answers. The core never calls into JavaScript, so a host call that throws (a timer
-// refused past a platform's quota, an AbortController that cannot be made) is an ordinary
-// error here, with no Rust state half changed.
+// The engine decides when each work starts, ends, times out and — over a store — holds its
+// key's lease; this file makes the host calls it says: the caller's promise, the
+// AbortController, the work, its signal's listener. What only the JS can know is when: a work
+// starts two microtasks after the engine says it may (`READY`) — the place
+// `keyed-serializer.js` gives it, the per-key serializer keyturn is a drop-in for, so that the
+// handlers a caller attached to the work before run first — and its line moves on once its
+// caller heard (`DONE`, a reaction on the caller's promise).
 //
-// A `Serializer` (this file) takes the calls: it checks them, queues their jobs, and handles
-// the caller's signal, the counters and a failed instance. It hands each job to a scheduler,
-// which decides when the job starts and arms its deadline's timer — `DirectScheduler` (one
-// timer for all; Node, browsers, Deno) or `InContextScheduler` (Cloudflare Workers, where each
-// work must start from its own caller's request, with a timer of its own) — and each started
-// job to its turns: `PlainTurns` calls the work; `LeasedTurns` (with a `store`) takes the key's
-// lease first. A coalescing call's callers are its scheduler's `Callers` (coalescing.js).
-//
-// Microtask order is that of `keyed-serializer.js`, the per-key serializer keyturn is a drop-in
-// for: the handlers a caller attached to a work's promise run before the next work of its key
-// starts. A work is called two microtasks after its turn comes (the previous work's promise
-// settled, or an idle key was called), as that serializer's `previous.then(() => bounded(…))`
-// and `Promise.resolve().then(work)` do.
-import * as glue from './keyturn_wasm.js';
-import { InstanceHost } from './instance.js';
-import { SerializedWorkTimeout, SerializedQueueFull } from './errors.js';
+// On Cloudflare Workers (`inContext`) each request runs in an I/O context of its own, and a
+// timer or I/O started from another request's context ends with that request. So what the
+// engine says of a job — start it, arm its timer — is done from the job's own request: through
+// a promise reaction the job registered there (`Inbox`). Each job keeps one timer of its own
+// (`ARM`); the next job of a line also watches the deadline of the one ahead, so a job whose
+// request ended cannot hold its key.
+import { SerializedWorkTimeout, SerializedQueueFull, ConcurrencyMismatch } from './errors.js';
 import {
-  MAX_CONCURRENCY,
-  MAX_TIMEOUT_MS,
+  DEFAULT_TIMEOUT_MS,
+  EFFECT_ABORT,
+  EFFECT_ARM,
+  EFFECT_READY,
+  EFFECT_SETTLE,
+  EFFECT_START,
+  EVENT_CANCEL,
+  EVENT_DONE,
+  EVENT_DONE_HEAD,
+  EVENT_FIRED_WORK,
+  EVENT_LATE_SETTLED,
+  EVENT_LEAVE,
+  EVENT_SETTLED,
+  EVENT_START,
+  EVENT_START_WORK,
+  FIELD_AT,
+  FIELD_KEEP,
+  FIELD_CODE,
+  FIELD_FENCE,
+  FIELD_FOUND,
+  FIELD_ID,
+  FIELD_JOINED,
+  FIELD_LEFT,
+  FIELD_LINE,
+  FIELD_MS,
+  FIELD_REPORT,
+  FIELD_SLOT,
   MESSAGES,
-  SERIALIZER_ABANDONED,
-  SERIALIZER_BAD_CONCURRENCY,
-  SERIALIZER_BAD_MAX_PENDING,
-  SERIALIZER_BAD_TIMEOUT,
-  SERIALIZER_IDLE,
-  SERIALIZER_IDLE_LINE,
-  SERIALIZER_KEY_EMPTY,
-  SERIALIZER_KEY_TOO_LONG,
-  SERIALIZER_LEFT,
-  SERIALIZER_QUEUE_FULL,
+  OUTCOME_ABORTED,
+  OUTCOME_DONE,
+  OUTCOME_MISMATCH,
+  OUTCOME_TIMED_OUT,
+  OUTCOME_TIMER_REFUSED,
+  QUERY_AHEAD,
+  QUERY_CHECK_CALL,
+  QUERY_KEYS,
+  QUERY_MAX_PENDING,
+  QUERY_PENDING,
+  QUERY_STAT,
+  REFUSED_QUEUE_FULL,
+  SERIALIZE_PREFIX,
   STATS,
+  WHY_ABORTED,
+  WHY_TIMED_OUT,
+  WHY_TIMER_REFUSED,
+  fill,
 } from './constants.js';
-import {
-  OptionNames,
-  checkKey,
-  coalesceGroup,
-  keyError,
-  leaseOptionError,
-  leaseOptions,
-  optionalFunction,
-  optionalNumber,
-  optionalSignal,
-  rangeError,
-  wrongType,
-} from './arguments.js';
-import { CallOptions, Job, Line, PlainTurns } from './serializer/jobs.js';
-import { LeasedTurns } from './serializer/leased.js';
+import { OptionNames, checkKey, coalesceGroup, optionalFunction, optionalNumber, optionalSignal, refusalError, wrongType } from './arguments.js';
+import { Callers } from './coalescing.js';
+import { Door } from './engine.js';
+import { clear } from './timers.js';
 
-/** @typedef {import('./serializer/jobs.js').Work} Work */
-/** @typedef {import('./serializer/jobs.js').Turns} Turns */
-/** @typedef {import('./serializer/coalescing.js').Callers} Callers */
-/** @typedef {import('./keyturn_wasm.js').SerializerBinding} SerializerBinding */
-/** @typedef {import('./instance.js').Instance} Instance */
-/** @typedef {ReturnType<import('./lock.js').lockApi>} LockApi */
-
-/**
- * What a scheduler is to its serializer: when jobs start, and their deadlines' timers.
- * @typedef {object} Scheduler
- * @property {(key: string, id: number) => Line} newLine
- * @property {(line: Line | undefined, work: Work, options: CallOptions | undefined) => Job} newJob
- * @property {(group: string) => Callers} newCallers
- * @property {(line: Line) => void} opened
- * @property {(job: Job, result: Promise<unknown>, opened: boolean) => void} entered
- * @property {(job: Job, change: number) => void} cancelled
- * @property {() => void} idle
- */
-
-/**
- * @typedef {{ new (serializer: Serializer): Scheduler, sharedTimer: boolean }} SchedulerClass
- */
-
-const { SerializerBinding: Binding } = glue;
-
-/** @type {InstanceHost | undefined} */
-let host;
-/** The serializer module's live instance (a fresh one after a failure, where possible). */
-function liveInstance() {
-  host ??= new InstanceHost(glue, settleHeld);
-  return host.current();
-}
+/** @typedef {import('./engine.js').Host} Host */
+/** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
+/** @typedef {(signal: AbortSignal, turn: Turn) => unknown} Work */
 
 const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
 const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce']);
 
-const ignore = () => {};
+const resolved = Promise.resolve();
+
+/**
+ * Queues `task` as a reaction to a settled promise: the place `queueMicrotask` would give it,
+ * but this cannot throw, and on Node it costs no AsyncResource per call.
+ * @param {() => void} task
+ */
+const microtask = (task) => {
+  resolved.then(task);
+};
+
+/** @param {unknown} _ */
+function ignore(_) {}
 
 /**
  * A rejected promise for a refused call. Handled here, as every result is in
@@ -107,11 +103,172 @@ function refused(error) {
 }
 
 /**
- * A `timeoutMs` the core refused.
- * @param {string} what
- * @param {unknown} value
+ * What a work gets as its second argument without a store: no lease to fence, and its key's
+ * slot — one frozen object per slot, made when first used.
+ * @type {Turn[]}
  */
-const timeoutError = (what, value) => rangeError(MESSAGES.timeoutRange, { what, max: MAX_TIMEOUT_MS, value });
+const PLAIN_TURNS = [Object.freeze({ fence: 0, slot: 0 })];
+
+/**
+ * What a call passed in its options, when it passed any. A coalescing job's are its group's:
+ * its callers' signals and `onLateSettle` are theirs (see `Callers`), not the job's.
+ */
+class CallOptions {
+  /**
+   * @param {AbortSignal | undefined} signal the caller's
+   * @param {((value: unknown) => void) | undefined} onLateSettle
+   * @param {Callers | undefined} callers a coalescing job's
+   */
+  constructor(signal, onLateSettle, callers) {
+    this.signal = signal;
+    this.onLateSettle = onLateSettle;
+    this.callers = callers;
+  }
+}
+
+/**
+ * One call: its work, its caller's resolvers, its controller once it started, and its ticket in
+ * the engine. A queued job lives until its turn, and each of its fields is memory the young
+ * generation copies for every call waiting.
+ */
+export class Job {
+  /**
+   * @param {Serializer} serializer
+   * @param {string} key
+   * @param {Work | undefined} work
+   * @param {CallOptions | undefined} options
+   */
+  constructor(serializer, key, work, options) {
+    this.serializer = serializer;
+    this.key = key;
+    this.work = work;
+    this.options = options;
+    /** @type {(value: unknown) => void} */
+    this.resolve = ignore;
+    /** @type {(error: unknown) => void} */
+    this.reject = ignore;
+    /** @type {AbortController | undefined} the work's, made when it starts */
+    this.controller = undefined;
+    this.ticket = -1; // its ticket in the engine
+    this.handle = -1; // the number the instance holds it under
+    /** @type {unknown} why its caller gave up, or what its lease failed with */
+    this.reason = undefined;
+    /** @type {unknown} the first store failure of its turn */
+    this.failure = undefined;
+    /** @type {{ ok: boolean, value: unknown } | undefined} its outcome, held while its lease goes */
+    this.outcome = undefined;
+    /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
+    this.timer = undefined;
+    /** @type {Door[] | undefined} on Workers: its callers' requests (the first, its own) */
+    this.doors = undefined;
+    /** @type {(() => void)[] | undefined} on Workers: what to do in its own request */
+    this.mail = undefined;
+    /** @type {Promise<unknown> | undefined} on Workers: settles once its caller heard and the engine let it go, for the jobs behind */
+    this.left = undefined;
+  }
+
+  /** On Workers: what is posted to it, and its doors. */
+  get box() {
+    return this;
+  }
+
+  /** The caller's signal, if it gave one (a coalescing job's callers each have their own). */
+  get signal() {
+    return this.options?.signal;
+  }
+
+  /** A coalescing job's callers. */
+  get callers() {
+    return this.options?.callers;
+  }
+
+  /** Its deadline's length, for a keep-alive. */
+  timeoutMs() {
+    return this.serializer.timeoutMs;
+  }
+
+  /**
+   * Its instance failed: a job that never started is rejected with the failure, and never runs
+   * (one that started settles with its work).
+   * @param {Error} failure
+   */
+  failed(failure) {
+    if (this.controller === undefined) this.reject(failure);
+  }
+
+  /** The caller's signal aborted (the job is its EventListener object: no closure per job). */
+  handleEvent() {
+    this.reason = /** @type {AbortSignal} */ (this.signal).reason;
+    this.serializer.own(this, EVENT_CANCEL);
+  }
+
+  /**
+   * One caller of a coalescing job left it, with `reason`: the job is given up with its last.
+   * @param {unknown} reason
+   */
+  leave(reason) {
+    this.reason = reason;
+    this.serializer.own(this, EVENT_LEAVE);
+  }
+
+  /** On Workers: a joined caller's request may start the job too, should the first be gone. */
+  follow() {
+    const serializer = this.serializer;
+    (this.doors ??= []).push(new Door(serializer.host, this, this.handle));
+    serializer.anchor(this);
+  }
+
+  /**
+   * What the engine says of this job.
+   * @param {Host} host
+   * @param {number} kind
+   */
+  effect(host, kind) {
+    const serializer = this.serializer;
+    if (kind === EFFECT_READY) serializer.ready(this, host.field(FIELD_LINE));
+    else if (kind === EFFECT_START) serializer.begin(this, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_REPORT) === 1);
+    else if (kind === EFFECT_SETTLE) this.settle(host.field(FIELD_CODE), host);
+    else if (kind === EFFECT_ABORT) this.abort(host.field(FIELD_CODE));
+    else if (kind === EFFECT_ARM) serializer.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1);
+  }
+
+  /**
+   * Its caller is told how its call ended.
+   * @param {number} outcome
+   * @param {Host} host
+   */
+  settle(outcome, host) {
+    if (outcome === OUTCOME_DONE) {
+      const held = this.outcome;
+      this.outcome = undefined;
+      if (held?.ok) this.resolve(held.value);
+      else if (held !== undefined) this.reject(held.value);
+    } else if (outcome === OUTCOME_TIMED_OUT) this.reject(new SerializedWorkTimeout(this.key, host.field(FIELD_MS)));
+    else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
+    else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
+    else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
+    else this.reject(this.failure);
+  }
+
+  /**
+   * Its work's signal aborts: its deadline passed, its caller gave up, or its lease was lost.
+   * @param {number} why
+   */
+  abort(why) {
+    const reason = why === WHY_TIMED_OUT ? undefined : why === WHY_ABORTED ? this.reason : why === WHY_TIMER_REFUSED ? this.serializer.host.refusal : lostLease(this.key);
+    try {
+      this.controller?.abort(reason);
+    } catch {
+      // listeners' errors are the host's to report
+    }
+  }
+}
+
+/**
+ * The reason a work's signal aborts with when its lease was lost while it ran.
+ * @param {string} key
+ */
+const lostLease = (key) => new DOMException(`keyturn: ${fill(MESSAGES.turnLeaseLost, { key })}`, 'AbortError');
 
 /**
  * @typedef {object} SerializerOptions
@@ -132,63 +289,83 @@ const timeoutError = (what, value) => rangeError(MESSAGES.timeoutRange, { what, 
  * @property {boolean | string} [coalesce]
  */
 
+/**
+ * What a serializer needs of its platform: an engine host without a store, or the store's.
+ * @typedef {object} Hosts
+ * @property {boolean} inContext
+ * @property {() => Host} plain
+ * @property {(store: unknown, what: string) => Host} forStore
+ */
+
 export class Serializer {
   /**
    * Throws the TypeError or RangeError naming a bad option.
    * @param {SerializerOptions | undefined} options
-   * @param {SchedulerClass} Scheduler
-   * @param {LockApi} locks
+   * @param {Hosts} hosts
    */
-  constructor(options, Scheduler, locks) {
+  constructor(options, hosts) {
     SERIALIZER_OPTIONS.check(options, 'options');
-    const timeoutMs = optionalNumber(options?.timeoutMs, 'options.timeoutMs');
-    const maxPending = optionalNumber(options?.maxPending, 'options.maxPending');
-    const concurrency = optionalNumber(options?.concurrency, 'options.concurrency');
+    const given = {
+      timeoutMs: optionalNumber(options?.timeoutMs, 'options.timeoutMs'),
+      maxPending: optionalNumber(options?.maxPending, 'options.maxPending'),
+      concurrency: optionalNumber(options?.concurrency, 'options.concurrency'),
+      staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
+      maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
+      storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
+    };
     const store = options?.store;
-    const lease = leaseOptions(options, undefined, concurrency);
-    const code = Binding.checkOptions(timeoutMs, maxPending, concurrency);
-    if (code === SERIALIZER_BAD_TIMEOUT) throw timeoutError('options.timeoutMs', timeoutMs);
-    if (code === SERIALIZER_BAD_MAX_PENDING) throw rangeError(MESSAGES.maxPendingRange, { what: 'options.maxPending', value: maxPending });
-    const what = { what: 'options.concurrency', max: MAX_CONCURRENCY, value: concurrency };
-    if (code === SERIALIZER_BAD_CONCURRENCY) throw rangeError(MESSAGES.concurrencyRange, what);
-    /** @type {Turns} */
-    let turns = PlainTurns;
-    if (store !== undefined) {
-      // Its lock manager (a TypeError for a store that is not one), then the lease's ranges.
-      const manager = locks.storeManager(store, 'options.store');
-      const refused = Binding.checkLease(lease.staleMs, lease.maxClockSkewMs, lease.storeTimeoutMs);
-      if (refused !== 0) throw leaseOptionError(refused, lease);
-      turns = new LeasedTurns(this, manager, lease);
-    }
-    /** @type {Instance} */
-    this.instance = liveInstance();
-    /** @type {SerializerBinding} */
-    this.core = new Binding(
-      timeoutMs,
-      maxPending,
-      concurrency,
-      Scheduler.sharedTimer,
+    /** @type {Host} */
+    this.host = store === undefined ? hosts.plain() : hosts.forStore(store, 'options.store');
+    const { engine } = this.host;
+    /** The engine's number for this serializer. */
+    this.id = engine.serializer(
+      given.timeoutMs,
+      given.maxPending,
+      given.concurrency,
       store !== undefined,
-      lease.staleMs,
-      lease.maxClockSkewMs,
-      lease.storeTimeoutMs,
+      given.staleMs,
+      given.maxClockSkewMs,
+      given.storeTimeoutMs,
     );
-    /** Whether several works of a key may run at once (`concurrency` above 1). */
-    this.parallel = this.core.concurrency() > 1;
-    /** @type {Map<string, Line>} */
-    this.lines = new Map();
-    this.turns = turns;
-    /** @type {Scheduler} */
-    this.scheduler = new Scheduler(this);
+    if (this.id < 0) throw refusalError(this.id, given, 'key');
+    this.timeoutMs = given.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.concurrency = given.concurrency ?? 1;
+    this.inContext = hosts.inContext;
+    /** Events need the time: over a store (records carry it) or on Workers (timers per call). */
+    this.timed = store !== undefined || this.inContext;
+    // Lines whose next job may start: staged a microtask later, started one after that.
+    /** @type {number[]} */
+    this.readyLines = [];
+    /** @type {number[]} */
+    this.staged = [];
+    this.readyQueued = false;
+    this.stage = () => this.stageReady();
+    this.startStaged = () => this.startAll();
+    /** @type {(() => void)[]} per line id, the reaction that moves it on (no closure per job) */
+    this.advances = [];
   }
 
   /**
-   * A call into the core threw: a trap fails the instance (see instance.js), and every job
-   * still waiting in it is told — a started one settles with its work.
-   * @param {unknown} error
+   * An event of this serializer's (`a` is its number), of a job's ticket or a line's id.
+   * @param {number} kind
+   * @param {number} b
    */
-  failed(error) {
-    return this.instance.failed(error);
+  event(kind, b) {
+    const host = this.host;
+    const { instance } = host;
+    if (instance.failure !== undefined) return;
+    try {
+      const mono = this.timed ? host.mono() : NaN;
+      const first = host.engine.event(kind, this.id, b, this.timed ? host.wall() : NaN, mono);
+      // The line's head, whose caller heard, leaves it: the engine names its handle no more.
+      if (kind === EVENT_DONE_HEAD) {
+        const left = host.field(FIELD_LEFT);
+        if (left >= 0) instance.letGo(left);
+      }
+      host.apply(first);
+    } catch (error) {
+      instance.failed(error);
+    }
   }
 
   /**
@@ -199,11 +376,12 @@ export class Serializer {
    * @returns {Promise<unknown>}
    */
   serialize(key, work, options) {
-    if (this.instance.failure !== undefined) return refused(this.instance.failure);
+    const { instance } = this.host;
+    if (instance.failure !== undefined) return refused(instance.failure);
     try {
       return this.enter(key, work, options);
     } catch (error) {
-      return refused(this.failed(error));
+      return refused(instance.failed(error));
     }
   }
 
@@ -217,254 +395,296 @@ export class Serializer {
    */
   enter(key, work, options) {
     if (typeof work !== 'function') throw wrongType('work', 'a function', work);
-    if (options === undefined) return this.queue(key, work, undefined, undefined, undefined);
+    if (options === undefined) return this.queue(key, work, undefined, undefined, undefined, undefined, undefined);
     CALL_OPTIONS.check(options, 'options');
     const signal = optionalSignal(options.signal, 'options.signal');
     const onLateSettle = optionalFunction(options.onLateSettle, 'options.onLateSettle');
     const timeoutMs = optionalNumber(options.timeoutMs, 'options.timeoutMs');
     const group = coalesceGroup(options.coalesce, 'options.coalesce');
     if (signal?.aborted) {
-      this.checkCall(key, timeoutMs);
+      // Refused before it queues, its bad arguments reported all the same.
+      checkKey(key, 'key');
+      const code = this.host.engine.query(QUERY_CHECK_CALL, this.id, timeoutMs, key);
+      if (code < 0) throw refusalError(code, { key, timeoutMs }, 'key');
       return refused(signal.reason);
     }
-    if (group !== undefined) return this.coalesce(key, work, group, timeoutMs, signal, onLateSettle);
-    const call = signal !== undefined || onLateSettle !== undefined ? new CallOptions(signal, onLateSettle, undefined) : undefined;
-    return this.queue(key, work, call, timeoutMs, undefined);
-  }
-
-  /**
-   * A coalescing call: it joins the key's last job if the core says it may, else queues one that
-   * later calls of its group may join.
-   * @param {string} key
-   * @param {Work} work
-   * @param {string} group
-   * @param {number | undefined} timeoutMs
-   * @param {AbortSignal | undefined} signal
-   * @param {((value: unknown) => void) | undefined} onLateSettle
-   */
-  coalesce(key, work, group, timeoutMs, signal, onLateSettle) {
-    const line = this.lines.get(key);
-    if (line !== undefined) {
-      const slot = this.core.join(line.id, group, timeoutMs);
-      const joined = slot === undefined ? undefined : this.job(slot);
-      const callers = joined?.options?.callers;
-      if (joined !== undefined && callers !== undefined) return callers.add(joined, signal, onLateSettle);
+    if (group !== undefined) {
+      const callers = new Callers(group, this.inContext);
+      return this.queue(key, work, new CallOptions(undefined, callers.lateSettled, callers), timeoutMs, group, signal, onLateSettle);
     }
-    // Its signal and onLateSettle are its caller's, not the job's.
-    const callers = this.scheduler.newCallers(group);
-    return this.queue(key, work, new CallOptions(undefined, callers.lateSettled, callers), timeoutMs, group, signal, onLateSettle);
+    const call = signal !== undefined || onLateSettle !== undefined ? new CallOptions(signal, onLateSettle, undefined) : undefined;
+    return this.queue(key, work, call, timeoutMs, undefined, undefined, undefined);
   }
 
   /**
-   * Queues a job for the call: its caller's promise (a coalescing job's first caller's), or a
-   * refusal's.
+   * Queues a job for the call (or joins a coalescing call to the key's last job, where the
+   * engine says it may): its caller's promise, or a refusal's.
    * @param {string} key
    * @param {Work} work
    * @param {CallOptions | undefined} call
    * @param {number | undefined} timeoutMs its own deadline, or the serializer's
    * @param {string | undefined} group
-   * @param {AbortSignal} [signal] a coalescing job's first caller's
-   * @param {(value: unknown) => void} [onLateSettle] ... and its onLateSettle
+   * @param {AbortSignal | undefined} signal a coalescing caller's
+   * @param {((value: unknown) => void) | undefined} onLateSettle ... and its onLateSettle
    * @returns {Promise<unknown>}
    */
   queue(key, work, call, timeoutMs, group, signal, onLateSettle) {
-    const { instance } = this;
-    let line = this.lines.get(key);
-    let job;
-    const opened = line === undefined;
-    if (line !== undefined) {
-      job = this.scheduler.newJob(line, work, call);
-      job.slot = instance.hold(job);
-      const ticket = this.core.enqueueOn(line.id, job.slot, timeoutMs, group);
-      if (ticket < 0) {
-        instance.letGo(job.slot);
-        return this.refusal(ticket, key, timeoutMs);
-      }
-      job.ticket = ticket;
-    } else {
-      checkKey(key, 'key');
-      job = this.scheduler.newJob(undefined, work, call);
-      job.slot = instance.hold(job);
-      const id = this.core.open(key, job.slot, timeoutMs, group);
-      if (id < 0) {
-        instance.letGo(job.slot);
-        return this.refusal(id, key, timeoutMs);
-      }
-      line = this.scheduler.newLine(key, id);
-      this.lines.set(key, line);
-      job.line = line;
-      job.ticket = this.core.headTicket(id);
-      this.scheduler.opened(line);
+    const host = this.host;
+    const { instance, engine } = host;
+    const job = new Job(this, key, work, call);
+    // (A lone surrogate would reach the engine as U+FFFD: refused here.)
+    checkKey(key, 'key');
+    job.handle = instance.hold(job);
+    const kind = engine.enter(this.id, key, job.handle, timeoutMs, group, this.timed ? performance.now() : NaN);
+    if (kind < 0) {
+      instance.letGo(job.handle);
+      if (kind === REFUSED_QUEUE_FULL) return refused(new SerializedQueueFull(key, engine.query(QUERY_MAX_PENDING, this.id, undefined, undefined)));
+      throw refusalError(kind, { key, timeoutMs }, 'key');
     }
+    const joined = host.field(FIELD_JOINED);
+    if (joined >= 0) {
+      // Joined the key's last job: this caller is one more of its callers.
+      instance.letGo(job.handle);
+      const to = /** @type {Job} */ (instance.get(joined));
+      host.apply(kind);
+      return /** @type {Callers} */ (to.callers).add(to, signal, onLateSettle);
+    }
+    job.ticket = host.field(FIELD_ID);
+    const line = host.field(FIELD_LINE);
     const result = new Promise((resolve, reject) => {
       job.resolve = resolve;
       job.reject = reject;
     });
     const callers = call?.callers;
     if (callers !== undefined) callers.settleWith(job);
-    this.scheduler.entered(job, result, opened);
+    this.entered(job, result, line);
+    if (this.inContext) host.as(job.handle, () => host.apply(kind));
+    else host.apply(kind);
     return callers === undefined ? result : callers.add(job, signal, onLateSettle);
   }
 
   /**
-   * The job the core knows as `slot`.
+   * A queued job's caller promise: once it settled, its caller heard, and the job's line moves
+   * on. This reaction also makes a rejection nobody awaits not an unhandled rejection, as in
+   * `keyed-serializer.js`, whose tail handles every result; callers that await it still see it.
+   * @param {Job} job
+   * @param {Promise<unknown>} result
+   * @param {number} line
+   */
+  entered(job, result, line) {
+    if (job.options === undefined && !this.inContext && this.concurrency === 1) {
+      // One reaction per line, not per job: the job whose caller heard is the line's head.
+      const advance = (this.advances[line] ??= () => this.event(EVENT_DONE_HEAD, line));
+      result.then(advance, advance);
+      return;
+    }
+    const done = () => {
+      job.signal?.removeEventListener('abort', job);
+      // The controller goes: a job queued a while ago is in the old generation, and its pointer
+      // to the young controller would keep the signal alive through every scavenge.
+      job.controller = undefined;
+      if (this.inContext) this.own(job, EVENT_DONE);
+      else this.event(EVENT_DONE, job.ticket);
+      // Its caller heard: the engine names it no more (one its caller gave up on while it
+      // waited left its line then), and its timer goes — a release it leaves in flight is
+      // bounded by the next timer that fires.
+      clear(job.timer);
+      job.timer = undefined;
+      this.host.instance.letGo(job.handle);
+      job.handle = -1;
+    };
+    const left = result.then(done, done);
+    if (this.inContext) {
+      job.left = left;
+      job.doors = [new Door(this.host, job, job.handle)];
+      this.anchor(job);
+    }
+    job.signal?.addEventListener('abort', job);
+  }
+
+  // ---- starting ----
+
+  /**
+   * The engine says `job`, line `line`'s next, may start: off Workers, two microtasks from now
+   * by line; on Workers, from the job's own request.
+   * @param {Job} job
+   * @param {number} line
+   */
+  ready(job, line) {
+    if (this.inContext) {
+      // From its own request (see `Host.post`), two microtasks after it was ready, as the
+      // seed's (mail is delivered one microtask after it was posted).
+      const start = () => this.own(job, EVENT_START_WORK);
+      microtask(this.host.posted === undefined ? () => microtask(start) : start);
+      return;
+    }
+    this.readyLines.push(line);
+    if (!this.readyQueued) {
+      this.readyQueued = true;
+      microtask(this.stage);
+    }
+  }
+
+  stageReady() {
+    this.readyQueued = false;
+    const ready = this.readyLines;
+    if (this.staged.length === 0) {
+      this.readyLines = this.staged;
+      this.staged = ready;
+    } else {
+      for (let i = 0; i < ready.length; i++) this.staged.push(ready[i]);
+      ready.length = 0;
+    }
+    microtask(this.startStaged);
+  }
+
+  startAll() {
+    const staged = this.staged;
+    if (staged.length === 0) return;
+    const host = this.host;
+    const mono = performance.now();
+    const wall = this.timed ? host.wall() : NaN;
+    try {
+      for (let i = 0; i < staged.length; i++) host.apply(host.engine.event(EVENT_START, this.id, staged[i], wall, mono));
+    } catch (error) {
+      host.instance.failed(error);
+    }
+    staged.length = 0;
+  }
+
+  /**
+   * A started job: its work is called with its turn — or, over a store, its outcome is held for
+   * the engine (`report`), whose `SETTLE` tells the caller once its lease is let go. A job
+   * whose controller cannot be made does not run; its caller gets the host's error.
+   * @param {Job} job
    * @param {number} slot
+   * @param {number} fence
+   * @param {boolean} report
    */
-  job(slot) {
-    return /** @type {Job} */ (this.instance.get(slot));
-  }
-
-  /**
-   * A job left its line: the core no longer knows it.
-   * @param {Job} job
-   */
-  left(job) {
-    this.instance.letGo(job.slot);
-  }
-
-  /**
-   * Checks a call refused before it queues (its signal had aborted), whose bad arguments must
-   * still be reported.
-   * @param {string} key
-   * @param {number | undefined} timeoutMs
-   */
-  checkCall(key, timeoutMs) {
-    checkKey(key, 'key');
-    const code = Binding.checkCall(key, timeoutMs);
-    if (code !== 0) this.refusal(code, key, timeoutMs);
-  }
-
-  /**
-   * What the core's refusal `code` means: a refused call's promise, or a thrown error for a
-   * bad argument.
-   * @param {number} code
-   * @param {string} key
-   * @param {number | undefined} timeoutMs
-   * @returns {Promise<never>}
-   */
-  refusal(code, key, timeoutMs) {
-    if (code === SERIALIZER_QUEUE_FULL) return refused(new SerializedQueueFull(key, this.core.maxPending()));
-    if (code === SERIALIZER_BAD_TIMEOUT) throw timeoutError('options.timeoutMs', timeoutMs);
-    if (code === SERIALIZER_KEY_EMPTY || code === SERIALIZER_KEY_TOO_LONG) throw keyError('key', key, code === SERIALIZER_KEY_EMPTY);
-    if (code === SERIALIZER_IDLE_LINE) throw new Error('keyturn: the line of a busy key went idle unseen'); // a bug
-    throw rangeError(MESSAGES.tooManyWorks, {});
-  }
-
-  /**
-   * A started job whose controller could be made goes to its turns: the work, or its lease first.
-   * @param {Job} job
-   * @param {number} slot the key's slot it runs in
-   */
-  begin(job, slot) {
+  begin(job, slot, fence, report) {
     try {
       job.controller = new AbortController();
     } catch (error) {
       job.reject(error);
       return;
     }
-    this.turns.start(job, slot);
-  }
-
-  /**
-   * A line's change (bits from the core). Gone idle: the line goes, its lease is let go, and
-   * with nothing queued anywhere the scheduler's timer too. Answers whether it went idle.
-   * @param {Line} line
-   * @param {number} change
-   */
-  lineChanged(line, change) {
-    if ((change & SERIALIZER_IDLE) === 0) return false;
-    this.turns.idle(line);
-    if (this.lines.get(line.key) === line) this.lines.delete(line.key);
-    if (this.lines.size === 0) this.scheduler.idle();
-    return true;
-  }
-
-  /**
-   * Tells an abandoned running job and its caller: as `keyed-serializer.js` does, abort first,
-   * then reject — with the host's error when no timer could bound it.
-   * @param {Job} job
-   * @param {unknown} [hostError]
-   */
-  timeOut(job, hostError) {
-    let timeoutMs;
+    const turn = fence === 0 ? (PLAIN_TURNS[slot] ??= Object.freeze({ fence: 0, slot })) : { fence, slot };
+    const work = /** @type {Work} */ (job.work);
+    job.work = undefined;
+    let run;
     try {
-      timeoutMs = this.core.timeoutOf(job.ticket);
-    } catch (error) {
-      this.failed(error);
-    }
-    try {
-      job.controller?.abort(hostError);
-    } catch {
-      // listeners' errors are the host's to report
-    }
-    job.reject(hostError ?? new SerializedWorkTimeout(job.line.key, timeoutMs));
-  }
-
-  /**
-   * The deadline of a running job passed (its own timer's, or its lease wait's).
-   * @param {Job} job
-   */
-  timeOutNow(job) {
-    try {
-      if (!this.core.timeOut(job.ticket)) return;
-    } catch (error) {
-      this.failed(error);
-      return;
-    }
-    this.timeOut(job);
-  }
-
-  /**
-   * The job's caller gave up (its signal, with `reason`; for a coalescing job, its last
-   * caller): a waiting job leaves its line, a running one is abandoned.
-   * @param {Job} job
-   * @param {unknown} reason
-   */
-  abort(job, reason) {
-    let code;
-    try {
-      code = this.core.giveUp(job.ticket);
-    } catch (error) {
-      this.failed(error);
-      return;
-    }
-    if (code & SERIALIZER_LEFT) {
-      this.left(job);
-      job.signal?.removeEventListener('abort', job);
-      job.reject(reason);
-      this.scheduler.cancelled(job, code);
-    } else if (code & SERIALIZER_ABANDONED) {
-      try {
-        job.controller?.abort(reason);
-      } catch {
-        // listeners' errors are the host's to report
+      const value = work(job.controller.signal, turn);
+      if (!report && (value === null || (typeof value !== 'object' && typeof value !== 'function'))) {
+        // Not a thenable: settled already, and nothing is left to abort.
+        job.resolve(value);
+        return;
       }
-      job.reject(reason);
+      run = Promise.resolve(value);
+    } catch (error) {
+      run = Promise.reject(error);
     }
+    if (report) {
+      run.then(
+        (value) => this.settled(job, true, value),
+        (error) => this.settled(job, false, error),
+      );
+    } else {
+      // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout or
+      // the caller's signal must still be able to reject it.
+      run.then(job.resolve, job.reject);
+    }
+    if (job.options?.onLateSettle !== undefined) this.watchLate(job, run);
   }
 
   /**
-   * One caller of a coalescing job left it: whether others remain (`undefined` when the
-   * instance failed).
+   * A work that reports settled: its outcome is held until the engine tells its caller.
    * @param {Job} job
-   * @returns {boolean | undefined}
+   * @param {boolean} ok
+   * @param {unknown} value
    */
-  leave(job) {
+  settled(job, ok, value) {
+    job.outcome = { ok, value };
+    this.own(job, EVENT_SETTLED);
+  }
+
+  /**
+   * Reports a late settlement of an abandoned work to `onLateSettle` (what it throws is dropped).
+   * @param {Job} job
+   * @param {Promise<unknown>} run
+   */
+  watchLate(job, run) {
+    const { signal } = /** @type {AbortController} */ (job.controller);
+    const onLateSettle = /** @type {(value: unknown) => void} */ (job.options?.onLateSettle);
+    /** @param {unknown} value */
+    const late = (value) => {
+      if (!signal.aborted) return;
+      this.event(EVENT_LATE_SETTLED, 0);
+      try {
+        onLateSettle(value);
+      } catch {
+        // a re-decision that cannot even be queued changes nothing; the next call decides
+      }
+    };
+    run.then(late, () => late(undefined));
+  }
+
+  // ---- Workers: each job's own request ----
+
+  /**
+   * On Workers: the job right ahead of `job` while `job` waits.
+   * @param {Job} job
+   * @returns {Job | undefined}
+   */
+  ahead(job) {
+    const { instance, engine } = this.host;
+    if (job.handle < 0 || instance.failure !== undefined) return undefined;
     try {
-      return this.core.leave(job.ticket);
+      const ahead = engine.query(QUERY_AHEAD, this.id, job.ticket, undefined);
+      return ahead < 0 ? undefined : /** @type {Job} */ (instance.get(ahead));
     } catch (error) {
-      this.failed(error);
+      instance.failed(error);
       return undefined;
     }
   }
 
-  /** An abandoned work settled after all. */
-  lateSettled() {
-    try {
-      this.core.lateSettled();
-    } catch (error) {
-      this.failed(error);
-    }
+  /**
+   * On Workers: while `job` waits, its request waits on the promise of the job ahead of it —
+   * another request's, as a rule: workerd cancels a request that waits on nothing but its own
+   * promises — and on the next one ahead once that one left (never twice on one: a settled
+   * promise would answer at once, again and again).
+   * @param {Job} job
+   */
+  anchor(job) {
+    /** @type {Job | undefined} */
+    let last;
+    const again = () => {
+      const ahead = this.ahead(job);
+      if (ahead === undefined || ahead === last) return;
+      last = ahead;
+      ahead.left?.then(again, again);
+    };
+    again();
+  }
+
+  /**
+   * The engine asks for a timer for `job` at `at` (on Workers, from its own request).
+   * @param {Job} job
+   * @param {number} at
+   * @param {boolean} keep
+   */
+  arm(job, at, keep) {
+    const host = this.host;
+    const refusal = host.arm(job, at, keep, () => this.own(job, EVENT_FIRED_WORK));
+    if (refusal !== undefined) host.refused(refusal, this.id, job.ticket);
+  }
+
+  /**
+   * On Workers: an event of `job`'s, in its own request.
+   * @param {Job} job
+   * @param {number} kind
+   */
+  own(job, kind) {
+    this.host.as(job.handle, () => this.event(kind, job.ticket));
   }
 
   /**
@@ -472,60 +692,48 @@ export class Serializer {
    * @param {boolean} all
    */
   pending(key, all) {
-    if (this.instance.failure !== undefined) throw this.instance.failure;
+    const { instance, engine } = this.host;
+    if (instance.failure !== undefined) throw instance.failure;
     try {
-      if (all) return this.core.keys();
-      const line = this.lines.get(/** @type {string} */ (key));
-      return line === undefined ? 0 : this.core.pendingIn(line.id);
+      if (all) return engine.query(QUERY_KEYS, this.id, undefined, undefined);
+      return typeof key === 'string' ? engine.query(QUERY_PENDING, this.id, undefined, key) : 0;
     } catch (error) {
-      throw this.failed(error);
+      throw instance.failed(error);
     }
   }
 
   stats() {
-    if (this.instance.failure !== undefined) throw this.instance.failure;
-    let values;
-    try {
-      values = this.core.stats();
-    } catch (error) {
-      throw this.failed(error);
-    }
+    const { instance, engine } = this.host;
+    if (instance.failure !== undefined) throw instance.failure;
     /** @type {Record<string, number>} */
     const stats = {};
-    for (let i = 0; i < STATS.length; i++) stats[STATS[i]] = values[i];
+    try {
+      for (let i = 0; i < STATS.length; i++) stats[STATS[i]] = engine.query(QUERY_STAT, this.id, i, undefined);
+    } catch (error) {
+      throw instance.failed(error);
+    }
     return stats;
   }
 }
 
 /**
- * Told, for each JS value a failed instance held: a job that never started is rejected with
- * the failure, and never runs (one that started settles with its work).
- * @param {unknown} value
- * @param {Error} failure
- */
-function settleHeld(value, failure) {
-  if (value instanceof Job && value.controller === undefined) value.reject(failure);
-}
-
-/**
- * The package's `createKeyedSerializer`, for a platform: `Scheduler` starts its jobs and times
- * their deadlines, `locks` is the lock API whose managers a serializer with a store uses.
+ * The package's `createKeyedSerializer`, for a platform.
  *
- * createKeyedSerializer({ timeoutMs, maxPending, store, staleMs }) → serialize(key, work, { signal, timeoutMs, onLateSettle })
+ * createKeyedSerializer({ timeoutMs, maxPending, concurrency, store, staleMs, … }) →
+ * serialize(key, work, { signal, timeoutMs, onLateSettle, coalesce })
  *
  * `serialize(key, work)` runs `work(signal, turn)` once every work previously queued for `key`
- * has settled, and resolves or rejects as `work` does — or rejects with a
- * `SerializedWorkTimeout` (and aborts `signal`) when `work` has not settled within its deadline;
- * `onLateSettle(value)` is then called if and when that abandoned work settles.
- * `serialize.pending()` is the number of keys with queued or running work, `pending(key)` the
- * works of one key, `stats()` the counters.
- * @param {SchedulerClass} Scheduler
- * @param {LockApi} locks
+ * has settled (N at a time with `concurrency`), and resolves or rejects as `work` does — or
+ * rejects with a `SerializedWorkTimeout` (and aborts `signal`) when `work` has not settled
+ * within its deadline; `onLateSettle(value)` is then called if and when that abandoned work
+ * settles. `serialize.pending()` is the number of keys with queued or running work,
+ * `pending(key)` the works of one key, `stats()` the counters.
+ * @param {Hosts} hosts
  */
-export function serializerApi(Scheduler, locks) {
+export function serializerApi(hosts) {
   /** @param {SerializerOptions} [options] */
   return function createKeyedSerializer(options) {
-    const serializer = new Serializer(options, Scheduler, locks);
+    const serializer = new Serializer(options, hosts);
     /**
      * @param {string} key
      * @param {Work} work

@@ -1,5 +1,6 @@
-// What the package's drivers do with their host's timers, in one place. Static JS, copied into
-// pkg/ by the build.
+// What the package's JS does with its host's timers, in one place. Static JS, copied into pkg/
+// by the build.
+import { MAX_TIMEOUT_MS } from './constants.js';
 
 /**
  * Clears a timer; one that cannot be cleared fires into a job or serializer that ignores it.
@@ -15,19 +16,29 @@ export const clear = (timer) => {
 
 /**
  * The delay of a timer that must not fire before `ms` have passed: hosts take whole
- * milliseconds, and some round a fraction down.
+ * milliseconds, and some round a fraction down — and at most the longest a host timer honours
+ * (Node fires a longer one after 1 ms), which an engine time never asks past anyway but for
+ * rounding.
  * @param {number} ms
  */
-export const timerDelay = (ms) => Math.max(1, Math.ceil(ms));
+export const timerDelay = (ms) => Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(ms)));
 
 /**
- * A timer that only guards something else (a deadline, a lease's end, a renewal) must not keep a
- * Node process alive: Node answers a Timeout object with `unref`; browsers and Workers a number.
- * @template T
- * @param {T} timer
- * @returns {T}
+ * Whether `timer` keeps the process alive (`on`): Node's timers have `ref`/`unref`; Deno's are
+ * numbers with `Deno.refTimer`/`Deno.unrefTimer`; elsewhere nothing is kept alive by a timer.
+ * @param {ReturnType<typeof setTimeout>} timer
+ * @param {boolean} on
  */
-export const unref = (timer) => {
-  /** @type {{ unref?: () => void } | undefined} */ (timer)?.unref?.();
-  return timer;
-};
+export function keepAlive(timer, on) {
+  if (typeof timer === 'object') {
+    const node = /** @type {{ ref?: () => void, unref?: () => void }} */ (timer);
+    if (on) node.ref?.();
+    else node.unref?.();
+    return;
+  }
+  /** @type {{ Deno?: { refTimer?: (id: number) => void, unrefTimer?: (id: number) => void } }} */
+  const global = /** @type {any} */ (globalThis);
+  if (on) global.Deno?.refTimer?.(/** @type {number} */ (timer));
+  else global.Deno?.unrefTimer?.(/** @type {number} */ (timer));
+}
+

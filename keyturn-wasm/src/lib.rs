@@ -17,18 +17,16 @@
 
 pub mod wire;
 
-// Natively too for its tests: its conversions are generic over the JS values they carry. A
-// module built with one binding uses half of them (the lints build both).
+// Natively too for its tests: its conversions are generic over the JS values they carry. The
+// serializer's module uses part of them.
+#[cfg(all(target_arch = "wasm32", any(feature = "serializer", feature = "lock")))]
+mod engine;
 #[cfg(any(
     test,
     all(target_arch = "wasm32", any(feature = "serializer", feature = "lock"))
 ))]
-#[cfg_attr(not(all(feature = "serializer", feature = "lock")), allow(dead_code))]
+#[cfg_attr(not(feature = "lock"), allow(dead_code))]
 mod interop;
-#[cfg(all(target_arch = "wasm32", feature = "lock"))]
-mod lock;
-#[cfg(all(target_arch = "wasm32", feature = "serializer"))]
-mod serializer;
 
 #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 mod allocator;

@@ -1,171 +1,321 @@
 //! The codes that cross the wasm boundary, and the names the package's JavaScript gives the
-//! counters. One source: the bindings answer these, and the build prints them into the
+//! counters. One source: the binding answers these, and the build prints them into the
 //! package's `constants.js` (`src/bin/constants.rs`), so no code is written twice.
+//!
+//! An event answers the kind of the first effect it left (`effect::NONE` for none), its fields in
+//! the engine's register (`field`); `next()` gives the next one. Each field has one meaning.
 
-// A code only the JavaScript reads is dead to the Rust side on some builds (each module has one
-// binding).
+// A code only the JavaScript reads is dead to the Rust side on some builds (each module has
+// its own exports).
 #![allow(dead_code)]
 
 /// Declares a group of codes: one constant each, and the group's table for `constants.js`.
 macro_rules! codes {
-    ($(#[$doc:meta])* $table:ident: $ty:ty { $($(#[$item:meta])* $name:ident = $value:expr,)* }) => {
-        $($(#[$item])* pub const $name: $ty = $value;)*
+    ($(#[$doc:meta])* $table:ident { $($(#[$item:meta])* $name:ident = $value:expr,)* }) => {
+        $($(#[$item])* pub const $name: f64 = $value;)*
         $(#[$doc])*
-        pub const $table: &[(&str, f64)] = &[$((stringify!($name), $value as f64)),*];
+        pub const $table: &[(&str, f64)] = &[$((stringify!($name), $value)),*];
     };
 }
 
-/// The serializer binding's answers (`src/serializer.rs`, `js/serializer/`).
-pub mod serializer {
+/// What the host does next: an effect's kind.
+pub mod effect {
     codes! {
-        /// Why a call or a serializer was refused (a negative number where a line or ticket
-        /// was expected), and what a line change says (bits).
-        CODES: f64 {
-            /// The key has `maxPending` works queued or running.
-            QUEUE_FULL = -1.0,
-            /// A deadline (`timeoutMs`) is out of range.
-            BAD_TIMEOUT = -2.0,
-            /// Every slot of the queue is taken.
-            TOO_MANY = -3.0,
-            /// The line named is idle (a driver's stale id: a bug).
-            IDLE_LINE = -4.0,
-            /// The key is empty.
-            KEY_EMPTY = -5.0,
-            /// The key is over `MAX_KEY_BYTES` in UTF-8.
-            KEY_TOO_LONG = -6.0,
-            /// The serializer's `maxPending` is out of range.
-            BAD_MAX_PENDING = -7.0,
-            /// The serializer's `concurrency` is out of range.
-            BAD_CONCURRENCY = -8.0,
-            /// A line change: the key went idle.
-            IDLE = 1.0,
-            /// A line change: its (new) head waits to be started.
-            NEXT = 2.0,
-            /// A caller gave up on a waiting work: it left its line (with the change's bits).
-            LEFT = 4.0,
-            /// A caller gave up on a running work: it is abandoned.
-            ABANDONED = 8.0,
-        }
-    }
-
-    /// `stats()`'s fields, in the order the binding answers their values.
-    pub const STATS: [&str; 9] = [
-        "keys",
-        "running",
-        "waiting",
-        "started",
-        "timedOut",
-        "aborted",
-        "refused",
-        "lateSettled",
-        "coalesced",
-    ];
-}
-
-/// The lock binding's steps and answers (`src/lock.rs`, `js/lock/`).
-pub mod lock {
-    codes! {
-        /// A step the lock core asks its driver for, what the driver answers, and why an
-        /// acquisition was refused (negative).
-        CODES: f64 {
-            /// `store.create(name, record())`, bounded by `boundMs()`.
-            CREATE = 0.0,
-            /// `store.read(name)`, bounded by `boundMs()`.
-            READ = 1.0,
-            /// `store.replace(name, version(), record())`, bounded by `boundMs()`.
-            REPLACE = 2.0,
-            /// Pause until `wakeAt()`, then answer `WOKE`.
-            SLEEP = 3.0,
-            /// Wait in line until woken, or `wakeAt()` at the latest, then answer `WOKE`.
-            WAIT = 4.0,
-            /// The lease is held.
-            HELD = 5.0,
-            /// A release is done.
-            DONE = 6.0,
-            /// The lease is lost.
-            LOST = 7.0,
-            /// The wait is over and nothing is held.
-            GIVE_UP = 8.0,
-            /// A store call failed and was not found to have applied: report its error.
-            ERROR = 9.0,
-            /// `store.changed(name, version(), ms)` until `wakeAt()` at the latest, then answer
-            /// `WOKE` (changed or not), or `FAILED` if it failed.
-            WATCH = 10.0,
-            /// The record says the name is taken `found()` at a time, not as asked: nothing
-            /// was written, nothing is held.
-            MISMATCH = 11.0,
-            /// Answer: a create took (its version given) or found a record (none given).
-            CREATED = 0.0,
-            /// Answer: a replace took (its version given) or found the record changed.
-            REPLACED = 1.0,
-            /// Answer: a sleep or wait ended.
-            WOKE = 2.0,
-            /// Answer: the store call failed.
-            FAILED = 3.0,
-            /// Answer: the store call did not answer within its bound.
-            TIMED_OUT = 4.0,
-            /// Answer: a watch ended because the store said the record changed.
-            CHANGED = 5.0,
-            /// Added to a step's code when the core has waiters to wake: ask `takeWoken`.
-            WOKEN = 64.0,
-            /// What `takeWoken` answers when a line wants a guard (no waiter has this number:
-            /// the JS numbers its waiters from 0 up).
-            GUARD = 4294967295.0,
-            /// Refused: the name is empty.
-            NAME_EMPTY = -5.0,
-            /// Refused: the name is over `MAX_KEY_BYTES` in UTF-8.
-            NAME_TOO_LONG = -6.0,
-            /// Refused: `waitMs` is out of range.
-            BAD_WAIT = -8.0,
-            /// Refused: `staleMs` is out of range.
-            BAD_STALE = -9.0,
-            /// Refused: `maxClockSkewMs` is out of range.
-            BAD_SKEW = -10.0,
-            /// Refused: `storeTimeoutMs` is out of range.
-            BAD_STORE_TIMEOUT = -11.0,
-            /// Refused: `concurrency` is out of range.
-            BAD_CONCURRENCY = -12.0,
-            /// Refused: acquisitions of the name here take it `found()` at a time, not as
-            /// asked.
-            CONCURRENCY_MISMATCH = -13.0,
-        }
-    }
-
-    /// The store method of each store step, by code: `STORE_METHODS[CREATE]` is `"create"`.
-    pub const STORE_METHODS: [&str; 3] = ["create", "read", "replace"];
-
-    /// `lockStats(store)`'s fields, in the order the binding answers their values.
-    pub const STATS: [&str; 12] = [
-        "held",
-        "waiting",
-        "acquisitions",
-        "handOffs",
-        "takeovers",
-        "storeCalls",
-        "storeFailures",
-        "storeTimeouts",
-        "readBacksApplied",
-        "watches",
-        "wakeUps",
-        "pollsSaved",
-    ];
-}
-
-/// What the serializer over a store does with a turn's lease (`src/serializer.rs`'s turns).
-pub mod turns {
-    codes! {
-        /// What to do with a turn's lease.
-        CODES: f64 {
-            /// Nothing to do.
+        /// Effect kinds (`EFFECT_*` in `constants.js`).
+        CODES {
+            /// No effect (left).
             NONE = 0.0,
-            /// Run the work with the lease.
-            RUN = 1.0,
-            /// Release the lease (nobody here is left to hand it to).
-            RELEASE = 2.0,
-            /// The wait for the lease ended first: the turn timed out.
-            TIME_OUT = 3.0,
-            /// Release the lease before the turn's caller hears: it was the key's last turn.
-            RELEASE_FIRST = 4.0,
+            /// A work may start: `HANDLE`, `SERIALIZER`, `LINE`.
+            READY = 1.0,
+            /// Call a work: `HANDLE`, `SLOT`, `FENCE`, `AT` (its deadline), `REPORT`.
+            START = 2.0,
+            /// Settle a caller: `HANDLE`, `CODE` (an outcome), and for `HELD` `SLOT`, `FENCE`,
+            /// `TOKEN_COUNT`, `HELD_UNTIL`; for `RENEWED` `HELD_UNTIL`; for `TIMED_OUT` `MS`; for
+            /// `MISMATCH` `FOUND`.
+            SETTLE = 3.0,
+            /// Abort a running work's signal: `HANDLE`, `CODE` (a why).
+            ABORT = 4.0,
+            /// Make a store call: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS` (a watch's);
+            /// the key, the record and the version are `detail`s.
+            STORE = 5.0,
+            /// A store call passed its bound: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS`.
+            FORGET = 6.0,
+            /// Abort a lock's signal: `HANDLE`, `CODE` (a why).
+            LOCK_LOST = 7.0,
+            /// Keep a timer in the call's own context: `HANDLE`, `AT`, `KEEP` (as `WAKE`'s).
+            ARM = 8.0,
+            /// Arm the one timer for all at `AT` (Infinity: clear it), keeping the host alive
+            /// (`KEEP`) or not.
+            WAKE = 9.0,
         }
     }
 }
+
+/// Where each field of an effect is in the register (`FIELD_*`).
+pub mod field {
+    codes! {
+        /// Register indices.
+        CODES {
+            /// Effects still waiting after this one.
+            MORE = 0.0,
+            /// The host handle an effect is for (-1: none).
+            HANDLE = 1.0,
+            /// A serializer's number.
+            SERIALIZER = 2.0,
+            /// A line's id.
+            LINE = 3.0,
+            /// A key's (or a lock name's) slot.
+            SLOT = 4.0,
+            /// A lease's fence.
+            FENCE = 5.0,
+            /// A time on the monotonic clock (a deadline, a timer's).
+            AT = 6.0,
+            /// An outcome's or a why's code.
+            CODE = 7.0,
+            /// A store call's id.
+            OP = 8.0,
+            /// A store call's method.
+            METHOD = 9.0,
+            /// A length of time in ms (a deadline's, a bound's, a watch's).
+            MS = 10.0,
+            /// The concurrency a name is taken at, as found.
+            FOUND = 11.0,
+            /// The count in a lock's token.
+            TOKEN_COUNT = 12.0,
+            /// Until when a lease holds, on the wall clock.
+            HELD_UNTIL = 13.0,
+            /// A work's outcome goes to the engine first (1) or not (0).
+            REPORT = 14.0,
+            /// The id of what the event made: the entered work's ticket, the new call's.
+            ID = 15.0,
+            /// The host handle of the work a coalescing call joined (-1: it joined none).
+            JOINED = 16.0,
+            /// The host handle of the work that left its line, which the engine names no more
+            /// (-1: none).
+            LEFT = 17.0,
+            /// Whether a timer keeps the host alive (1) or only guards (0).
+            KEEP = 18.0,
+        }
+    }
+    /// The register's length.
+    pub const LEN: usize = 19;
+}
+
+/// How a call ended (`OUTCOME_*`).
+pub mod outcome {
+    codes! {
+        /// Outcome codes.
+        CODES {
+            DONE = 0.0,
+            TIMED_OUT = 1.0,
+            ABORTED = 2.0,
+            STORE_FAILED = 3.0,
+            HELD = 4.0,
+            UNAVAILABLE = 5.0,
+            MISMATCH = 6.0,
+            RENEWED = 7.0,
+            NOT_RENEWED = 8.0,
+            RELEASED = 9.0,
+            TIMER_REFUSED = 10.0,
+        }
+    }
+}
+
+/// Why a signal aborts (`WHY_*`).
+pub mod why {
+    codes! {
+        /// Why codes: a work's (`TIMED_OUT`, `ABORTED`, `LEASE_LOST`, `TIMER_REFUSED`) and a
+        /// lock's (`RELEASED`, `LAPSED`, `TAKEN_OVER`).
+        CODES {
+            TIMED_OUT = 0.0,
+            ABORTED = 1.0,
+            LEASE_LOST = 2.0,
+            RELEASED = 3.0,
+            LAPSED = 4.0,
+            TAKEN_OVER = 5.0,
+            TIMER_REFUSED = 6.0,
+        }
+    }
+}
+
+/// A store's methods (`METHOD_*`), and their names by code.
+pub mod method {
+    codes! {
+        /// Method codes.
+        CODES {
+            CREATE = 0.0,
+            READ = 1.0,
+            REPLACE = 2.0,
+            CHANGED = 3.0,
+        }
+    }
+    /// Each method's name, by its code.
+    pub const NAMES: [&str; 4] = ["create", "read", "replace", "changed"];
+}
+
+/// What happened, for `event(kind, a, b, wall, mono)` (`EVENT_*`).
+pub mod event {
+    codes! {
+        /// Event kinds, with what `a` and `b` are.
+        CODES {
+            /// A line's next work may start: serializer, line.
+            START = 0.0,
+            /// A work may start, from its own context: serializer, ticket.
+            START_WORK = 1.0,
+            /// A work's caller heard: serializer, ticket. The engine names its handle no more.
+            DONE = 2.0,
+            /// A work that reports settled: serializer, ticket.
+            SETTLED = 3.0,
+            /// A work's caller gave up: serializer, ticket.
+            CANCEL = 4.0,
+            /// One caller of a coalescing work left (the last cancels it): serializer, ticket.
+            LEAVE = 5.0,
+            /// An abandoned work settled after all: serializer.
+            LATE_SETTLED = 6.0,
+            /// An acquisition's caller gave up: call.
+            ABORT = 7.0,
+            /// Renew a lock for the handle: lock, handle.
+            RENEW = 8.0,
+            /// Release a lock for the handle: lock, handle.
+            RELEASE = 9.0,
+            /// Keep a lock renewed (b = 1) or no longer (b = 0): lock.
+            KEEP_RENEWED = 10.0,
+            /// A lock's signal is read: lock.
+            WATCH = 11.0,
+            /// A work's timer fired: serializer, ticket.
+            FIRED_WORK = 12.0,
+            /// A lock call's timer fired: call.
+            FIRED_CALL = 13.0,
+            /// Time passed (the shared timer fired).
+            TICK = 14.0,
+            /// A line's head's caller heard (one work of a key at a time): serializer, line. The
+            /// work's handle, let go, in `LEFT`.
+            DONE_HEAD = 15.0,
+            /// The host refused a timer: a work's (serializer, ticket), a lock call's (-1, call),
+            /// or the one timer for all's (-1, -1).
+            TIMER_REFUSED = 16.0,
+        }
+    }
+}
+
+/// What a store answered, for `answer(op, kind, version, wall, mono)` (`ANSWER_*`).
+pub mod answer {
+    codes! {
+        /// Answer kinds.
+        CODES {
+            /// A create: its version, or none when a record exists.
+            CREATED = 0.0,
+            /// A replace: its version, or none when the version changed.
+            REPLACED = 1.0,
+            /// A watch: the record changed.
+            CHANGED = 2.0,
+            /// A watch: its time came unchanged.
+            UNCHANGED = 3.0,
+            /// The call failed (threw, rejected, answered something else).
+            FAILED = 4.0,
+            /// A read: the record's version and fields, or no version for no record.
+            READ = 5.0,
+        }
+    }
+}
+
+/// What `query(kind, a, b, key)` asks (`QUERY_*`).
+pub mod query {
+    codes! {
+        /// Query kinds, with what `a`, `b` and `key` are.
+        CODES {
+            /// The register's address.
+            REGISTER = 0.0,
+            /// Works of `key` queued or running: serializer.
+            PENDING = 1.0,
+            /// Keys with works: serializer.
+            KEYS = 2.0,
+            /// A serializer's counter: serializer, index in `STATS`.
+            STAT = 3.0,
+            /// The locks' counter: index in `LOCK_STATS`.
+            LOCK_STAT = 4.0,
+            /// When the engine next needs a tick (monotonic; Infinity for never).
+            NEXT_TICK = 5.0,
+            /// A serializer's maxPending (Infinity for none): serializer.
+            MAX_PENDING = 6.0,
+            /// The refusal of a call whose signal aborted before it queued (0: none):
+            /// serializer, its timeoutMs (`undefined`: the serializer's), `key`.
+            CHECK_CALL = 7.0,
+            /// How long an acquisition given waitMs `b` (`undefined`: the default) waits.
+            WAIT_MS = 8.0,
+            /// The handle of the work right ahead of a waiting work (-1: none): serializer,
+            /// ticket.
+            AHEAD = 9.0,
+        }
+    }
+}
+
+/// What `detail(which)` gives (`DETAIL_*`).
+pub mod detail {
+    codes! {
+        /// Detail kinds.
+        CODES {
+            /// The module's memory (for the register's view).
+            MEMORY = 0.0,
+            /// The last STORE effect's key.
+            KEY = 1.0,
+            /// The last STORE effect's record to write.
+            RECORD = 2.0,
+            /// The last STORE effect's version.
+            VERSION = 3.0,
+            /// This isolate's id in tokens.
+            ISOLATE = 4.0,
+        }
+    }
+}
+
+/// Why a call or an option was refused (`REFUSED_*`): negative, where an effect's kind or an
+/// id was expected.
+pub mod refused {
+    codes! {
+        /// Refusal codes.
+        CODES {
+            QUEUE_FULL = -1.0,
+            BAD_TIMEOUT = -2.0,
+            TOO_MANY = -3.0,
+            KEY_EMPTY = -4.0,
+            KEY_TOO_LONG = -5.0,
+            BAD_MAX_PENDING = -6.0,
+            BAD_CONCURRENCY = -7.0,
+            BAD_WAIT = -8.0,
+            BAD_STALE = -9.0,
+            BAD_SKEW = -10.0,
+            BAD_STORE_TIMEOUT = -11.0,
+            CONCURRENCY_MISMATCH = -12.0,
+        }
+    }
+}
+
+/// `stats()`'s fields, in the order of their index.
+pub const STATS: [&str; 9] = [
+    "keys",
+    "running",
+    "waiting",
+    "started",
+    "timedOut",
+    "aborted",
+    "refused",
+    "lateSettled",
+    "coalesced",
+];
+
+/// `lockStats(store)`'s fields, in the order of their index.
+pub const LOCK_STATS: [&str; 12] = [
+    "held",
+    "waiting",
+    "acquisitions",
+    "handOffs",
+    "takeovers",
+    "storeCalls",
+    "storeFailures",
+    "storeTimeouts",
+    "readBacksApplied",
+    "watches",
+    "wakeUps",
+    "pollsSaved",
+];

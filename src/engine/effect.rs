@@ -86,6 +86,19 @@ pub enum Effect<V, H> {
         /// Why.
         why: Lost,
     },
+    /// With one timer for all: arm it to call [`Engine::tick`](super::Engine::tick) at `at`
+    /// (monotonic), replacing an armed one; ∞: nothing is timed any more, clear it. Said
+    /// whenever the engine's next time comes earlier than what it last said, after every tick,
+    /// and when whether it keeps the host alive changes.
+    Wake {
+        /// When.
+        at: f64,
+        /// Whether something waits on it — an acquisition, a store call in flight — and the
+        /// host must not exit before it fires (off Workers: a ref'd timer). A timer that only
+        /// guards (a work's deadline, a renewal) keeps nothing alive, as `keyed-serializer.js`'s
+        /// unref'd timer does not.
+        keep: bool,
+    },
     /// With a timer per call ([`Config::timer_per_call`](super::Config::timer_per_call)): the
     /// call of `handle` keeps a timer of its own, in its own context, that calls
     /// [`Engine::fired`](super::Engine::fired) at `at` (monotonic). A later `Arm` of the same
@@ -95,6 +108,9 @@ pub enum Effect<V, H> {
         handle: H,
         /// When.
         at: f64,
+        /// Whether its caller waits on it (an acquisition, a renewal, a release, a work's
+        /// lease), as [`Wake`](Effect::Wake)'s `keep`.
+        keep: bool,
     },
 }
 
@@ -113,6 +129,9 @@ pub enum Outcome {
     /// A store call failed: the first failure of the call, which the host holds (it answered
     /// it, or the engine said [`Effect::Forget`]).
     StoreFailed,
+    /// The host refused the timer the call needed (a platform's quota, a fault): the call is
+    /// given up on, and the host holds the refusal.
+    TimerRefused,
     /// An acquisition holds its lease: the lock's id is the acquisition's own.
     Held(Held),
     /// Live holders kept the name for the whole wait.
@@ -155,6 +174,8 @@ pub enum Why {
     Aborted,
     /// Its lease was lost while it ran.
     LeaseLost,
+    /// The host refused the timer that bounds it.
+    TimerRefused,
 }
 
 /// Why a lock's signal aborts.

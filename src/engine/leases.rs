@@ -753,6 +753,14 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
+    /// Whether `ticket` waits in this isolate's line behind a holder here (no store call).
+    pub fn waits_in_line(&self, ticket: Ticket) -> bool {
+        matches!(
+            self.lines.get(ticket).map(|entry| &entry.state),
+            Some(State::Waiting { .. })
+        )
+    }
+
     /// The earliest time (monotonic) the shared timer must call [`LockCore::expire`] at.
     pub fn next_timer(&mut self) -> Option<f64> {
         let lines = &self.lines;

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use super::effect::{Effect, Held, Lost, Method, Outcome, StoreCall, Why};
 use super::key::slot_name;
 use super::leases::{Answer, Guard, Now, Refusal, Step, Succession, Woken};
-use super::options::LockOptions;
+use super::options::{LockOptions, OptionError};
 use super::queue::{LineId, Ticket};
 use super::random::Random;
 use super::record::{NotARecord, Record};
@@ -89,6 +89,8 @@ pub(crate) struct Leg<H> {
     pub(crate) on_behalf: Option<H>,
     /// The work whose caller hears once the release ends (however it ends).
     pub(crate) tell: Option<H>,
+    /// It got its lease (it is counted among the acquiring legs until then).
+    pub(crate) held: bool,
 }
 
 /// A store call in flight.
@@ -145,7 +147,7 @@ pub(crate) enum CallKind {
     Release(Ticket),
 }
 
-impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
+impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, LOCKS> {
     // ---- lock calls ----
 
     /// Starts an acquisition of `name` with `options`, for the host's `handle`: its id — the
@@ -225,6 +227,17 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// once. Its legs leave their lines; a store call in flight finishes, and what it took is
     /// given back.
     pub fn abort(&mut self, call: Ticket, now: Now, random: &impl Random) {
+        self.give_up_call(call, Outcome::Aborted, now, random);
+    }
+
+    /// Acquisition `call` is given up on: it leaves its line, and its caller is told `outcome`.
+    pub(crate) fn give_up_call(
+        &mut self,
+        call: Ticket,
+        outcome: Outcome,
+        now: Now,
+        random: &impl Random,
+    ) {
         self.set_now(now);
         let Some(entry) = self.calls.get(call) else {
             return;
@@ -241,10 +254,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         if let Some(race) = race {
             self.end_race(race, now, random);
         }
-        self.effects.push_back(Effect::Settle {
-            handle,
-            outcome: Outcome::Aborted,
-        });
+        self.effects.push_back(Effect::Settle { handle, outcome });
         self.drain(now, random);
         self.acting(None);
     }
@@ -285,12 +295,6 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             armed: f64::INFINITY,
         });
         let leg = self.lock_leg(lock);
-        // The lock's call is done with: its handle is let go once its release is made.
-        if let Some(entry) = self.calls.get(lock) {
-            if matches!(entry.kind, CallKind::Lock(_)) {
-                self.calls.remove(lock);
-            }
-        }
         let Some(leg) = leg.filter(|leg| self.legs.get(*leg).is_some_and(|l| !l.released)) else {
             self.finish_call(call, Outcome::Released);
             return;
@@ -299,6 +303,11 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             entry.kind = CallKind::Release(leg);
         }
         self.release_leg(leg, Some(call), 0, now, random);
+        // The lock's call is done with (its signal was told): its id names nothing from now on.
+        self.calls.remove(lock);
+        if let Some(found) = self.legs.get_mut(leg) {
+            found.holder = Holder::Nobody;
+        }
         self.drain(now, random);
     }
 
@@ -312,26 +321,34 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         }
     }
 
-    /// The lock `lock`'s signal is read: from now on its loss, its lapse and its release are
-    /// told ([`Effect::LockLost`]). Answers whether it is lost already (then nothing will be).
-    pub fn watch_lock(&mut self, lock: Ticket, now: Now) -> Option<Lost> {
+    /// The lock `lock`'s signal is read (by the host's `handle` of it): from now on its loss,
+    /// its lapse and its release are told ([`Effect::LockLost`]) — at once, when it is lost or
+    /// released already (a released lock's id names nothing any more).
+    pub fn watch_lock(&mut self, lock: Ticket, handle: H, now: Now) {
         self.set_now(now);
-        let leg = self.lock_leg(lock)?;
-        let left = self.lease_left(leg, now);
-        let found = self.legs.get_mut(leg)?;
-        if found.released {
-            return Some(Lost::Released);
-        }
-        if found.lost || left <= 0.0 {
-            found.lost = true;
-            return Some(Lost::Lapsed);
-        }
-        found.watched = true;
-        found.end_at = now.mono + left;
-        let at = found.end_at;
-        self.push_timer(at, Timer::LeaseEnd(leg));
-        self.arm_leg(leg, at);
-        None
+        let left = self
+            .lock_leg(lock)
+            .map_or(0.0, |leg| self.lease_left(leg, now));
+        let found = self
+            .lock_leg(lock)
+            .and_then(|leg| Some((leg, self.legs.get_mut(leg)?)));
+        let why = match found {
+            None => Lost::Released,
+            Some((_, found)) if found.released => Lost::Released,
+            Some((_, found)) if found.lost || left <= 0.0 => {
+                found.lost = true;
+                Lost::Lapsed
+            }
+            Some((leg, found)) => {
+                found.watched = true;
+                found.end_at = now.mono + left;
+                let at = found.end_at;
+                self.push_timer(at, Timer::LeaseEnd(leg));
+                self.arm_leg(leg, at);
+                return;
+            }
+        };
+        self.effects.push_back(Effect::LockLost { handle, why });
     }
 
     /// A Rust lock dropped unreleased: its record stays held until its lease ends (as a crashed
@@ -340,7 +357,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         self.set_now(now);
         if let Some(leg) = self.lock_leg(lock) {
             self.calls.remove(lock);
-            if let Some(found) = self.legs.remove(leg) {
+            if let Some(found) = self.remove_leg(leg) {
                 self.locks.leave(found.ticket, false);
             }
             self.drain(now, random);
@@ -362,6 +379,16 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             .map(|lease| lease.token.to_owned())
     }
 
+    /// The live lock call (an acquisition, a lock, a renewal, a release) a packed id names.
+    pub fn call(&self, packed: f64) -> Option<Ticket> {
+        self.calls.unpack(packed)
+    }
+
+    /// The store call in flight a packed id names.
+    pub fn op(&self, packed: f64) -> Option<Ticket> {
+        self.ops.unpack(packed)
+    }
+
     /// This isolate's id, as every token and ask of this engine starts (drawn at the first one).
     pub fn isolate_id(&self) -> Option<String> {
         self.locks
@@ -375,7 +402,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// changes nothing). A write's answer is timed from when it was sent; a read's is `now`.
     pub fn answer(&mut self, op: Ticket, answer: Answer<V>, now: Now, random: &impl Random) {
         self.set_now(now);
-        let Some(found) = self.ops.remove(op) else {
+        let Some(found) = self.remove_op(op) else {
             return;
         };
         let acting = found.leg.and_then(|leg| self.holder_handle(leg));
@@ -422,7 +449,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
 
     /// An op past its bound: failed, its outcome unknown.
     pub(crate) fn op_timed_out(&mut self, op: Ticket, now: Now, random: &impl Random) {
-        let Some(found) = self.ops.remove(op) else {
+        let Some(found) = self.remove_op(op) else {
             return;
         };
         let owner = found.leg.and_then(|leg| self.holder_handle(leg));
@@ -441,16 +468,21 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             return;
         };
         let ticket = found.ticket;
-        match found.run {
+        let run = std::mem::replace(&mut found.run, Run::Idle);
+        match run {
             Run::Sleep(_) | Run::Wait(_) => {}
             Run::Watch(op, _) => {
                 // Its time came, unchanged: the record is read again; the watch's answer, if it
                 // comes, is not wanted.
-                self.ops.remove(op);
+                self.remove_op(op);
             }
-            _ => return,
+            run => {
+                if let Some(found) = self.legs.get_mut(leg) {
+                    found.run = run;
+                }
+                return;
+            }
         }
-        found.run = Run::Idle;
         let step = self.locks.step(ticket, Answer::Woke, now, random);
         self.follow(leg, step, now, random);
     }
@@ -499,6 +531,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         now: Now,
         random: &impl Random,
     ) -> Result<Ticket, Refusal> {
+        if !LOCKS {
+            return Err(Refusal::InvalidOption(OptionError::StaleMs(0.0)));
+        }
         let leg = self.legs.insert(Leg {
             ticket: Ticket::new(u32::MAX, 0),
             key: Rc::from(""),
@@ -518,14 +553,16 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             followers: 0,
             on_behalf: None,
             tell: None,
+            held: false,
         });
+        self.acquiring += 1;
         let opened = self
             .locks
             .acquire_slot(name, slot, leg, options, streak_ms, now, random);
         let (ticket, step) = match opened {
             Ok(opened) => opened,
             Err(refusal) => {
-                self.legs.remove(leg);
+                self.remove_leg(leg);
                 return Err(refusal);
             }
         };
@@ -567,7 +604,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             Step::Watch { version, until } => {
                 let ms = (until - now.mono).max(0.0);
                 let key = found.key.clone();
-                let op = self.ops.insert(Op {
+                let op = self.insert_op(Op {
                     leg: Some(leg),
                     guard: None,
                     method: Method::Changed,
@@ -615,7 +652,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         };
         let key = found.key.clone();
         let bound_at = now.mono + bound_ms;
-        let op = self.ops.insert(Op {
+        let op = self.insert_op(Op {
             leg: Some(leg),
             guard: None,
             method: call.method(),
@@ -643,16 +680,25 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             return;
         };
         found.failed = false;
+        if !found.held {
+            found.held = true;
+            self.acquiring -= 1;
+        }
         match found.holder {
             Holder::Lock(call) => {
                 let held = self.held_view(leg);
                 if let Some(entry) = self.calls.get_mut(call) {
                     entry.kind = CallKind::Lock(leg);
                     let handle = entry.handle;
+                    let armed = std::mem::replace(&mut entry.armed, f64::INFINITY);
                     self.effects.push_back(Effect::Settle {
                         handle,
                         outcome: Outcome::Held(held),
                     });
+                    // Armed again as what it is now: a timer that keeps nothing alive.
+                    if armed.is_finite() {
+                        self.arm(Owner::Call(call), armed);
+                    }
                 } else {
                     // Its caller gave up meanwhile: given back.
                     self.give_back(leg, now, random);
@@ -666,7 +712,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
 
     /// A leg's acquisition ended with nothing held (`outcome`); it has left its line.
     fn gave_up(&mut self, leg: Ticket, outcome: Outcome, now: Now, random: &impl Random) {
-        let Some(found) = self.legs.remove(leg) else {
+        let Some(found) = self.remove_leg(leg) else {
             return;
         };
         match found.holder {
@@ -682,6 +728,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// Gives a leg's lease back, nobody told (a turn's kept lease, a race's loser, an
     /// acquisition whose caller left).
     pub(crate) fn give_back(&mut self, leg: Ticket, now: Now, random: &impl Random) {
+        if !LOCKS {
+            return;
+        }
         if let Some(found) = self.legs.get_mut(leg) {
             found.holder = Holder::Nobody;
         }
@@ -697,23 +746,26 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// Ends a leg whatever it is doing: acquiring, it leaves its line (a call in flight
     /// finishes, and a lease it took is given back); holding, its lease is given back.
     pub(crate) fn let_go(&mut self, leg: Ticket, now: Now, random: &impl Random) {
+        if !LOCKS {
+            return;
+        }
         let Some(found) = self.legs.get_mut(leg) else {
             return;
         };
         found.holder = Holder::Nobody;
-        if found.doing != Doing::Acquiring {
+        if found.held {
             self.give_back(leg, now, random);
             return;
         }
-        if let Run::Call(_) = found.run {
+        let (run, ticket) = (found.run, found.ticket);
+        if let Run::Call(_) = run {
             // Its answer decides: a lease taken is given back then.
             return;
         }
-        if let Run::Watch(op, _) = found.run {
-            self.ops.remove(op);
+        if let Run::Watch(op, _) = run {
+            self.remove_op(op);
         }
-        let ticket = found.ticket;
-        self.legs.remove(leg);
+        self.remove_leg(leg);
         self.locks.leave(ticket, true);
     }
 
@@ -726,6 +778,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         now: Now,
         random: &impl Random,
     ) {
+        if !LOCKS {
+            return;
+        }
         let Some(found) = self.legs.get_mut(leg) else {
             if let Some(call) = call {
                 self.finish_call(call, Outcome::Released);
@@ -748,11 +803,12 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         let ticket = found.ticket;
         let watched = found.watched && !found.lost;
         let renewers = std::mem::take(&mut found.renewers);
-        if found.doing == Doing::Renewing {
+        let (doing, run) = (found.doing, found.run);
+        if doing == Doing::Renewing {
             // A renewal in flight is not waited for: its outcome is unknown, so the release
             // reads first; its callers hear it was not renewed.
-            if let Run::Call(op) = found.run {
-                self.ops.remove(op);
+            if let Run::Call(op) = run {
+                self.remove_op(op);
             }
             self.locks.renewal_abandoned(ticket);
         }
@@ -773,7 +829,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
 
     /// A release ended (`failed`: the store failed): its caller is told, the leg is done.
     fn released(&mut self, leg: Ticket, failed: bool) {
-        let Some(found) = self.legs.remove(leg) else {
+        let Some(found) = self.remove_leg(leg) else {
             return;
         };
         if let Some(handle) = found.tell {
@@ -1051,9 +1107,39 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         } else if let Some(handle) = self.legs.get(leg).and_then(|found| found.on_behalf) {
             // A lease given back on a call's behalf: that call's timer bounds its store calls.
             if self.config.timer_per_call {
-                self.effects.push_back(Effect::Arm { handle, at });
+                self.effects.push_back(Effect::Arm {
+                    handle,
+                    at,
+                    keep: true,
+                });
             }
         }
+    }
+
+    /// A store call in flight (one made for a leg counts among what the host waits on).
+    fn insert_op(&mut self, op: Op) -> Ticket {
+        if op.leg.is_some() {
+            self.leg_ops += 1;
+        }
+        self.ops.insert(op)
+    }
+
+    /// A store call answered, past its bound, or no longer wanted.
+    fn remove_op(&mut self, op: Ticket) -> Option<Op> {
+        let found = self.ops.remove(op)?;
+        if found.leg.is_some() {
+            self.leg_ops -= 1;
+        }
+        Some(found)
+    }
+
+    /// Takes a leg out (a leg still acquiring leaves the count of those).
+    fn remove_leg(&mut self, leg: Ticket) -> Option<Leg<H>> {
+        let found = self.legs.remove(leg)?;
+        if !found.held {
+            self.acquiring -= 1;
+        }
+        Some(found)
     }
 
     // ---- what the lease core asks besides a leg's steps ----
@@ -1061,6 +1147,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// Wakes the legs the lease core names, and starts the guards it wants, until it names
     /// none.
     pub(crate) fn drain(&mut self, now: Now, random: &impl Random) {
+        if !LOCKS {
+            return;
+        }
         while let Some(woken) = self.locks.take_woken() {
             match woken {
                 Woken::Turn(ticket) => {
@@ -1105,7 +1194,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         }) = self.locks.take_guard(now)
         {
             let ms = (until - now.mono).max(0.0);
-            let op = self.ops.insert(Op {
+            let op = self.insert_op(Op {
                 leg: None,
                 guard: Some((line, number)),
                 method: Method::Changed,
@@ -1153,8 +1242,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         };
         match self.open_leg(Holder::Race(race), name, 0, once, streak_ms, now, random) {
             Ok(leg) => {
+                // (Its first step may have ended it already, the race moving on.)
                 if let Some(found) = self.races.get_mut(race) {
-                    if !found.over {
+                    if !found.over && self.legs.get(leg).is_some() {
                         found.legs.push(leg);
                     }
                 }
@@ -1302,6 +1392,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
 
     /// Ends a race: its legs let go (what one takes meanwhile is given back).
     pub(crate) fn end_race(&mut self, race: Ticket, now: Now, random: &impl Random) {
+        if !LOCKS {
+            return;
+        }
         let Some(found) = self.races.remove(race) else {
             return;
         };

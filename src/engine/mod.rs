@@ -50,7 +50,7 @@ pub use serial::{Entered, ORPHAN_MS};
 
 use deadlines::Deadlines;
 use leases::LockCore;
-use locking::{Call, Leg, Op, Race};
+use locking::{Call, CallKind, Leg, Op, Race};
 use options::MAX_TIMEOUT_MS;
 use random::Random;
 use serial::Serial;
@@ -97,7 +97,9 @@ pub(crate) enum Timer {
 
 /// Every serializer and every lock of one store (or of none) in one isolate, on one clock. `V`
 /// is the store's version; `H` the host's handle of a call (copied into each effect for it).
-pub struct Engine<V, H> {
+/// `LOCKS`: whether it has locks and serializers over a store — an engine without (a page that
+/// only serializes) carries none of their code.
+pub struct Engine<V, H, const LOCKS: bool = true> {
     config: Config,
     serializers: Vec<Serial<H>>,
     locks: LockCore<V, Ticket>,
@@ -111,9 +113,17 @@ pub struct Engine<V, H> {
     last: Now,
     /// The call the event being handled is for (see `acting`).
     acting: Option<H>,
+    /// With one timer for all: when it is armed for, and whether it keeps the host alive, as
+    /// last said ([`Effect::Wake`]).
+    woken_at: f64,
+    woken_keep: bool,
+    /// Legs acquiring (not holding yet), and store calls in flight for legs: what the host
+    /// waits on.
+    acquiring: usize,
+    leg_ops: usize,
 }
 
-impl<V, H> core::fmt::Debug for Engine<V, H> {
+impl<V, H, const LOCKS: bool> core::fmt::Debug for Engine<V, H, LOCKS> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Engine")
             .field("config", &self.config)
@@ -124,7 +134,7 @@ impl<V, H> core::fmt::Debug for Engine<V, H> {
     }
 }
 
-impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
+impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, LOCKS> {
     /// An engine with nothing queued, run as `config` says.
     pub fn new(config: Config) -> Self {
         let mut locks = LockCore::new();
@@ -145,12 +155,35 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
                 mono: f64::NEG_INFINITY,
             },
             acting: None,
+            woken_at: f64::INFINITY,
+            woken_keep: false,
+            acquiring: 0,
+            leg_ops: 0,
         }
     }
 
     /// The next thing for the host to do, if any. Call until `None` after every event.
     pub fn poll(&mut self) -> Option<Effect<V, H>> {
-        self.effects.pop_front()
+        let effect = self.effects.pop_front();
+        if effect.is_none() && LOCKS && !self.config.timer_per_call {
+            // Whether the one timer keeps the host alive follows whether anything waits on it.
+            let keep = self.keeps_alive();
+            if keep != self.woken_keep && self.woken_at.is_finite() {
+                self.woken_keep = keep;
+                return Some(Effect::Wake {
+                    at: self.woken_at,
+                    keep,
+                });
+            }
+        }
+        effect
+    }
+
+    /// Whether anything waits on the engine's timer: an acquisition, or a store call in flight
+    /// for a lease (a guard's watch keeps nothing alive: it serves holders, who keep alive what
+    /// they need).
+    fn keeps_alive(&self) -> bool {
+        self.leg_ops > 0 || self.acquiring > 0
     }
 
     /// Whether effects wait to be polled.
@@ -168,8 +201,10 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
                 at = at.min(deadline);
             }
         }
-        if let Some(next) = self.locks.next_timer() {
-            at = at.min(next);
+        if LOCKS {
+            if let Some(next) = self.locks.next_timer() {
+                at = at.min(next);
+            }
         }
         if let Some(next) = self.next_own_timer() {
             at = at.min(next);
@@ -182,6 +217,8 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// store calls past their bound failed, waits and pauses ended, renewals started.
     pub fn tick(&mut self, now: Now, random: &impl Random) {
         self.set_now(now);
+        // (With one timer for all, it fired: nothing is armed now.)
+        self.woken_at = f64::INFINITY;
         for serializer in 0..self.serializers.len() as u32 {
             while let Some(work) = self
                 .serializers
@@ -191,22 +228,115 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
                 self.expire_work(serializer, work, now, random);
             }
         }
-        self.locks.expire(now);
-        self.drain(now, random);
+        if LOCKS {
+            self.locks.expire(now);
+            self.drain(now, random);
+        }
         while let Some((at, timer)) = self.first_timer() {
             if at > now.mono {
                 break;
             }
             self.timers.pop();
             match timer {
-                Timer::Op(op) => self.op_timed_out(op, now, random),
-                Timer::Leg(leg) => self.leg_due(leg, now, random),
-                Timer::Renew(leg) => self.renewal_due(leg, now),
-                Timer::LeaseEnd(leg) => self.lease_end_due(leg, now),
+                Timer::Op(op) if LOCKS => self.op_timed_out(op, now, random),
+                Timer::Leg(leg) if LOCKS => self.leg_due(leg, now, random),
+                Timer::Renew(leg) if LOCKS => self.renewal_due(leg, now),
+                Timer::LeaseEnd(leg) if LOCKS => self.lease_end_due(leg, now),
                 Timer::Orphan(serializer, work) => self.orphan_due(serializer, work, now, random),
+                _ => {}
             }
             self.drain(now, random);
         }
+        if !self.config.timer_per_call {
+            // The shared timer fired: armed again for what is left.
+            if let Some(next) = self.poll_timeout() {
+                self.wake_by(next);
+            }
+        }
+    }
+
+    /// The host refused the timer the engine asked for: the call it was for is given up on
+    /// ([`Outcome::TimerRefused`]; a running work's signal aborts with [`Why::TimerRefused`]) —
+    /// with a timer per call, work `work` of `serializer` (or, with `serializer` `None`, lock
+    /// call `work`); with one timer for all (`work` `None`), the call whose time is earliest.
+    /// A call waits for no timer it cannot have, and no other call is held up by it.
+    pub fn timer_refused(
+        &mut self,
+        serializer: Option<u32>,
+        work: Option<Ticket>,
+        now: Now,
+        random: &impl Random,
+    ) {
+        self.set_now(now);
+        let owner = match (serializer, work) {
+            (Some(serializer), Some(work)) => Some(Owner::Work(serializer, work)),
+            (None, Some(call)) => Some(Owner::Call(call)),
+            _ => self.earliest_owner(),
+        };
+        match owner {
+            // A waiter in line behind a holder here is served without its own timer: its wait
+            // ends at the next timer that fires in the isolate (one request holding workerd's
+            // 10 000 timers has others to fire).
+            Some(owner) if self.config.timer_per_call && self.waits_in_line(owner) => {}
+            Some(Owner::Work(serializer, work)) => {
+                self.give_up_work(
+                    serializer,
+                    work,
+                    Outcome::TimerRefused,
+                    Why::TimerRefused,
+                    now,
+                    random,
+                );
+            }
+            Some(Owner::Call(call)) => self.give_up_call(call, Outcome::TimerRefused, now, random),
+            None => {}
+        }
+        if !self.config.timer_per_call {
+            self.woken_at = f64::INFINITY;
+            if let Some(next) = self.poll_timeout() {
+                self.wake_by(next);
+            }
+        }
+    }
+
+    /// Whether `owner`'s leg waits in line behind a holder in this engine.
+    fn waits_in_line(&self, owner: Owner) -> bool {
+        let leg = match owner {
+            Owner::Call(call) => match self.calls.get(call).map(|entry| &entry.kind) {
+                Some(CallKind::Acquire { leg, .. }) => *leg,
+                _ => None,
+            },
+            Owner::Work(serializer, work) => self
+                .serializers
+                .get(serializer as usize)
+                .and_then(|serial| serial.core.payload(work))
+                .and_then(|found| found.leg),
+        };
+        leg.and_then(|leg| self.legs.get(leg))
+            .is_some_and(|found| self.locks.waits_in_line(found.ticket))
+    }
+
+    /// With one timer for all: the call the earliest time is for (a work's deadline, or what a
+    /// call's lease waits on).
+    fn earliest_owner(&mut self) -> Option<Owner> {
+        let mut earliest: Option<(f64, Owner)> = None;
+        for (index, serial) in self.serializers.iter_mut().enumerate() {
+            if let (Some(at), Some(work)) = (serial.core.next_deadline(), serial.core.earliest()) {
+                if earliest.is_none_or(|(first, _)| at < first) {
+                    earliest = Some((at, Owner::Work(index as u32, work)));
+                }
+            }
+        }
+        let timer = self
+            .first_timer()
+            .filter(|(at, _)| earliest.is_none_or(|(first, _)| *at < first));
+        let leg = match timer {
+            Some((_, Timer::Op(op))) => self.ops.get(op).and_then(|op| op.leg),
+            Some((_, Timer::Leg(leg) | Timer::Renew(leg) | Timer::LeaseEnd(leg))) => Some(leg),
+            _ => None,
+        };
+        leg.and_then(|leg| self.leg_owner(leg))
+            .or(earliest.map(|(_, owner)| owner))
     }
 
     /// With a timer per call: the timer of work `work` of `serializer` (or, with `serializer`
@@ -249,6 +379,9 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     }
 
     pub(crate) fn push_timer(&mut self, at: f64, timer: Timer) {
+        if !self.config.timer_per_call {
+            self.wake_by(at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS)));
+        }
         let live = self.ops.len() + 2 * self.legs.len() + 16;
         let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
         self.timers.push(at, timer, live, |entry| {
@@ -269,11 +402,12 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// With a timer per call: `owner`'s timer must fire by `at` — armed anew when earlier than
     /// the one it has.
     pub(crate) fn arm(&mut self, owner: Owner, at: f64) {
+        let at = at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS));
         if !self.config.timer_per_call {
+            self.wake_by(at);
             return;
         }
-        let at = at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS));
-        let handle = match owner {
+        let armed = match owner {
             Owner::Work(serializer, work) => self
                 .serializers
                 .get_mut(serializer as usize)
@@ -281,7 +415,12 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
                 .filter(|found| at < found.armed)
                 .map(|found| {
                     found.armed = at;
-                    found.handle
+                    (found.handle, found.leg)
+                })
+                .map(|(handle, leg)| {
+                    // A work waits on its timer while its lease is being taken.
+                    let leg = leg.and_then(|leg| self.legs.get(leg));
+                    (handle, leg.is_some_and(|leg| !leg.held))
                 }),
             Owner::Call(call) => self
                 .calls
@@ -289,11 +428,36 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
                 .filter(|found| at < found.armed)
                 .map(|found| {
                     found.armed = at;
-                    found.handle
+                    // Every call but a held lock's (its renewals only guard) has a caller waiting.
+                    (found.handle, !matches!(found.kind, CallKind::Lock(_)))
                 }),
         };
-        if let Some(handle) = handle {
-            self.effects.push_back(Effect::Arm { handle, at });
+        if let Some((handle, keep)) = armed {
+            self.effects.push_back(Effect::Arm { handle, at, keep });
+        }
+    }
+
+    /// With one timer for all: it must fire by `at`.
+    pub(crate) fn wake_by(&mut self, at: f64) {
+        if at < self.woken_at {
+            self.woken_at = at;
+            self.woken_keep = LOCKS && self.keeps_alive();
+            self.effects.push_back(Effect::Wake {
+                at,
+                keep: self.woken_keep,
+            });
+        }
+    }
+
+    /// With one timer for all: nothing is timed any more (every key idle), so it is cleared.
+    pub(crate) fn wake_never(&mut self) {
+        if self.woken_at.is_finite() && self.poll_timeout().is_none() {
+            self.woken_at = f64::INFINITY;
+            self.woken_keep = false;
+            self.effects.push_back(Effect::Wake {
+                at: f64::INFINITY,
+                keep: false,
+            });
         }
     }
 
@@ -341,15 +505,15 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
                 }
             }
             Owner::Call(call) => match self.calls.get(call)?.kind {
-                locking::CallKind::Acquire { leg, race } => {
+                CallKind::Acquire { leg, race } => {
                     legs.extend(leg);
                     if let Some(race) = race.and_then(|race| self.races.get(race)) {
                         legs.extend(race.legs.iter().copied());
                     }
                 }
-                locking::CallKind::Lock(leg)
-                | locking::CallKind::Renew(leg)
-                | locking::CallKind::Release(leg) => legs.push(leg),
+                CallKind::Lock(leg) | CallKind::Renew(leg) | CallKind::Release(leg) => {
+                    legs.push(leg)
+                }
             },
         }
         for leg in legs {

@@ -32,8 +32,9 @@ const PACKED_GENERATION_MASK: u32 = (1 << (53 - PACKED_INDEX_BITS)) - 1;
 pub const MAX_ENTRIES: usize = 1 << PACKED_INDEX_BITS;
 
 impl Ticket {
-    /// Slot `index` filled by push number `generation` (for the engine's other tables).
-    pub(crate) fn new(index: u32, generation: u32) -> Self {
+    /// Slot `index` filled by push number `generation` (the engine's tables make them; a
+    /// driver's tests may too).
+    pub fn new(index: u32, generation: u32) -> Self {
         Ticket { index, generation }
     }
 

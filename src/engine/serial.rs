@@ -58,7 +58,7 @@ pub enum Entered<H> {
     Joined(Ticket, H),
 }
 
-impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
+impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, LOCKS> {
     /// Adds a serializer with `options`; with `lease`, its turns hold the key's lease in the
     /// store (the lock named [`SERIALIZE_PREFIX`] + key). Its number, for the calls below.
     ///
@@ -69,6 +69,10 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         options: SerializerOptions,
         lease: Option<LockOptions>,
     ) -> Result<u32, OptionError> {
+        if !LOCKS && lease.is_some() {
+            // (Never asked of an engine without locks: its host has no store.)
+            return Err(OptionError::StaleMs(0.0));
+        }
         let turns = lease.map(Turns::new).transpose()?;
         let calls_at_start = turns.is_none();
         self.serializers.push(Serial {
@@ -169,25 +173,40 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     }
 
     /// The work `work`'s caller heard how it ended (its promise's handlers ran; its future
-    /// returned or was dropped): it leaves its line, and the next work's turn may come. A work
-    /// that left already changes nothing.
-    pub fn done(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) {
+    /// returned or was dropped): it leaves its line, and the next work's turn may come. Its
+    /// host handle, which the engine names no more; `None` for a work that left already (or
+    /// one that never started: its caller gave up, and `cancel` took it out).
+    pub fn done(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) -> Option<H> {
         self.set_now(now);
-        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
-            return;
-        };
-        if serial.core.line_of(work).is_none() {
-            return;
-        }
+        let serial = self.serializers.get_mut(serializer as usize)?;
         if serial.core.is_waiting(work) {
-            // Not started: its caller gave up (`cancel` took it out already otherwise).
-            return;
+            return None;
         }
-        let handle = serial.core.payload(work).map(|found| found.handle);
-        self.acting(handle);
+        let handle = serial.core.payload(work).map(|found| found.handle)?;
+        self.acting(Some(handle));
         self.finish_work(serializer, work, now, random);
         self.drain(now, random);
         self.acting(None);
+        Some(handle)
+    }
+
+    /// [`done`](Self::done) for the head of `line` (one work of a key at a time: the work whose
+    /// caller heard is its line's head).
+    pub fn done_head(
+        &mut self,
+        serializer: u32,
+        line: LineId,
+        now: Now,
+        random: &impl Random,
+    ) -> Option<H> {
+        let head = self.serializers.get(serializer as usize)?.core.head(line)?;
+        self.done(serializer, head, now, random)
     }
 
     /// The running work `work` settled (a work started with `report`): its caller is told
@@ -233,6 +252,27 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     /// caller): a waiting work leaves its line and its caller is told [`Outcome::Aborted`]; a
     /// running one is abandoned ([`Effect::Abort`], then the same).
     pub fn cancel(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) {
+        self.give_up_work(
+            serializer,
+            work,
+            Outcome::Aborted,
+            Why::Aborted,
+            now,
+            random,
+        );
+    }
+
+    /// Work `work` is given up on: taken out of its line if it waits, abandoned if it runs (its
+    /// signal aborts, `why`); its caller is told `outcome`.
+    pub(crate) fn give_up_work(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        outcome: Outcome,
+        why: Why,
+        now: Now,
+        random: &impl Random,
+    ) {
         self.set_now(now);
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
             return;
@@ -246,23 +286,26 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         self.acting = Some(handle);
         match serial.core.give_up(work) {
             GaveUp::Left(released) => {
-                self.effects.push_back(Effect::Settle {
-                    handle,
-                    outcome: Outcome::Aborted,
-                });
+                self.effects.push_back(Effect::Settle { handle, outcome });
                 if let (Some(line), Some(key)) = (line, key) {
                     self.line_moved(serializer, line, &key, &released, now, random);
                 }
             }
             GaveUp::Abandoned => {
-                self.effects.push_back(Effect::Abort {
-                    handle,
-                    why: Why::Aborted,
-                });
-                self.effects.push_back(Effect::Settle {
-                    handle,
-                    outcome: Outcome::Aborted,
-                });
+                // Given up on before its host heard it start (a refused timer): it never runs.
+                let unheard = self.effects.len();
+                self.effects.retain(
+                    |effect| !matches!(effect, Effect::Start { handle: h, .. } if *h == handle),
+                );
+                if self.effects.len() < unheard {
+                    self.effects.push_back(Effect::Settle { handle, outcome });
+                    self.abandoned(serializer, work, leg, race, now, random);
+                    self.drain(now, random);
+                    self.acting(None);
+                    return;
+                }
+                self.effects.push_back(Effect::Abort { handle, why });
+                self.effects.push_back(Effect::Settle { handle, outcome });
                 self.abandoned(serializer, work, leg, race, now, random);
             }
             GaveUp::Nothing => {}
@@ -272,11 +315,16 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
     }
 
     /// One caller of coalescing work `work` left it: `true` while others remain (the work goes
-    /// on for them); `false` when it was the last — cancel the work then.
-    pub fn leave(&mut self, serializer: u32, work: Ticket) -> bool {
-        self.serializers
+    /// on for them); when it was the last, the work is cancelled ([`cancel`](Self::cancel)).
+    pub fn leave(&mut self, serializer: u32, work: Ticket, now: Now, random: &impl Random) -> bool {
+        let others = self
+            .serializers
             .get_mut(serializer as usize)
-            .is_some_and(|serial| serial.core.leave(work))
+            .is_some_and(|serial| serial.core.leave(work));
+        if !others {
+            self.cancel(serializer, work, now, random);
+        }
+        others
     }
 
     /// An abandoned work of serializer `serializer` settled after all.
@@ -326,6 +374,22 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             .get(serializer as usize)?
             .core
             .timeout_of(work)
+    }
+
+    /// The line a work waits or runs in.
+    pub fn line_of(&self, serializer: u32, work: Ticket) -> Option<LineId> {
+        self.serializers
+            .get(serializer as usize)?
+            .core
+            .line_of(work)
+    }
+
+    /// The handle of the work right ahead of `work` while `work` waits: where contexts end
+    /// (Workers), a waiting work's caller keeps its request alive on that work's promise.
+    pub fn ahead(&self, serializer: u32, work: Ticket) -> Option<H> {
+        let core = &self.serializers.get(serializer as usize)?.core;
+        let ahead = core.ahead_of(work).filter(|_| core.is_waiting(work))?;
+        core.payload(ahead).map(|found| found.handle)
     }
 
     /// The live work a packed ticket names.
@@ -386,7 +450,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
             return;
         };
-        let (Some(turns), Some(line)) = (serial.turns.as_mut(), line) else {
+        let (Some(turns), Some(line), true) = (serial.turns.as_mut(), line, LOCKS) else {
             self.effects.push_back(Effect::Start {
                 handle,
                 slot,
@@ -476,6 +540,7 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
         found.leg = Some(leg);
         found.race = None;
         found.called = true;
+        let armed = std::mem::replace(&mut found.armed, f64::INFINITY);
         let handle = found.handle;
         serial.core.called(work);
         let deadline = self.work_deadline(serializer, work);
@@ -487,6 +552,10 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             report: true,
         });
         self.keep_turn_renewed(leg, now);
+        // Armed again as what it is now: a timer that keeps nothing alive.
+        if armed.is_finite() {
+            self.arm(super::Owner::Work(serializer, work), armed);
+        }
     }
 
     /// A turn's acquisition ended with nothing (`outcome`): its wait ran out (the work times
@@ -675,8 +744,12 @@ impl<V: Clone + PartialEq, H: Copy> Engine<V, H> {
             };
             let left = serial.turns.as_mut().and_then(|turns| turns.idle(line.0));
             serial.index.remove(key);
+            let idle = serial.index.is_empty();
             if let Some(leg) = left {
                 self.give_back(leg, now, random);
+            }
+            if idle && !self.config.timer_per_call {
+                self.wake_never();
             }
             return;
         }

@@ -77,7 +77,6 @@ impl<T> Slab<T> {
     }
 
     /// The live ticket a [`Ticket::pack`]ed number names, if any.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn unpack(&self, packed: f64) -> Option<Ticket> {
         let (index, generation) = Ticket::unpacked(packed)?;
         match self.slots.get(index as usize)? {

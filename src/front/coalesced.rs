@@ -144,7 +144,9 @@ impl<'a, S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'a, S,
         *self.run.state.borrow_mut() = RunState::Done(outcome.clone());
         self.done = true;
         let (exec, serializer, ticket) = (&self.serial.exec, self.serial.serializer, self.ticket);
-        exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+        exec.event(|engine, now, random| {
+            engine.done(serializer, ticket, now, random);
+        });
         exec.close(self.handle);
         self.run.notify.wake_by_ref();
         outcome
@@ -303,17 +305,20 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T> Drop for Coalesced<'_, S, C
             return;
         }
         let (exec, serializer, ticket) = (&self.serial.exec, self.serial.serializer, self.ticket);
-        if exec.engine.borrow_mut().leave(serializer, ticket) {
+        // Its last caller: a waiting run leaves the line, a running one is dropped.
+        let others =
+            exec.event(|engine, now, random| engine.leave(serializer, ticket, now, random));
+        if others {
             return;
         }
-        // Its last caller: a waiting run leaves the line, a running one is dropped.
         let state = std::mem::replace(&mut *self.run.state.borrow_mut(), RunState::Gone);
         if let RunState::Running { signal, .. } = &state {
             signal.aborted.set(true);
         }
         drop(state);
-        exec.event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
-        exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+        exec.event(|engine, now, random| {
+            engine.done(serializer, ticket, now, random);
+        });
         exec.close(self.handle);
     }
 }

@@ -314,13 +314,15 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                     self.mailbox(handle, |mailbox| mailbox.lost = Some(why));
                     self.wake(handle);
                 }
-                Effect::Arm { handle, at } => {
+                Effect::Arm { handle, at, .. } => {
                     self.mailbox(handle, |mailbox| {
                         mailbox.timer_at = at;
                         mailbox.timer = None;
                     });
                     self.wake(handle);
                 }
+                // Each call keeps its own timer here (`Arm`).
+                Effect::Wake { .. } => {}
                 // Started by its own future, when next polled (see `Serial::poll_turn`).
                 Effect::Ready { handle, .. } => self.wake(handle),
             }

@@ -289,7 +289,6 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
                     token,
                     fence: held.fence,
                     held_until: Cell::new(held.held_until),
-                    released: Cell::new(false),
                 }))
             }
             Outcome::Unavailable => Ok(None),
@@ -369,7 +368,6 @@ pub struct Lock<S: LockStore + 'static, C: Clock, R: Random> {
     token: String,
     fence: u64,
     held_until: Cell<f64>,
-    released: Cell<bool>,
 }
 
 impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
@@ -378,7 +376,6 @@ impl<S: LockStore, C: Clock, R: Random> fmt::Debug for Lock<S, C, R> {
             .field("name", &self.name)
             .field("fence", &self.fence)
             .field("held_until", &self.held_until.get())
-            .field("released", &self.released.get())
             .finish()
     }
 }
@@ -424,7 +421,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
     /// since its record was written on the monotonic one.
     pub fn is_held(&self) -> bool {
         let exec = &self.manager.exec;
-        !self.released.get() && exec.engine.borrow().holds(self.call, exec.now())
+        exec.engine.borrow().holds(self.call, exec.now())
     }
 
     /// Moves the lease to `now + stale_ms` with one CAS on this holder's record, keeping token
@@ -478,9 +475,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
     /// # Errors
     /// The store failed; the record may still be held by this token and goes stale.
     pub async fn release(&self) -> Result<(), LockError> {
-        if self.released.replace(true) {
-            return Ok(());
-        }
+        // (Released already, its id names nothing: the engine answers at once.)
         let exec = &*self.manager.exec;
         let handle = exec.open();
         let call = self.call;
@@ -508,9 +503,8 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
 impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Lock<S, C, R> {
     fn drop(&mut self) {
         let (exec, call) = (&self.manager.exec, self.call);
-        if !self.released.get() {
-            exec.event(|engine, now, random| engine.drop_lock(call, now, random));
-        }
+        // (Released, its id names nothing: this changes nothing.)
+        exec.event(|engine, now, random| engine.drop_lock(call, now, random));
         exec.close(self.handle);
     }
 }

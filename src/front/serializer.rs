@@ -149,7 +149,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Place<'_, S, C, R> {
         // to wait for; what its end lets go is.
         exec.disown(self.handle);
         if let Some(ticket) = self.ticket.take() {
-            exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+            exec.event(|engine, now, random| {
+                engine.done(serializer, ticket, now, random);
+            });
         }
         exec.landed(self.handle).await;
     }
@@ -163,7 +165,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
                 exec.event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
             }
             // Its caller is done with it (this drop is its end): the next work may start.
-            exec.event(|engine, now, random| engine.done(serializer, ticket, now, random));
+            exec.event(|engine, now, random| {
+                engine.done(serializer, ticket, now, random);
+            });
         }
         exec.close(self.handle);
     }

@@ -57,15 +57,15 @@ const page = `<!doctype html><meta charset="utf-8"><body><pre id="out">running</
       && workSignal.reason === 'gone' && controls.join() === 'held,handler,after' && bounded.stats().aborted === 2;
     release();
     // A trap in the instance: a clear error, then a fresh instance for a new serializer.
-    const { SerializerBinding } = await import('/pkg/keyturn_wasm.js');
-    const original = SerializerBinding.prototype.enqueueOn;
-    SerializerBinding.prototype.enqueueOn = function (...args) {
-      SerializerBinding.prototype.enqueueOn = original;
+    const busyKey = serialize('t', () => new Promise((r) => setTimeout(r, 5)));
+    await new Promise((r) => setTimeout(r, 1)); // running: it finishes despite the trap
+    const { Engine } = await import('/pkg/keyturn_wasm.js');
+    const original = Engine.prototype.enter;
+    Engine.prototype.enter = function (...args) {
+      Engine.prototype.enter = original;
       this.__wbg_ptr = 0xfffffff0;
       return original.apply(this, args);
     };
-    const busyKey = serialize('t', () => new Promise((r) => setTimeout(r, 5)));
-    await new Promise((r) => setTimeout(r, 1)); // running: it finishes despite the trap
     const trapped = await serialize('t', () => 1).catch((e) => e);
     await busyKey;
     const fresh = createKeyedSerializer();

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { acquireLock, withLock, LockUnavailable, LockStoreError, LOCK_WAIT_MS } from 'keyturn';
 import { MapStore, record } from './map-store.mjs';
+import { MODES } from './modes.mjs';
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));
@@ -239,3 +240,18 @@ test('withLock rejects with LockUnavailable when a live holder kept the name for
   });
   assert.equal(defaulted.waitMs, LOCK_WAIT_MS);
 });
+
+// A signal first read after a renewal found the record taken over is aborted as it is read, in
+// both entries' modes (on Workers the answer to reading it is the reader's own, not posted).
+for (const mode of MODES) {
+  test(`${mode.name}: a signal first read after the lease was taken over is aborted at once`, async () => {
+    const inner = new mode.MemoryStore();
+    const aborted = await mode.withLock(inner, 'taken', async (lock) => {
+      const current = await inner.read('taken');
+      await inner.replace('taken', current.version, current.value.replace(/"token":"[^"]*"/, '"token":"someone-else"'));
+      await lock.renew();
+      return lock.signal.aborted;
+    }, { staleMs: 60_000 });
+    assert.equal(aborted, true);
+  });
+}

@@ -3,7 +3,7 @@
 // `workers` (the workerd entry: each work started from its own caller's reaction with a deadline
 // timer of its own, lock waiters with timers of their own). A serializer test file defines its
 // tests once, in `forEachMode`, and they run in both. Tests that reach inside (fault injection
-// patching a binding's prototype) use the bindings exported here.
+// patching an engine's prototype) use the engines exported here.
 import { describe } from 'node:test';
 import { readFileSync } from 'node:fs';
 
@@ -25,5 +25,5 @@ export function forEachMode(define) {
   for (const mode of MODES) describe(mode.name, () => define(mode));
 }
 
-export { SerializerBinding } from '../../pkg/keyturn_wasm.js';
-export { LockCoreBinding } from '../../pkg/keyturn_lock.js';
+export { Engine as SerializerEngine } from '../../pkg/keyturn_wasm.js';
+export { Engine as LockEngine } from '../../pkg/keyturn_lock.js';

@@ -5,7 +5,7 @@ import { OptionNames, typeError, wrongType } from '../arguments.js';
 
 const OPTIONS = new OptionNames(['prefix']);
 
-/** @typedef {import('../lock/manager.js').Store} Store */
+/** @typedef {import('../engine.js').Store} Store */
 
 /**
  * What the store uses of a Durable Object namespace binding.

@@ -89,21 +89,20 @@ fn main() {
         literal(SERIALIZE_PREFIX)
     );
     for (group, prefix, table) in [
+        ("Effect kinds", "EFFECT", wire::effect::CODES),
         (
-            "The serializer binding's refusals and line changes",
-            "SERIALIZER",
-            wire::serializer::CODES,
+            "Where each effect field is in the register",
+            "FIELD",
+            wire::field::CODES,
         ),
-        (
-            "The lock binding's steps, answers and refusals",
-            "LOCK",
-            wire::lock::CODES,
-        ),
-        (
-            "The serializer over a store's turn steps",
-            "TURN",
-            wire::turns::CODES,
-        ),
+        ("How a call ended", "OUTCOME", wire::outcome::CODES),
+        ("Why a signal aborts", "WHY", wire::why::CODES),
+        ("A store's methods", "METHOD", wire::method::CODES),
+        ("Events", "EVENT", wire::event::CODES),
+        ("A store's answers", "ANSWER", wire::answer::CODES),
+        ("Queries", "QUERY", wire::query::CODES),
+        ("Details", "DETAIL", wire::detail::CODES),
+        ("Refusals (negative)", "REFUSED", wire::refused::CODES),
     ] {
         println!();
         println!("// {group} (keyturn-wasm/src/wire.rs).");
@@ -112,27 +111,22 @@ fn main() {
         }
     }
     println!();
-    println!("/** The store method of each store step, by its code. */");
-    let methods: Vec<String> = wire::lock::STORE_METHODS
-        .iter()
-        .map(|m| literal(m))
-        .collect();
+    println!("/** The register's length: the fields of one effect. */");
+    println!("export const REGISTER_LEN = {};", wire::field::LEN);
+    println!("/** Each store method's name, by its code. */");
+    let methods: Vec<String> = wire::method::NAMES.iter().map(|m| literal(m)).collect();
     println!(
-        "export const STORE_METHODS = Object.freeze([{}]);",
+        "export const METHOD_NAMES = Object.freeze([{}]);",
         methods.join(", ")
     );
-    println!(
-        "/** `stats()`'s fields, in the order the serializer binding answers their values. */"
-    );
-    let stats: Vec<String> = wire::serializer::STATS.iter().map(|m| literal(m)).collect();
+    println!("/** `stats()`'s fields, by their index. */");
+    let stats: Vec<String> = wire::STATS.iter().map(|m| literal(m)).collect();
     println!(
         "export const STATS = Object.freeze([{}]);",
         stats.join(", ")
     );
-    println!(
-        "/** `lockStats(store)`'s fields, in the order the lock binding answers their values. */"
-    );
-    let stats: Vec<String> = wire::lock::STATS.iter().map(|m| literal(m)).collect();
+    println!("/** `lockStats(store)`'s fields, by their index. */");
+    let stats: Vec<String> = wire::LOCK_STATS.iter().map(|m| literal(m)).collect();
     println!(
         "export const LOCK_STATS = Object.freeze([{}]);",
         stats.join(", ")

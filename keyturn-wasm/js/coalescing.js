@@ -1,9 +1,9 @@
 // Coalescing calls: a job queued by a call with `coalesce`, and the calls that joined it. The
-// core decides who joins what (`join`) and whether a leaving caller was the job's last
-// (`leave`); this is what the callers are on the JavaScript side. Each scheduler that needs more
-// (in-context.js) extends `Callers` in one place.
+// engine decides who joins what and whether a leaving caller was the job's last (then it gives
+// the job up); this is what the callers are on the JavaScript side. Static JS, copied into pkg/
+// by the build.
 
-/** @typedef {import('./jobs.js').Job} Job */
+/** @typedef {import('./serializer.js').Job} Job */
 
 /** One caller of a coalescing job: the one that queued it, or one that joined it. */
 export class Caller {
@@ -24,15 +24,13 @@ export class Caller {
     /** @type {unknown} ... with this reason */
     this.leftWith = undefined;
     this.settled = false; // its promise settled (with the job, or as it left)
-    /** @type {(() => void) | undefined} with the in-context scheduler: its reaction to the job's turn */
-    this.react = undefined;
-    /** @type {ReturnType<typeof setTimeout> | undefined} with the in-context scheduler: its keep-alive timer */
+    /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its keep-alive timer */
     this.timer = undefined;
   }
 
   /** Its signal aborted: it alone leaves (the job, too, once nobody else waits for it). */
   handleEvent() {
-    /** @type {Callers} */ (this.job.options?.callers).leave(this);
+    /** @type {Callers} */ (this.job.callers).leave(this);
   }
 }
 
@@ -43,15 +41,24 @@ function ignore(_) {}
 const handled = () => {};
 
 /**
- * A coalescing job's callers, and its outcome: the job's own promise, which its scheduler
+ * A coalescing job's callers, and its outcome: the job's own promise, which the serializer
  * watches as any job's. They settle together, in one synchronous step — the outcome first,
  * then each caller in the order they came — so every caller's handlers run before the key's
  * next work, with the same value or the same error object.
+ *
+ * On Workers (`inContext`) each waiting caller holds a keep-alive timer (a request whose only
+ * wait is another request's promise is cancelled as hung), each is woken when the job may start
+ * (whichever is still waiting starts it), and the caller that queued the job — whose request
+ * carries the job's promises — hears its signal's reason when the work ends, not at once.
  */
 export class Callers {
-  /** @param {string} group as the core takes it (see `coalesceGroup`) */
-  constructor(group) {
+  /**
+   * @param {string} group as the engine takes it (see `coalesceGroup`)
+   * @param {boolean} inContext
+   */
+  constructor(group, inContext) {
     this.group = group;
+    this.inContext = inContext;
     /** @type {Caller[]} */
     this.list = [];
     /** @type {(value: unknown) => void} */
@@ -94,7 +101,7 @@ export class Callers {
    */
   static answer(caller, settle, outcome) {
     Callers.done(caller);
-    // A caller that left hears its own reason (already, unless its scheduler made it wait).
+    // A caller that left hears its own reason (already, unless it was made to wait).
     if (caller.left) caller.reject(caller.leftWith);
     else settle(outcome);
   }
@@ -124,11 +131,6 @@ export class Callers {
     job.reject = this.reject;
   }
 
-  /** The first caller, the one that queued the job. */
-  get first() {
-    return this.list[0];
-  }
-
   /**
    * A caller of `job` — the one that queued it, or one that joined it: its own promise,
    * settled with the job or by its own signal.
@@ -140,20 +142,23 @@ export class Callers {
   add(job, signal, onLateSettle) {
     const caller = new Caller(job, signal, onLateSettle);
     this.list.push(caller);
-    if (this.list.length > 1) this.follow(caller);
     const promise = new Promise((resolve, reject) => {
       caller.resolve = resolve;
       caller.reject = reject;
     });
     promise.then(undefined, handled);
     signal?.addEventListener('abort', caller);
-    this.waiting(caller);
+    if (this.inContext) {
+      this.keepAlive(caller);
+      // A joined caller can start the job from its own request, should the first be gone.
+      if (this.list.length > 1) job.follow();
+    }
     return promise;
   }
 
   /**
    * A caller's signal aborted: that caller alone rejects with its reason. The job goes on for
-   * the callers left, and leaves its line (or is abandoned) with its last.
+   * the callers left, and is given up with its last.
    * @param {Caller} caller
    */
   leave(caller) {
@@ -163,34 +168,25 @@ export class Callers {
     signal.removeEventListener('abort', caller);
     caller.left = true;
     caller.leftWith = reason;
-    const serializer = job.line.serializer;
-    const others = serializer.leave(job);
-    if (others === undefined) return; // the instance failed: its failure tells every caller
-    if (!others) serializer.abort(job, reason);
-    // Out of the work, but its promise waits for the work's end (see the scheduler's rule).
-    else if (!this.leavesAtOnce(caller)) return;
+    job.leave(reason);
+    // On Workers the first caller's request carries the job: it hears when the work ends.
+    if (this.inContext && caller === this.list[0] && !this.settled) return;
     Callers.done(caller);
     caller.reject(reason);
   }
 
   /**
-   * A caller that joined a waiting job follows the job's turn: nothing to do here, the job
-   * starts as any (a scheduler whose jobs start from their callers' reactions adds one).
-   * @param {Caller} _caller
+   * On Workers: (re-)arms a waiting caller's keep-alive timer, for its job's deadline length.
+   * @param {Caller} caller
    */
-  follow(_caller) {}
-
-  /**
-   * A caller waits for the job: nothing to do here.
-   * @param {Caller} _caller
-   */
-  waiting(_caller) {}
-
-  /**
-   * Whether a caller whose signal aborted, with other callers still waiting, rejects at once.
-   * @param {Caller} _caller
-   */
-  leavesAtOnce(_caller) {
-    return true;
+  keepAlive(caller) {
+    try {
+      caller.timer = setTimeout(() => {
+        if (!caller.settled) this.keepAlive(caller);
+      }, caller.job.timeoutMs());
+    } catch {
+      // past a platform's timer quota: the caller waits all the same, unguarded against the check
+      caller.timer = undefined;
+    }
   }
 }

@@ -1,0 +1,518 @@
+// One wasm engine as the package's JS runs it: the one apply loop. An event into the engine
+// answers the kind of its first effect, its fields in the engine's register (a view of the
+// module's memory, read right after the call); this file does what each effect says to the
+// JS object it names (by the handle the instance holds it under) and asks for the next. It
+// decides nothing: every rule, time and bound is the engine's; its only arithmetic turns an
+// engine time into a timer delay. Static JS, copied into pkg/ by the build.
+//
+// Timers: off Workers, one timer serves the engine (`WAKE`), keeping the process alive only
+// while something waits on it, cleared once nothing is timed. On Workers (`perCall`) each call keeps its own timer, armed in its own
+// request's context (`ARM`): a timer belongs to the request that armed it.
+import { LockStoreError } from './errors.js';
+import {
+  ANSWER_CHANGED,
+  ANSWER_CREATED,
+  ANSWER_FAILED,
+  ANSWER_READ,
+  ANSWER_REPLACED,
+  ANSWER_UNCHANGED,
+  DETAIL_KEY,
+  DETAIL_MEMORY,
+  DETAIL_RECORD,
+  DETAIL_VERSION,
+  EFFECT_FORGET,
+  EFFECT_NONE,
+  EFFECT_STORE,
+  EFFECT_WAKE,
+  EVENT_TICK,
+  EVENT_TIMER_REFUSED,
+  FIELD_AT,
+  FIELD_HANDLE,
+  FIELD_KEEP,
+  FIELD_METHOD,
+  FIELD_MORE,
+  FIELD_MS,
+  FIELD_OP,
+  MESSAGES,
+  METHOD_CHANGED,
+  METHOD_CREATE,
+  METHOD_NAMES,
+  METHOD_READ,
+  METHOD_REPLACE,
+  QUERY_REGISTER,
+  REGISTER_LEN,
+  fill,
+} from './constants.js';
+import { describe } from './arguments.js';
+import { clear, keepAlive, timerDelay } from './timers.js';
+
+/** @typedef {import('./instance.js').Instance} Instance */
+
+/**
+ * What an effect does to the JS object it names: each kind of object (a serializer's job, a
+ * lock's call) answers the effects it gets.
+ * @typedef {object} Target
+ * @property {(host: Host, kind: number) => void} effect
+ * @property {Box} box on Workers: what is posted to it
+ */
+
+/**
+ * A store: three atomic methods (and whatever else it has).
+ * @typedef {object} Store
+ * @property {(key: string, value: string) => unknown} create
+ * @property {(key: string) => unknown} read
+ * @property {(key: string, version: unknown, value: string) => unknown} replace
+ * @property {((key: string, version: unknown, ms: number) => unknown) | undefined} [changed]
+ */
+
+export class Host {
+  /**
+   * @param {any} Engine the module's engine class
+   * @param {Instance} instance the module's live instance
+   * @param {Store | undefined} store
+   * @param {(() => number) | undefined} now the wall clock records carry (`Date.now` by default)
+   * @param {boolean} perCall a timer per call, in its own context (Workers)
+   */
+  constructor(Engine, instance, store, now, perCall) {
+    this.instance = instance;
+    this.engine = new Engine(perCall, perCall, typeof store?.changed === 'function');
+    /** @type {WebAssembly.Memory} */
+    this.memory = this.engine.detail(DETAIL_MEMORY);
+    this.at = this.engine.query(QUERY_REGISTER, 0, undefined, undefined) / 8;
+    this.register = new Float64Array(this.memory.buffer);
+    this.store = store;
+    this.now = now;
+    /** This isolate's id in tokens, asked of the engine once (see `KeyturnLock.token`). */
+    this.isolateId = /** @type {string | undefined} */ (undefined);
+    this.last = 0;
+    this.perCall = perCall;
+    /** @type {ReturnType<typeof setTimeout> | undefined} the one timer, off Workers */
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    /** @type {unknown} the last timer refusal, for the call given up on */
+    this.refusal = undefined;
+    /** On Workers: the handle of the call whose own request runs now (-1: none known). */
+    this.origin = -1;
+    /** @type {Float64Array | undefined} the fields of an effect done from its call's request */
+    this.posted = undefined;
+    /**
+     * While a timer's callback runs, the time it was armed for: a host timer that fires is on
+     * time (hosts round to whole milliseconds, and Node's count from a time it cached).
+     */
+    this.due = 0;
+    this.tick = () => {
+      const at = this.timerAt;
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      this.fire(at, () => this.event(EVENT_TICK, 0, 0));
+    };
+  }
+
+  /** The register's view, made again once the memory grew. */
+  fields() {
+    if (this.register.buffer !== this.memory.buffer) this.register = new Float64Array(this.memory.buffer);
+    return this.register;
+  }
+
+  /** The monotonic time (see `due`). */
+  mono() {
+    const now = performance.now();
+    return now > this.due ? now : this.due;
+  }
+
+  /**
+   * Calls `fired`, a timer's callback, for a timer armed for `at`.
+   * @param {number} at
+   * @param {() => void} fired
+   */
+  fire(at, fired) {
+    this.due = at;
+    try {
+      fired();
+    } finally {
+      this.due = 0;
+    }
+  }
+
+  /**
+   * `now()`, or its last good answer when it gives something other than a finite number (or,
+   * unless `strict`, throws).
+   * @param {boolean} [strict]
+   */
+  wall(strict) {
+    if (this.now === undefined) return (this.last = Date.now());
+    let now;
+    try {
+      now = this.now();
+    } catch (error) {
+      if (strict) throw error;
+      return this.last;
+    }
+    if (typeof now === 'number' && Number.isFinite(now)) this.last = now;
+    return this.last;
+  }
+
+  /**
+   * An event (`wire::event`) of `a` and `b`, at this time; its effects done.
+   * @param {number} kind
+   * @param {number} a
+   * @param {number} b
+   */
+  event(kind, a, b) {
+    try {
+      this.apply(this.engine.event(kind, a, b, this.wall(), this.mono()));
+    } catch (error) {
+      this.instance.failed(error);
+    }
+  }
+
+  /**
+   * The one apply loop: does what each effect says, from `kind` on, until none is left. On
+   * Workers an effect for a call whose own request this is not is posted to that call (`post`).
+   * @param {number} kind
+   */
+  apply(kind) {
+    const { engine, instance } = this;
+    while (kind !== EFFECT_NONE) {
+      const fields = this.fields();
+      const at = this.at;
+      const handle = fields[at + FIELD_HANDLE];
+      if (kind === EFFECT_WAKE) this.wake(fields[at + FIELD_AT], fields[at + FIELD_KEEP] === 1);
+      else if (kind === EFFECT_FORGET) this.forget(handle, fields[at + FIELD_METHOD], fields[at + FIELD_MS]);
+      else if (this.perCall && handle >= 0 && handle !== this.origin) this.post(kind, /** @type {Target} */ (instance.get(handle)));
+      else if (kind === EFFECT_STORE) this.call(fields[at + FIELD_OP], fields[at + FIELD_METHOD], fields[at + FIELD_MS], handle, this.details(fields[at + FIELD_METHOD]));
+      else /** @type {Target} */ (instance.get(handle))?.effect(this, kind);
+      kind = this.fields()[at + FIELD_MORE] === 1 ? engine.next() : EFFECT_NONE;
+    }
+  }
+
+  /**
+   * Field `field` of the effect (or event) just answered, or of the effect being done from a
+   * call's own request.
+   * @param {number} field
+   */
+  field(field) {
+    const posted = this.posted;
+    return posted !== undefined ? posted[field] : this.fields()[this.at + field];
+  }
+
+  /**
+   * The key, record and version of the store call just asked for, as its method needs them.
+   * @param {number} method
+   * @returns {[string, string | undefined, unknown]}
+   */
+  details(method) {
+    const { engine } = this;
+    const record = method === METHOD_CREATE || method === METHOD_REPLACE ? engine.detail(DETAIL_RECORD) : undefined;
+    const version = method === METHOD_REPLACE || method === METHOD_CHANGED ? engine.detail(DETAIL_VERSION) : undefined;
+    return [engine.detail(DETAIL_KEY), record, version];
+  }
+
+  /**
+   * On Workers: the effect just answered, for `target`, done from `target`'s own request — a
+   * timer or I/O started from another request's context ends with that request, and a work
+   * runs in its own caller's. Its fields (and a store call's details) are kept until then.
+   * @param {number} kind
+   * @param {Target | undefined} target
+   */
+  post(kind, target) {
+    if (target === undefined) return;
+    const fields = this.fields().slice(this.at, this.at + REGISTER_LEN);
+    const details = kind === EFFECT_STORE ? this.details(fields[FIELD_METHOD]) : undefined;
+    const box = target.box;
+    (box.mail ??= []).push(() => {
+      if (details !== undefined) {
+        this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], details);
+        return;
+      }
+      this.posted = fields;
+      try {
+        target.effect(this, kind);
+      } finally {
+        this.posted = undefined;
+      }
+    });
+    for (const door of box.doors ?? []) door.ring();
+  }
+
+  /**
+   * On Workers: what was posted to `box` (its call's handle `handle`), done — from its own
+   * request, by one of its doors.
+   * @param {Box} box
+   * @param {number} handle
+   */
+  deliver(box, handle) {
+    const mail = box.mail;
+    box.mail = undefined;
+    if (mail === undefined || this.instance.failure !== undefined) return;
+    this.as(handle, () => {
+      for (const posted of mail) posted();
+    });
+  }
+
+  /**
+   * Runs `f` as from the own request of the call held as `handle`.
+   * @param {number} handle
+   * @param {() => void} f
+   */
+  as(handle, f) {
+    const origin = this.origin;
+    this.origin = handle;
+    try {
+      f();
+    } finally {
+      this.origin = origin;
+    }
+  }
+
+  /**
+   * The one timer, armed for `at` (monotonic; Infinity: cleared), keeping a Node or Deno
+   * process alive (`keep`: something waits on it) or only guarding. A new timer first, so a
+   * refusal (past a platform's quota) leaves the old one.
+   * @param {number} at
+   * @param {boolean} keep
+   */
+  wake(at, keep) {
+    if (at !== this.timerAt) {
+      const old = this.timer;
+      try {
+        this.timer = at === Infinity ? undefined : setTimeout(this.tick, timerDelay(at - performance.now()));
+      } catch (error) {
+        this.refused(error, -1, -1);
+        return;
+      }
+      this.timerAt = at;
+      clear(old);
+    }
+    if (this.timer !== undefined) keepAlive(this.timer, keep);
+  }
+
+  /**
+   * The host refused a timer the engine asked for (a platform's quota, a fault): the engine
+   * gives up on the call it was for — `a`, `b` as `wire::event`'s `TIMER_REFUSED` says — whose
+   * caller gets `error`.
+   * @param {unknown} error
+   * @param {number} a
+   * @param {number} b
+   */
+  refused(error, a, b) {
+    this.refusal = error;
+    this.event(EVENT_TIMER_REFUSED, a, b);
+  }
+
+  /**
+   * A call's own timer for the engine (Workers: armed in its own request's context, so that it
+   * fires though the request that woke the engine ended): `fired` is called when it fires. It
+   * keeps a Node or Deno process alive (`keep`) as `wake`'s does. What the host threw, if it
+   * refused the timer (see `refused`).
+   * @param {{ timer?: ReturnType<typeof setTimeout> }} owner
+   * @param {number} at
+   * @param {boolean} keep
+   * @param {() => void} fired
+   * @returns {unknown}
+   */
+  arm(owner, at, keep, fired) {
+    clear(owner.timer);
+    try {
+      owner.timer = setTimeout(() => {
+        owner.timer = undefined;
+        this.fire(at, fired);
+      }, timerDelay(at - performance.now()));
+      keepAlive(owner.timer, keep);
+    } catch (error) {
+      owner.timer = undefined;
+      return error;
+    }
+    return undefined;
+  }
+
+  /**
+   * A store call passed its bound: its call's first failure, unless it has one.
+   * @param {number} owner
+   * @param {number} method
+   * @param {number} ms
+   */
+  forget(owner, method, ms) {
+    const target = /** @type {{ failure?: unknown } | undefined} */ (this.instance.get(owner));
+    if (target !== undefined && target.failure === undefined) {
+      target.failure = new LockStoreError(fill(MESSAGES.storeTimedOut, { method: METHOD_NAMES[method], storeTimeoutMs: ms }));
+    }
+  }
+
+  /**
+   * Makes the store call `op`, for the call held as `owner` (-1: none), of `key`, `record` and
+   * `version`. Its answer goes back through the one classifier — on Workers, as from the
+   * owner's request, where it was made; a call that throws, rejects or answers what no store
+   * answers has failed (its error is the owner's to report). Its bound is the engine's.
+   * @param {number} op
+   * @param {number} method
+   * @param {number} ms a watch's length
+   * @param {number} owner
+   * @param {[string, string | undefined, unknown]} details
+   */
+  call(op, method, ms, owner, [key, record, version]) {
+    const { store } = this;
+    /** @type {unknown} */
+    let answer;
+    try {
+      const s = /** @type {Store} */ (store);
+      if (method === METHOD_CREATE) answer = s.create(key, /** @type {string} */ (record));
+      else if (method === METHOD_READ) answer = s.read(key);
+      else if (method === METHOD_REPLACE) answer = s.replace(key, version, /** @type {string} */ (record));
+      else answer = /** @type {NonNullable<Store['changed']>} */ (s.changed).call(s, key, version, ms);
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    Promise.resolve(answer).then(
+      (value) => this.as(owner, () => this.answered(op, method, value, owner)),
+      (error) => this.as(owner, () => this.failed(op, method, owner, error)),
+    );
+  }
+
+  /**
+   * @param {number} op
+   * @param {number} method
+   * @param {unknown} value
+   * @param {number} owner
+   */
+  answered(op, method, value, owner) {
+    if (this.instance.failure !== undefined) return;
+    const mono = performance.now();
+    let kind;
+    try {
+      if (method === METHOD_READ) {
+        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        else {
+          const { value: text, version } = /** @type {{ value?: unknown, version?: unknown }} */ (value);
+          if (typeof value !== 'object' || typeof text !== 'string' || typeof version !== 'string') {
+            return this.wrong(op, method, owner, '{ value: string, version: string } or null', value);
+          }
+          const record = parsed(text);
+          kind = this.engine.answer(op, ANSWER_READ, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
+        }
+      } else if (method === METHOD_CREATE || method === METHOD_REPLACE) {
+        if (typeof value !== 'string' && value !== null && value !== undefined) return this.wrong(op, method, owner, 'a version string or null', value);
+        // (The engine times a write's answer from when it was sent; what else this answer
+        // moves — a hand-on, a waiter's write — is stamped now.)
+        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+      } else {
+        // A watch: changed or not, the record is read again; an answer not a boolean failed.
+        const answer = value === true ? ANSWER_CHANGED : value === false ? ANSWER_UNCHANGED : ANSWER_FAILED;
+        kind = this.engine.answer(op, answer, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+      }
+      this.apply(kind);
+    } catch (error) {
+      this.instance.failed(error);
+    }
+  }
+
+  /**
+   * @param {number} op
+   * @param {number} method
+   * @param {number} owner
+   * @param {string} expected
+   * @param {unknown} value
+   */
+  wrong(op, method, owner, expected, value) {
+    const error = new LockStoreError(fill(MESSAGES.storeWrongAnswer, { method: METHOD_NAMES[method], actual: describe(value), expected }));
+    this.fail(op, owner, error);
+  }
+
+  /**
+   * @param {number} op
+   * @param {number} method
+   * @param {number} owner
+   * @param {unknown} cause
+   */
+  failed(op, method, owner, cause) {
+    const message = cause instanceof Error ? cause.message : String(cause);
+    this.fail(op, owner, new LockStoreError(fill(MESSAGES.storeFailed, { method: METHOD_NAMES[method], message }), { cause }));
+  }
+
+  /**
+   * A store call failed with `error`: its owner's first failure; the engine says what follows.
+   * @param {number} op
+   * @param {number} owner
+   * @param {LockStoreError} error
+   */
+  fail(op, owner, error) {
+    if (this.instance.failure !== undefined) return;
+    const target = /** @type {{ failure?: unknown } | undefined} */ (owner >= 0 ? this.instance.get(owner) : undefined);
+    if (target !== undefined && target.failure === undefined) target.failure = error;
+    try {
+      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), performance.now()));
+    } catch (trapped) {
+      this.instance.failed(trapped);
+    }
+  }
+}
+
+
+/**
+ * On Workers: what is posted to a call (see `Host.post`) and the doors it is delivered by.
+ * @typedef {object} Box
+ * @property {(() => void)[] | undefined} mail
+ * @property {Door[] | undefined} doors
+ */
+
+/**
+ * On Workers: one of a call's requests (its caller's; a coalescing work's every caller's),
+ * through which what is posted to the call is done: a promise reaction registered there. Each
+ * ring opens the current promise; the reaction makes the next one, in the same request.
+ */
+export class Door {
+  /**
+   * @param {Host} host
+   * @param {Box} box
+   * @param {number} handle its call's
+   */
+  constructor(host, box, handle) {
+    /** @type {(() => void) | undefined} */
+    this.open = undefined;
+    this.listen = () => {
+      new Promise((resolve) => {
+        this.open = /** @type {() => void} */ (resolve);
+      }).then(() => {
+        this.listen();
+        host.deliver(box, handle);
+      });
+    };
+    this.listen();
+    if (box.mail !== undefined) this.ring();
+  }
+
+  ring() {
+    const open = this.open;
+    this.open = undefined;
+    open?.();
+  }
+}
+
+/**
+ * A record's text as `JSON.parse` reads it: its fields, or none for a text that is not a JSON
+ * object (then it is not ours).
+ * @param {string} text
+ * @returns {Record<string, unknown>}
+ */
+function parsed(text) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return {};
+  }
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : {};
+}
+
+/**
+ * A record's number field as the engine takes it: its number, `undefined` where it is absent,
+ * `NaN` where it is there with another type (no rule takes `NaN`).
+ * @param {unknown} value
+ */
+const numberField = (value) => (typeof value === 'number' ? value : value === undefined ? undefined : NaN);
+
+/**
+ * A record's string field as the engine takes it: its string, or `undefined`.
+ * @param {unknown} value
+ */
+const stringField = (value) => (typeof value === 'string' ? value : undefined);
