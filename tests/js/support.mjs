@@ -1,5 +1,5 @@
 // Helpers the JS tests share (not a test file itself: node's runner picks `*.test.mjs`).
-import { after } from 'node:test';
+import { after, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -57,4 +57,60 @@ export function assertFence(fence, last, from, to, message = '') {
   const least = Math.max(last + 1, clockFence(from));
   const most = Math.max(last + 1, clockFence(to));
   assert.ok(Number.isSafeInteger(fence) && fence >= least && fence <= most, `${message} fence ${fence} in [${least}, ${most}]`);
+}
+
+/** Lets every pending reaction run: one turn of the event loop (`setImmediate` is never mocked). */
+export const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * Runs `body(clock)` on mocked time: `setTimeout`, `clearTimeout`, `Date` and `performance.now`
+ * (each going on from where it was) move only when `clock` moves them, 1 ms at a time with
+ * every reaction run in between. A busy machine delays real timers by tens of milliseconds; an
+ * assertion about time made here has no margin for it to eat, so a rule that depends on a few
+ * milliseconds is tested on this clock, not on real timers. The test's own timers must be
+ * `clock.sleep` (node:timers/promises' are not mocked), and what it awaits that takes time is
+ * awaited through `clock.settle`, so that a broken implementation fails the test instead of
+ * hanging it.
+ *
+ * `clock.now()` is the mocked `performance.now()`; `clock.advance(ms)` moves the clock `ms`;
+ * `clock.settle(promise)` moves it until `promise` settles, then answers it — or rejects once
+ * `limitMs` (a minute) passed with it still pending.
+ */
+export async function onMockedTime(body) {
+  const realNow = performance.now;
+  const base = realNow.call(performance);
+  const start = Date.now();
+  mock.timers.enable({ apis: ['setTimeout', 'Date'], now: start });
+  performance.now = () => base + (Date.now() - start);
+  const clock = {
+    now: () => performance.now(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    async advance(ms) {
+      for (let i = 0; i < ms; i++) {
+        await flush();
+        mock.timers.tick(1);
+      }
+      await flush();
+    },
+    async settle(promise, limitMs = 60_000) {
+      let settled = false;
+      promise.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      await flush();
+      for (let t = 0; !settled; t++) {
+        if (t >= limitMs) throw new Error(`still pending after ${limitMs} ms of mocked time`);
+        mock.timers.tick(1);
+        await flush();
+      }
+      return promise;
+    },
+  };
+  try {
+    return await body(clock);
+  } finally {
+    mock.timers.reset();
+    performance.now = realNow;
+  }
 }
