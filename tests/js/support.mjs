@@ -59,6 +59,20 @@ export function assertFence(fence, last, from, to, message = '') {
   assert.ok(Number.isSafeInteger(fence) && fence >= least && fence <= most, `${message} fence ${fence} in [${least}, ${most}]`);
 }
 
+/**
+ * Waits until `done()` (or the promise it answers) is true, looking every 5 ms, for at most
+ * `limitMs`: whether it came true. A test waits this way for what it awaits (a subscription
+ * reaching a server, calls made), not for a guess of how long that takes on a busy machine.
+ */
+export async function until(done, limitMs = 2000) {
+  const end = performance.now() + limitMs;
+  for (;;) {
+    if (await done()) return true;
+    if (performance.now() > end) return false;
+    await sleep(5);
+  }
+}
+
 /** Lets every pending reaction run: one turn of the event loop (`setImmediate` is never mocked). */
 export const flush = () => new Promise((resolve) => setImmediate(resolve));
 
