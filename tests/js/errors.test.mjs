@@ -61,5 +61,5 @@ test('a store missing a method, and arguments of the wrong type, are named with 
   await assert.rejects(createKeyedSerializer()('', () => 1), refusal('TypeError', 'keyturn: key must be a non-empty string, got ""'));
   await assert.rejects(createKeyedSerializer()('k', () => 1, { signal: {} }), refusal('TypeError', 'keyturn: options.signal must be an AbortSignal or undefined, got object'));
   assert.throws(() => createKeyedSerializer({ timeoutMs: 0 }), refusal('RangeError', 'keyturn: options.timeoutMs must be a finite number from 1 to 2147483647, got 0'));
-  await assert.rejects(acquireLock(new MemoryStore(), 'n', { waitMs: -1 }), refusal('RangeError', 'keyturn: options.waitMs must be a finite number of milliseconds, 0 or more, got -1'));
+  await assert.rejects(acquireLock(new MemoryStore(), 'n', { waitMs: -1 }), refusal('RangeError', 'keyturn: options.waitMs must be a finite number of milliseconds from 0 to 2147483647, got -1'));
 });
