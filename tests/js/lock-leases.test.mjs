@@ -84,8 +84,10 @@ test('lock.signal aborts at release and when heldUntil passes unrenewed; unread,
   assert.equal(signal.aborted, true);
   assert.match(signal.reason.message, /released/);
 
-  // On mocked time: a lease's end is its timer's, to the millisecond.
+  // On mocked time: a lease's end is its timer's, to the millisecond. (A store of its own: its
+  // lock manager's timers are all mocked ones.)
   await onMockedTime(async (clock) => {
+    const store = new MapStore();
     const lapsing = await acquireLock(store, 'b', { staleMs: 40 });
     const lapse = lapsing.signal;
     await clock.advance(20);

@@ -84,7 +84,8 @@ export const flush = () => new Promise((resolve) => setImmediate(resolve));
  * milliseconds is tested on this clock, not on real timers. The test's own timers must be
  * `clock.sleep` (node:timers/promises' are not mocked), and what it awaits that takes time is
  * awaited through `clock.settle`, so that a broken implementation fails the test instead of
- * hanging it.
+ * hanging it. Make the stores and serializers it uses inside it: a lock manager that armed
+ * timers on one clock keeps them past the switch to the other.
  *
  * `clock.now()` is the mocked `performance.now()`; `clock.advance(ms)` moves the clock `ms`;
  * `clock.settle(promise)` moves it until `promise` settles, then answers it — or rejects once
