@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use common::{Executor, Record};
+use common::{injected, Executor, Fate, Faults, Record};
 use keyturn::{
     Clock, LockError, LockManager, LockOptions, LockStore, ManualClock, SeededRandom,
     SerializeError, SerializerOptions, Sleep, StoreError, StoreSerializer, TimerError, Versioned,
@@ -23,7 +23,8 @@ use serde_json::Value;
 type Log = Rc<RefCell<Vec<(u64, String)>>>;
 
 /// A store whose answers a case scripts: the calls it names (by number, from 1) fail (`fail`),
-/// apply and then fail (`lose`: the answer was lost), or never answer (`hang`); versions are
+/// apply and then fail (`lose`: the answer was lost), or never answer (`hang`) — the faults of
+/// the tests' fault-injecting store (`common::Faults`); versions are
 /// counters, or the value itself (`"versions": "values"`, as a store whose version hashes the
 /// value). With `"changed": true` it tells changes, answering `changed` at the write that
 /// changes the record. It logs every call with the record it writes (its asks, and its `at` and
@@ -33,7 +34,8 @@ struct Scripted {
     records: Rc<RefCell<BTreeMap<String, Versioned>>>,
     clock: ManualClock,
     log: Log,
-    calls: Rc<Cell<u64>>,
+    /// Which calls fail, lose their answer or hang.
+    faults: Rc<Faults>,
     versions: Rc<Cell<u64>>,
     script: Rc<Script>,
     /// The `changed` calls waiting, each woken at every write.
@@ -42,9 +44,6 @@ struct Scripted {
 
 #[derive(Default)]
 struct Script {
-    fail: Vec<u64>,
-    lose: Vec<u64>,
-    hang: Vec<u64>,
     versions_are_values: bool,
     detail: bool,
     changed: bool,
@@ -53,15 +52,6 @@ struct Script {
 /// Another isolate's ask, as it adds itself to a record's queue: its id, waiting for good.
 const OTHER_ASK: &str = "eeeeeeeeeeeeeeee:9999999999";
 
-/// What the script does with a call.
-#[derive(PartialEq)]
-enum Fate {
-    Answer,
-    Fail,
-    Lose,
-    Hang,
-}
-
 impl Scripted {
     fn now(&self) -> u64 {
         self.clock.now_ms() as u64
@@ -69,18 +59,7 @@ impl Scripted {
 
     /// The next call's fate.
     fn fate(&self) -> Fate {
-        self.calls.set(self.calls.get() + 1);
-        let call = self.calls.get();
-        let script = &self.script;
-        if script.fail.contains(&call) {
-            Fate::Fail
-        } else if script.lose.contains(&call) {
-            Fate::Lose
-        } else if script.hang.contains(&call) {
-            Fate::Hang
-        } else {
-            Fate::Answer
-        }
+        self.faults.next()
     }
 
     fn put(&self, key: &str, value: &str) -> String {
@@ -194,10 +173,6 @@ impl Scripted {
             }
         }
     }
-}
-
-fn injected() -> StoreError {
-    StoreError::new("injected failure")
 }
 
 impl LockStore for Scripted {
@@ -385,12 +360,9 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         records: Rc::default(),
         clock: clock.clone(),
         log: log.clone(),
-        calls: Rc::default(),
+        faults: Rc::new(Faults::new().scripted(calls("fail"), calls("lose"), calls("hang"))),
         versions: Rc::default(),
         script: Rc::new(Script {
-            fail: calls("fail"),
-            lose: calls("lose"),
-            hang: calls("hang"),
             versions_are_values: store_script["versions"] == "values",
             detail: case["detail"] == true,
             changed: store_script["changed"] == true,

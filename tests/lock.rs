@@ -8,96 +8,19 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::Record;
+use common::{injected, Faults, FaultyStore, Lag, Record};
 use common::{run, Executor};
 use keyturn::{
-    Clock, KeyError, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore,
-    OptionError, SeededRandom, StoreError, Versioned, MAX_LOCAL_STREAK_MS,
+    Clock, KeyError, LockError, LockManager, LockOptions, ManualClock, MemoryStore, OptionError,
+    SeededRandom, MAX_LOCAL_STREAK_MS,
 };
 
 /// The longest pause between a contender's polls (the lock core's).
 const MAX_POLL_MS: f64 = 25.0;
 
-/// A store over a shared MemoryStore that can fail, lag and refuse CAS, counting what it did.
-struct TestStore {
-    memory: Rc<MemoryStore>,
-    clock: ManualClock,
-    random: SeededRandom,
-    fail_rate: f64,
-    max_lag_ms: f64,
-    refuse_replace: bool,
-    failures: Rc<Cell<u64>>,
-    /// Every value a create or CAS wrote.
-    writes: Rc<RefCell<Vec<String>>>,
-}
+type Manager = LockManager<FaultyStore, ManualClock, SeededRandom>;
 
-impl TestStore {
-    fn plain(memory: &Rc<MemoryStore>, clock: &ManualClock) -> Self {
-        TestStore {
-            memory: memory.clone(),
-            clock: clock.clone(),
-            random: SeededRandom::new(1),
-            fail_rate: 0.0,
-            max_lag_ms: 0.0,
-            refuse_replace: false,
-            failures: Rc::default(),
-            writes: Rc::default(),
-        }
-    }
-
-    async fn weather(&self) -> Result<(), StoreError> {
-        if self.max_lag_ms > 0.0 {
-            let lag = (self.random_unit() * self.max_lag_ms).floor();
-            self.clock.after(lag).await;
-        }
-        if self.random_unit() < self.fail_rate {
-            self.failures.set(self.failures.get() + 1);
-            return Err(StoreError::new("injected failure"));
-        }
-        Ok(())
-    }
-
-    fn random_unit(&self) -> f64 {
-        keyturn::Random::unit(&self.random)
-    }
-}
-
-impl LockStore for TestStore {
-    type Version = String;
-
-    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
-        self.weather().await?;
-        let created = self.memory.create(key, value).await?;
-        if created.is_some() {
-            self.writes.borrow_mut().push(value.to_owned());
-        }
-        Ok(created)
-    }
-    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
-        self.weather().await?;
-        self.memory.read(key).await
-    }
-    async fn replace(
-        &self,
-        key: &str,
-        version: &String,
-        value: &str,
-    ) -> Result<Option<String>, StoreError> {
-        self.weather().await?;
-        if self.refuse_replace {
-            return Ok(None);
-        }
-        let replaced = self.memory.replace(key, version, value).await?;
-        if replaced.is_some() {
-            self.writes.borrow_mut().push(value.to_owned());
-        }
-        Ok(replaced)
-    }
-}
-
-type Manager = LockManager<TestStore, ManualClock, SeededRandom>;
-
-fn manager(store: TestStore, clock: &ManualClock, seed: u64) -> Manager {
+fn manager(store: FaultyStore, clock: &ManualClock, seed: u64) -> Manager {
     LockManager::new(store, clock.clone(), SeededRandom::new(seed))
 }
 
@@ -125,7 +48,7 @@ fn stored(memory: &MemoryStore, name: &str) -> Record {
 #[test]
 fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
     let (clock, memory, executor) = world();
-    let locks = manager(TestStore::plain(&memory, &clock), &clock, 7);
+    let locks = manager(FaultyStore::plain(&memory, &clock), &clock, 7);
     let l = locks.clone();
     let fences = executor.spawn_with_output(async move {
         let mut fences = Vec::new();
@@ -154,8 +77,8 @@ fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
 #[test]
 fn a_live_holder_is_waited_out_and_the_answer_is_none() {
     let (clock, memory, executor) = world();
-    let a = manager(TestStore::plain(&memory, &clock), &clock, 1);
-    let b = manager(TestStore::plain(&memory, &clock), &clock, 2);
+    let a = manager(FaultyStore::plain(&memory, &clock), &clock, 1);
+    let b = manager(FaultyStore::plain(&memory, &clock), &clock, 2);
     let (a2, b2, c) = (a.clone(), b.clone(), clock.clone());
     let outcome = executor.spawn_with_output(async move {
         let held = a2
@@ -187,8 +110,8 @@ fn a_live_holder_is_waited_out_and_the_answer_is_none() {
 #[test]
 fn a_release_within_the_wait_is_seen_promptly() {
     let (clock, memory, executor) = world();
-    let a = manager(TestStore::plain(&memory, &clock), &clock, 1);
-    let b = manager(TestStore::plain(&memory, &clock), &clock, 2);
+    let a = manager(FaultyStore::plain(&memory, &clock), &clock, 1);
+    let b = manager(FaultyStore::plain(&memory, &clock), &clock, 2);
     let held = Rc::new(RefCell::new(None));
     let (a2, h) = (a.clone(), held.clone());
     executor.spawn(async move {
@@ -225,8 +148,8 @@ fn a_release_within_the_wait_is_seen_promptly() {
 #[test]
 fn a_stale_record_is_taken_over_by_cas_and_the_late_release_changes_nothing() {
     let (clock, memory, executor) = world();
-    let a = manager(TestStore::plain(&memory, &clock), &clock, 1);
-    let b = manager(TestStore::plain(&memory, &clock), &clock, 2);
+    let a = manager(FaultyStore::plain(&memory, &clock), &clock, 1);
+    let b = manager(FaultyStore::plain(&memory, &clock), &clock, 2);
     let (a2, b2, c, m) = (a.clone(), b.clone(), clock.clone(), memory.clone());
     let result = executor.spawn_with_output(async move {
         let dead = a2
@@ -270,7 +193,7 @@ fn a_local_holder_past_stale_ms_is_taken_over_by_a_local_waiter() {
     // only until its record goes stale, as it would hold other isolates off: the waiters here
     // then take it over, and its late release and drop change nothing.
     let (clock, memory, executor) = world();
-    let locks = manager(TestStore::plain(&memory, &clock), &clock, 1);
+    let locks = manager(FaultyStore::plain(&memory, &clock), &clock, 1);
     let (l, c, m) = (locks.clone(), clock.clone(), memory.clone());
     let result = executor.spawn_with_output(async move {
         let dead = l
@@ -336,8 +259,8 @@ fn takeovers_stop_after_two_per_acquisition() {
     let (clock, memory, executor) = world();
     memory.put("k", &Record::held("someone", 5, 0.0).encode());
     clock.advance(10_000.0);
-    let mut store = TestStore::plain(&memory, &clock);
-    store.refuse_replace = true; // every CAS loses, as if rivals kept writing first
+    // Every CAS loses, as if rivals kept writing first.
+    let store = FaultyStore::plain(&memory, &clock).refusing_replaces();
     let locks = manager(store, &clock, 3);
     let l = locks.clone();
     let outcome = executor.spawn_with_output(async move {
@@ -357,7 +280,7 @@ fn takeovers_stop_after_two_per_acquisition() {
 fn fences_rise_across_releases_takeovers_and_handoffs() {
     let (clock, memory, executor) = world();
     let isolates: Vec<Manager> = (0..3)
-        .map(|i| manager(TestStore::plain(&memory, &clock), &clock, i + 10))
+        .map(|i| manager(FaultyStore::plain(&memory, &clock), &clock, i + 10))
         .collect();
     let fences = Rc::new(RefCell::new(Vec::new()));
     for round in 0..30u64 {
@@ -388,7 +311,7 @@ fn a_record_that_is_not_ours_is_never_released_and_taken_over_only_when_unchange
     let (clock, memory, executor) = world();
     memory.put("k", "{\"pid\":123,\"token\":\"from the seed\"}");
     clock.advance(1_000_000.0);
-    let locks = manager(TestStore::plain(&memory, &clock), &clock, 4);
+    let locks = manager(FaultyStore::plain(&memory, &clock), &clock, 4);
     let (l, c, m) = (locks.clone(), clock.clone(), memory.clone());
     let outcome = executor.spawn_with_output(async move {
         // Not within a wait shorter than staleMs: it was first seen just now.
@@ -439,8 +362,7 @@ fn a_record_that_is_not_ours_is_never_released_and_taken_over_only_when_unchange
 #[test]
 fn store_failures_are_errors_never_a_busy_answer() {
     let (clock, memory, executor) = world();
-    let mut store = TestStore::plain(&memory, &clock);
-    store.fail_rate = 1.0;
+    let store = FaultyStore::new(&memory, &clock, Faults::new().failing(1.0));
     let locks = manager(store, &clock, 5);
     let l = locks.clone();
     let outcome =
@@ -448,14 +370,14 @@ fn store_failures_are_errors_never_a_busy_answer() {
     run(&executor, &clock);
     assert_eq!(
         outcome.borrow_mut().take().unwrap().unwrap_err(),
-        LockError::Store(StoreError::new("injected failure"))
+        LockError::Store(injected())
     );
 }
 
 #[test]
 fn bad_names_and_options_ask_nothing_of_the_store() {
     let (clock, memory, executor) = world();
-    let locks = manager(TestStore::plain(&memory, &clock), &clock, 6);
+    let locks = manager(FaultyStore::plain(&memory, &clock), &clock, 6);
     let l = locks.clone();
     let errors = executor.spawn_with_output(async move {
         vec![
@@ -499,7 +421,7 @@ fn bad_names_and_options_ask_nothing_of_the_store() {
 /// in with their fences, the records written, and the store calls made.
 fn sixteen_local_contenders(hold_ms: f64, stale_ms: f64) -> (Vec<(usize, u64)>, Vec<Record>, u64) {
     let (clock, memory, executor) = world();
-    let store = TestStore::plain(&memory, &clock);
+    let store = FaultyStore::plain(&memory, &clock);
     let writes = store.writes.clone();
     let locks = manager(store, &clock, 8);
     let order = Rc::new(RefCell::new(Vec::new()));
@@ -599,10 +521,11 @@ fn a_batch_older_than_a_quarter_of_stale_ms_is_not_used() {
 fn weathered_isolates(memory: &Rc<MemoryStore>, clock: &ManualClock, count: u64) -> Vec<Manager> {
     (0..count)
         .map(|i| {
-            let mut store = TestStore::plain(memory, clock);
-            store.random = SeededRandom::new(300 + i);
-            store.fail_rate = 0.1;
-            store.max_lag_ms = 6.0;
+            let faults = Faults::new()
+                .seeded(300 + i)
+                .failing(0.1)
+                .lagging(Lag::UpTo(6.0));
+            let store = FaultyStore::new(memory, clock, faults);
             manager(store, clock, 400 + i)
         })
         .collect()
@@ -637,11 +560,12 @@ fn contend_randomly(isolates: u64) {
     let count = isolates as usize;
     let isolates: Vec<Manager> = (0..isolates)
         .map(|i| {
-            let mut store = TestStore::plain(&memory, &clock);
-            store.random = SeededRandom::new(100 + i);
-            store.fail_rate = 0.1;
-            store.max_lag_ms = 6.0;
-            store.failures = injected.clone();
+            let faults = Faults::new()
+                .seeded(100 + i)
+                .failing(0.1)
+                .lagging(Lag::UpTo(6.0))
+                .counting_failures_in(injected.clone());
+            let store = FaultyStore::new(&memory, &clock, faults);
             manager(store, &clock, 200 + i)
         })
         .collect();
@@ -790,8 +714,8 @@ fn randomized_semaphore_of_3_over_4_isolates_of_4_contenders() {
 #[test]
 fn a_name_keeps_one_concurrency() {
     let (clock, memory, executor) = world();
-    let here = manager(TestStore::plain(&memory, &clock), &clock, 1);
-    let there = manager(TestStore::plain(&memory, &clock), &clock, 2);
+    let here = manager(FaultyStore::plain(&memory, &clock), &clock, 1);
+    let there = manager(FaultyStore::plain(&memory, &clock), &clock, 2);
     let three = LockOptions {
         concurrency: 3.0,
         ..LockOptions::default()
@@ -847,7 +771,7 @@ fn a_name_keeps_one_concurrency() {
 fn randomized_renewals_race_takeovers_releases_and_faults() {
     let (clock, memory, executor) = world();
     let isolates = weathered_isolates(&memory, &clock, 4);
-    type Held = Rc<keyturn::Lock<TestStore, ManualClock, SeededRandom>>;
+    type Held = Rc<keyturn::Lock<FaultyStore, ManualClock, SeededRandom>>;
     let holding: Rc<RefCell<Vec<Held>>> = Rc::default();
     let accepted = Rc::new(Cell::new(0u64));
     let (writes, lost, renewed) = (
@@ -940,8 +864,8 @@ fn randomized_renewals_race_takeovers_releases_and_faults() {
 #[test]
 fn with_lock_renews_while_the_work_runs_and_releases_after() {
     let (clock, memory, executor) = world();
-    let locks = manager(TestStore::plain(&memory, &clock), &clock, 41);
-    let rival = manager(TestStore::plain(&memory, &clock), &clock, 42);
+    let locks = manager(FaultyStore::plain(&memory, &clock), &clock, 41);
+    let rival = manager(FaultyStore::plain(&memory, &clock), &clock, 42);
     let (l, c) = (locks.clone(), clock.clone());
     let done = executor.spawn_with_output(async move {
         l.with_lock("k", options(100.0, 300.0), async |lock| {

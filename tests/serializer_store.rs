@@ -9,63 +9,16 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::Record;
 use common::{run, Executor};
+use common::{Faults, FaultyStore, Lag, Record};
 use keyturn::{
-    Clock, Coalesce, LockError, LockManager, LockOptions, LockStore, ManualClock, MemoryStore,
-    SeededRandom, SerializeError, SerializerOptions, StoreError, StoreSerializer, Versioned,
-    SERIALIZE_PREFIX,
+    Clock, Coalesce, LockError, LockManager, LockOptions, ManualClock, MemoryStore, SeededRandom,
+    SerializeError, SerializerOptions, StoreSerializer, SERIALIZE_PREFIX,
 };
 
-/// A shared MemoryStore that lags 0–2 ms per call, counts its calls and can fail them.
-#[derive(Clone)]
-struct Shared {
-    memory: Rc<MemoryStore>,
-    clock: ManualClock,
-    calls: Rc<Cell<u32>>,
-    fail_next: Rc<Cell<u32>>,
-    lag: Rc<Cell<u64>>,
-}
+type Serializer = StoreSerializer<FaultyStore, ManualClock, SeededRandom>;
 
-impl Shared {
-    async fn weather(&self) -> Result<(), StoreError> {
-        self.calls.set(self.calls.get() + 1);
-        // A deterministic lag: 1, 2, 0, 1, 2, 0, …
-        let lag = self.lag.get();
-        self.lag.set(lag + 1);
-        self.clock.after((lag % 3) as f64).await;
-        if self.fail_next.get() > 0 {
-            self.fail_next.set(self.fail_next.get() - 1);
-            return Err(StoreError::new("injected failure"));
-        }
-        Ok(())
-    }
-}
-
-impl LockStore for Shared {
-    type Version = String;
-    async fn create(&self, key: &str, value: &str) -> Result<Option<String>, StoreError> {
-        self.weather().await?;
-        self.memory.create(key, value).await
-    }
-    async fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
-        self.weather().await?;
-        self.memory.read(key).await
-    }
-    async fn replace(
-        &self,
-        key: &str,
-        version: &String,
-        value: &str,
-    ) -> Result<Option<String>, StoreError> {
-        self.weather().await?;
-        self.memory.replace(key, version, value).await
-    }
-}
-
-type Serializer = StoreSerializer<Shared, ManualClock, SeededRandom>;
-
-fn isolate(store: &Shared, timeout_ms: f64, stale_ms: f64, seed: u64) -> Rc<Serializer> {
+fn isolate(store: &FaultyStore, timeout_ms: f64, stale_ms: f64, seed: u64) -> Rc<Serializer> {
     let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
     let options = SerializerOptions::new(timeout_ms, f64::INFINITY).unwrap();
     Rc::new(StoreSerializer::new(options, lease(stale_ms), locks).unwrap())
@@ -79,19 +32,15 @@ fn lease(stale_ms: f64) -> LockOptions {
     }
 }
 
-fn world() -> (Shared, Rc<Executor>) {
-    let store = Shared {
-        memory: Rc::new(MemoryStore::new()),
-        clock: ManualClock::new(),
-        calls: Rc::default(),
-        fail_next: Rc::default(),
-        // The first call lags 1 ms: calls made at once are all queued before it answers.
-        lag: Rc::new(Cell::new(1)),
-    };
+/// One store shared by the isolates: its calls lag 1, 2, 0, 1, 2, 0, … ms (the first 1 ms:
+/// calls made at once are all queued before it answers), and can be made to fail.
+fn world() -> (FaultyStore, Rc<Executor>) {
+    let faults = Faults::new().lagging(Lag::Cycle);
+    let store = FaultyStore::new(&Rc::new(MemoryStore::new()), &ManualClock::new(), faults);
     (store, Executor::new())
 }
 
-fn record(store: &Shared, key: &str) -> Record {
+fn record(store: &FaultyStore, key: &str) -> Record {
     let name = format!("{SERIALIZE_PREFIX}{key}");
     Record::decode(&store.memory.get(&name).expect("a record").value).expect("ours")
 }
@@ -228,7 +177,7 @@ fn sixteen_works_in_one_isolate_cost_three_store_calls() {
     );
     // The first turn starts as its task is polled, before the other 15 are queued: its create
     // reserves nothing, the first hand-off reserves 14 fences, the last turn frees the record.
-    assert_eq!(store.calls.get(), 3, "create, one hand-off CAS, release");
+    assert_eq!(store.faults.calls(), 3, "create, one hand-off CAS, release");
     assert!(!record(&store, "k").held);
 }
 
@@ -303,7 +252,7 @@ fn a_work_dropped_at_its_deadline_hands_its_lease_to_the_next_here_without_a_sto
     // The first turn started before the second was queued, so its create reserved nothing:
     // the hand-off is one CAS.
     assert_eq!(
-        store.calls.get(),
+        store.faults.calls(),
         3,
         "the create, the hand-off, and the last release"
     );
@@ -313,7 +262,7 @@ fn a_work_dropped_at_its_deadline_hands_its_lease_to_the_next_here_without_a_sto
 fn a_store_failure_fails_that_work_and_the_key_moves_on() {
     let (store, executor) = world();
     let serializer = isolate(&store, 1_000.0, 2_000.0, 7);
-    store.fail_next.set(1);
+    store.faults.fail_next(1);
     let results = Rc::new(RefCell::new(Vec::new()));
     for i in 0..2 {
         let (serializer, results) = (serializer.clone(), results.clone());

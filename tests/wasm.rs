@@ -1,6 +1,9 @@
 //! The same tests in Node, headless Chromium and headless Firefox: `scripts/test.sh` runs this
 //! file once per host (WASM_BINDGEN_USE_BROWSER with CHROMEDRIVER, then with GECKODRIVER).
-//! Real platform timers throughout: nothing here uses a manual clock.
+//! Real platform timers throughout: nothing here uses a manual clock. A busy machine delays a
+//! timer by tens of milliseconds (a GC pause, two CPU-bound neighbours on two cores), so no
+//! outcome here rests on a timer firing within less than 300 ms of when it was asked for: a
+//! test waits for what it awaits (`until`), or gives each step 300 ms or more to spare.
 #![cfg(target_arch = "wasm32")]
 
 use std::cell::RefCell;
@@ -16,6 +19,16 @@ type Log = Rc<RefCell<Vec<String>>>;
 /// A real platform sleep of `ms`.
 async fn sleep(ms: f64) {
     PlatformClock.sleep(ms).expect("a timer").await;
+}
+
+/// Waits until `done()`, looking every 5 ms, for at most `limit_ms` (then the test's own
+/// assertions say what is missing): a test waits for what it awaits, not for a guess of how
+/// long that takes.
+async fn until(done: impl Fn() -> bool, limit_ms: f64) {
+    let end = js_sys::Date::now() + limit_ms;
+    while !done() && js_sys::Date::now() <= end {
+        sleep(5.0).await;
+    }
 }
 
 fn spawn_run(
@@ -50,7 +63,7 @@ async fn rust_api_runs_one_key_in_order_and_keys_side_by_side() {
     spawn_run(&serializer, &log, "a", "a1", 20);
     spawn_run(&serializer, &log, "a", "a2", 1);
     spawn_run(&serializer, &log, "b", "b1", 5);
-    sleep(120.0).await;
+    until(|| log.borrow().len() == 6, 5_000.0).await;
     assert_eq!(
         *log.borrow(),
         ["start a1", "start b1", "end b1", "end a1", "start a2", "end a2"]
@@ -60,13 +73,14 @@ async fn rust_api_runs_one_key_in_order_and_keys_side_by_side() {
 
 #[test]
 async fn rust_api_deadline_drops_the_work_on_a_real_timer() {
-    let serializer = Rc::new(KeyedSerializer::new(30.0).unwrap());
+    // A deadline of 400 ms looked at 100 ms in: 300 ms to spare.
+    let serializer = Rc::new(KeyedSerializer::new(400.0).unwrap());
     let log: Log = Rc::default();
     spawn_run(&serializer, &log, "k", "slow", 10_000);
     spawn_run(&serializer, &log, "k", "next", 1);
-    sleep(15.0).await;
+    sleep(100.0).await;
     assert_eq!(*log.borrow(), ["start slow"], "not before the deadline");
-    sleep(150.0).await;
+    until(|| log.borrow().len() == 4, 5_000.0).await;
     assert_eq!(
         *log.borrow(),
         ["start slow", "timeout slow", "start next", "end next"]
@@ -122,12 +136,12 @@ async fn rust_api_clears_each_deadline_timer_when_its_work_settles() {
             1,
         );
     }
-    sleep(400.0).await;
+    until(|| log.borrow().len() == 60, 5_000.0).await;
     restore.call0(&JsValue::UNDEFINED).unwrap();
     assert_eq!(log.borrow().len(), 60, "every work started and ended");
     assert_eq!(serializer.pending(), 0);
     // At most two works ran at once (keys a and b), each with its deadline and its own 1 ms
-    // sleep; and this test's own sleep.
+    // sleep; and this test's own sleep (one at a time while it waits).
     assert!(
         stat(&stats, "max") <= 5.0,
         "live timers peaked at {}",
@@ -228,54 +242,70 @@ async fn rust_leases_on_real_timers_renew_and_with_lock() {
     let store = Rc::new(MemoryStore::new());
     let locks = LockManager::new(store.clone(), WallClock, PlatformRandom::default());
     let rival = LockManager::new(store.clone(), WallClock, PlatformRandom::default());
+    // Leases long enough that every step below has 300 ms or more to spare: a timer a busy
+    // machine delays by tens of milliseconds decides nothing.
     let short = LockOptions {
         wait_ms: 0.0,
-        stale_ms: 60.0,
+        stale_ms: 700.0,
         ..LockOptions::default()
     };
-    // A lease renewed on real timers outlives its first staleMs; unrenewed, it lapses.
-    let lock = locks.acquire("lease", short).await.unwrap().expect("free");
-    let first_end = lock.held_until();
-    WallClock.sleep(30.0).unwrap().await;
-    assert!(lock.renew().await.unwrap());
-    assert!(lock.held_until() > first_end);
-    WallClock.sleep(40.0).unwrap().await;
-    assert!(
-        lock.is_held(),
-        "renewed: still held past the first lease's end"
-    );
-    WallClock.sleep(70.0).unwrap().await;
-    assert!(!lock.is_held(), "lapsed");
-    assert!(!lock.renew().await.unwrap(), "lost for good");
-    let taker = rival
-        .acquire("lease", short)
-        .await
-        .unwrap()
-        .expect("taken over");
-    assert!(taker.fence() > lock.fence());
-    taker.release().await.unwrap();
-
-    // with_lock renews while its work runs three leases long; a rival never gets in.
-    let asked = js_sys::Date::now();
-    let work = locks.with_lock("job", short, async |held| {
-        WallClock.sleep(180.0).unwrap().await;
-        assert!(held.is_held(), "renewed all along");
-        held.fence()
-    });
-    let tries = async {
-        let mut got = 0;
-        // Four tries over 120 ms, all while the 180 ms work runs (after it, the name is free).
-        for _ in 0..4 {
-            WallClock.sleep(30.0).unwrap().await;
-            if rival.acquire("job", short).await.unwrap().is_some() {
-                got += 1;
-            }
-        }
-        got
+    // The two halves run side by side, on names of their own, to keep the test short.
+    let lapse = async {
+        // A lease renewed on real timers outlives its first staleMs; unrenewed, it lapses.
+        let lock = locks.acquire("lease", short).await.unwrap().expect("free");
+        let first_end = lock.held_until();
+        // Renewed with 350 ms of the first lease left.
+        WallClock.sleep(350.0).unwrap().await;
+        assert!(lock.renew().await.unwrap());
+        assert!(lock.held_until() > first_end);
+        // Past the first lease's end (700 ms), 320 ms before the renewed one's.
+        WallClock.sleep(380.0).unwrap().await;
+        assert!(
+            lock.is_held(),
+            "renewed: still held past the first lease's end"
+        );
+        // Past the renewed lease's end.
+        WallClock.sleep(450.0).unwrap().await;
+        assert!(!lock.is_held(), "lapsed");
+        assert!(!lock.renew().await.unwrap(), "lost for good");
+        let taker = rival
+            .acquire("lease", short)
+            .await
+            .unwrap()
+            .expect("taken over");
+        assert!(taker.fence() > lock.fence());
+        taker.release().await.unwrap();
     };
-    let (fence, rival_got) = futures_join(work, tries).await;
-    assert!(fence.unwrap() as f64 >= asked.floor() * FENCES_PER_MS);
-    assert_eq!(rival_got, 0, "the lease was renewed while the work ran");
+    let renewing = async {
+        // with_lock renews while its work runs three leases long; a rival never gets in.
+        // Leases of 450 ms renewed every 150 ms: a renewal may come 300 ms late, still in time.
+        let renewed = LockOptions {
+            stale_ms: 450.0,
+            ..short
+        };
+        let asked = js_sys::Date::now();
+        let work = locks.with_lock("job", renewed, async |held| {
+            WallClock.sleep(1_350.0).unwrap().await;
+            assert!(held.is_held(), "renewed all along");
+            held.fence()
+        });
+        let tries = async {
+            let mut got = 0;
+            // Four tries over 1 000 ms, the last 350 ms before the 1 350 ms work ends (after
+            // it, the name is free).
+            for _ in 0..4 {
+                WallClock.sleep(250.0).unwrap().await;
+                if rival.acquire("job", renewed).await.unwrap().is_some() {
+                    got += 1;
+                }
+            }
+            got
+        };
+        let (fence, rival_got) = futures_join(work, tries).await;
+        assert!(fence.unwrap() as f64 >= asked.floor() * FENCES_PER_MS);
+        assert_eq!(rival_got, 0, "the lease was renewed while the work ran");
+    };
+    futures_join(lapse, renewing).await;
     // Busy: Unavailable.
     let held = rival
         .acquire("busy", LockOptions::default())

@@ -422,8 +422,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             return;
         };
         let failed = matches!(answer, Answer::Failed | Answer::TimedOut);
+        // A write's answer is timed from when it was sent (a lease it took runs from then); a
+        // read's, or a failure's, as it comes: what follows a failure is bounded from now.
         let when = match op.method {
-            Method::Create | Method::Replace => op.sent,
+            Method::Create | Method::Replace if !failed => op.sent,
             _ => now,
         };
         let Some(found) = self.legs.get_mut(leg) else {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createClient } from 'redis';
 import { acquireLock, createKeyedSerializer, lockStats, RedisStore } from 'keyturn';
 
-import { busyKey, quantile } from './busy-key.mjs';
+import { BUSY_MACHINE_MS, busyKey, quantile } from './busy-key.mjs';
 import { keyturnProcess } from '../runtimes/redis-keyturn-processes.mjs';
 import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
 
@@ -66,10 +66,14 @@ describe('two processes over redis-server', { skip: !haveRedisServer() && 'no re
       const report = `p50 ${p50.toFixed(1)} ms, max ${max.toFixed(1)} ms, B's calls ${callsOfBPerTurn.toFixed(1)} and both's ${callsPerTurnOfB.toFixed(1)} per turn of B, ${waits.length} turns of B, ${turnsOfA} of A`;
       assert.ok(waits.length >= 30, report);
       assert.ok(turnsOfA > 200, `A keeps its pace: ${report}`);
-      // The bounds of "Turns round isolates", with room for a loaded machine (bench/README.md
-      // has the figures).
-      assert.ok(p50 <= (tells ? 15 : 60), report);
-      assert.ok(max <= (tells ? 100 : 250), report);
+      // The bounds of "Turns round isolates" (bench/README.md has the figures), each with
+      // BUSY_MACHINE_MS more: these waits are real time between two processes, which a busy
+      // machine stretches by tens of milliseconds (here p50 7-9 ms and max up to 45 ms with
+      // wake-ups beside two CPU-bound loops, against p50 3-5 and max 8-19 idle). A caller left waiting
+      // for the holder to idle waits the whole 2 s run, far above them; the bounds themselves
+      // are held exactly on mocked time (cross-isolate.test.mjs).
+      assert.ok(p50 <= (tells ? 15 : 60) + BUSY_MACHINE_MS, report);
+      assert.ok(max <= (tells ? 100 : 250) + BUSY_MACHINE_MS, report);
       assert.ok(callsOfBPerTurn <= (tells ? 16 : 40), report);
       holder.stop();
     });

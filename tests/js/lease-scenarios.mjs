@@ -2,7 +2,9 @@
 // ops (lease-ops.mjs) in isolate `a` or `b` through `run(isolate, step)` and checks what they
 // saw. Node runs them on two instances of the package (lease-rules.test.mjs), workerd in two
 // isolates sharing a Durable Object namespace and an R2 bucket (workerd-leases.test.mjs). Each
-// scenario uses names of its own (`tag` keeps runs apart).
+// scenario uses names of its own (`tag` keeps runs apart). Real timers, in both: every outcome
+// has 300 ms or more to spare against a busy machine's late timers (tens of milliseconds), and
+// every bound on how long something took as much above what it takes.
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -19,8 +21,9 @@ export const SCENARIOS = [
       const held = await holding;
       assert.equal(taker.held, true, JSON.stringify(taker));
       assert.ok(taker.fence > held.fence);
-      // It asked about 50 ms in, and waited out the rest of the hold plus at most a poll's pause.
-      assert.ok(taker.ms < 600, `got it after ${taker.ms} ms`);
+      // It asked about 50 ms in, and waited out the rest of the hold plus at most a poll's pause
+      // (about 370 ms in all), not its wait of 3 s.
+      assert.ok(taker.ms < 1000, `got it after ${taker.ms} ms`);
       if (tag === 'workerd') {
         // The Durable Object tells changes: create (refused), read, its ask, one watch, read,
         // CAS, release.
@@ -35,7 +38,8 @@ export const SCENARIOS = [
     name: 'an isolate that asked and then left (its request ended) costs the next taker one offer, 100 ms, never a lease',
     async run(run, tag) {
       const name = `gone-${tag}`;
-      const holding = run('a', { op: 'acquire', name, holdMs: 300, staleMs: 5000 });
+      // Held 700 ms: B's wait has ended (at about 150 ms) well before A lets go.
+      const holding = run('a', { op: 'acquire', name, holdMs: 700, staleMs: 5000 });
       await sleep(50);
       // B asks, then its request ends: its wait is cut short at 100 ms, its ask left behind.
       const gone = await run('b', { op: 'acquire', name, waitMs: 5000, staleMs: 5000, abortAfterMs: 100 });
@@ -80,8 +84,9 @@ export const SCENARIOS = [
       assert.equal(held.lost, false, 'the holder kept its lease');
       // The same taker without the skew allowed: the record looks 5 s old to it.
       const other = `${name}-unsafe`;
-      // It holds past its first renewal (at staleMs / 3), which finds the record taken over.
-      const live = run('a', { op: 'acquire', name: other, staleMs: 2000, renewing: true, holdMs: 900 });
+      // It holds past its first renewal (at staleMs / 3, 667 ms, more than 500 ms before the
+      // hold ends), which finds the record taken over.
+      const live = run('a', { op: 'acquire', name: other, staleMs: 2000, renewing: true, holdMs: 1200 });
       await sleep(50);
       const hasty = await run('b', { op: 'acquire', name: other, staleMs: 2000, waitMs: 0, ahead: 5000 });
       assert.equal(hasty.held, true, 'without maxClockSkewMs a 5 s fast clock takes a live lease over');
@@ -118,7 +123,8 @@ export const SCENARIOS = [
     name: 'a create whose answer was lost still holds: the other isolate finds it held, then free after the release',
     async run(run, tag) {
       const name = `lost-create-${tag}`;
-      const holding = run('a', { op: 'acquire', name, holdMs: 300, script: { lose: { method: 'create', nth: 1 } } });
+      // Held 600 ms: B looks about 100 ms in, with 500 ms to spare.
+      const holding = run('a', { op: 'acquire', name, holdMs: 600, script: { lose: { method: 'create', nth: 1 } } });
       await sleep(100);
       const other = await run('b', { op: 'acquire', name, waitMs: 0 });
       assert.equal(other.held, false, 'the create took: the name is held');
@@ -170,12 +176,15 @@ export const SCENARIOS = [
       const name = `hung-${tag}`;
       const holder = await run('a', { op: 'acquire', name, staleMs: 5000, die: true });
       assert.equal(holder.held, true);
-      const hung = await run('b', { op: 'acquire', name, waitMs: 100, storeTimeoutMs: 200, script: { hang: ['read'] } });
+      // Its read hangs: the acquisition fails at storeTimeoutMs (500 ms); the bound leaves 450 ms
+      // to spare, and a second bound call (1 000 ms) past it.
+      const hung = await run('b', { op: 'acquire', name, waitMs: 100, storeTimeoutMs: 500, script: { hang: ['read'] } });
       assert.equal(hung.error, 'LockStoreError', JSON.stringify(hung));
-      assert.ok(hung.ms >= 190 && hung.ms < 100 + 200 + 150, `settled after ${hung.ms} ms`);
-      const create = await run('b', { op: 'acquire', name: `${name}-create`, waitMs: 100, storeTimeoutMs: 200, script: { hang: ['create', 'read'] } });
+      assert.ok(hung.ms >= 490 && hung.ms < 100 + 500 + 350, `settled after ${hung.ms} ms`);
+      // A create and its read-back hang: it fails at about waitMs plus storeTimeoutMs (600 ms).
+      const create = await run('b', { op: 'acquire', name: `${name}-create`, waitMs: 100, storeTimeoutMs: 500, script: { hang: ['create', 'read'] } });
       assert.equal(create.error, 'LockStoreError');
-      assert.ok(create.ms < 100 + 200 + 150, `settled after ${create.ms} ms (a create, then its read-back, both hung)`);
+      assert.ok(create.ms < 100 + 500 + 350, `settled after ${create.ms} ms (a create, then its read-back, both hung)`);
     },
   },
   {
@@ -184,7 +193,8 @@ export const SCENARIOS = [
       const name = `abort-${tag}`;
       const aborted = await run('a', { op: 'acquire', name, waitMs: 5000, storeTimeoutMs: 5000, abortAfterMs: 50, script: { hang: ['create'] } });
       assert.equal(aborted.error, 'AbortError', JSON.stringify(aborted));
-      assert.ok(aborted.ms >= 45 && aborted.ms < 150, `rejected after ${aborted.ms} ms`);
+      // At the abort (50 ms), not at the store call's bound (5 s).
+      assert.ok(aborted.ms >= 45 && aborted.ms < 500, `rejected after ${aborted.ms} ms`);
     },
   },
 ];

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { acquireLock, withLock, LockUnavailable, LockStoreError, LOCK_WAIT_MS } from 'keyturn';
 import { MapStore, record } from './map-store.mjs';
 import { MODES } from './modes.mjs';
+import { onMockedTime } from './support.mjs';
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));
@@ -84,23 +85,28 @@ test('lock.signal aborts at release and when heldUntil passes unrenewed; unread,
   assert.equal(signal.aborted, true);
   assert.match(signal.reason.message, /released/);
 
-  const lapsing = await acquireLock(store, 'b', { staleMs: 40 });
-  const lapse = lapsing.signal;
-  await sleep(20);
-  assert.equal(lapse.aborted, false);
-  await sleep(60);
-  assert.equal(lapse.aborted, true);
-  assert.match(lapse.reason.message, /heldUntil/);
+  // On mocked time: a lease's end is its timer's, to the millisecond. (A store of its own: its
+  // lock manager's timers are all mocked ones.)
+  await onMockedTime(async (clock) => {
+    const store = new MapStore();
+    const lapsing = await acquireLock(store, 'b', { staleMs: 40 });
+    const lapse = lapsing.signal;
+    await clock.advance(20);
+    assert.equal(lapse.aborted, false);
+    await clock.advance(60);
+    assert.equal(lapse.aborted, true);
+    assert.match(lapse.reason.message, /heldUntil/);
 
-  // Renewed in time, it does not abort.
-  const renewed = await acquireLock(store, 'c', { staleMs: 60 });
-  const kept = renewed.signal;
-  for (let i = 0; i < 4; i++) {
-    await sleep(25);
-    assert.equal(await renewed.renew(), true);
-  }
-  assert.equal(kept.aborted, false);
-  await renewed.release();
+    // Renewed in time, it does not abort.
+    const renewed = await acquireLock(store, 'c', { staleMs: 60 });
+    const kept = renewed.signal;
+    for (let i = 0; i < 4; i++) {
+      await clock.advance(25);
+      assert.equal(await clock.settle(renewed.renew()), true);
+    }
+    assert.equal(kept.aborted, false);
+    await clock.settle(renewed.release());
+  });
 
   // Not read: an acquisition and release arm no timer at all.
   const real = globalThis.setTimeout;
@@ -170,29 +176,31 @@ test("acquireLock's signal: already aborted calls no store; aborted while waitin
   await assert.rejects(acquireLock(store, 'k', { signal: 'no' }), TypeError);
 });
 
-test("acquireLock's signal aborted while its create is in flight: it rejects at once, and the create that won is released", async () => {
-  const store = new MapStore({ lagMs: 30, random: () => 0.99 });
-  const controller = new AbortController();
-  const pending = acquireLock(store, 'k', { signal: controller.signal });
-  await sleep(5);
-  const aborted = performance.now();
-  controller.abort();
-  await assert.rejects(pending, (e) => e.name === 'AbortError');
-  assert.ok(performance.now() - aborted < 10, 'not after the create answered');
-  assert.equal(store.records.has('k'), false, 'the create is still in flight');
-  await sleep(100);
-  assert.equal(record(store, 'k').state, 'free', 'nothing left held once it answered');
-  // The head polling (between reads) leaves at once too.
-  const holder = await acquireLock(new MapStore({ records: store.records }), 'k');
-  const poller = new AbortController();
-  const polling = acquireLock(store, 'k', { waitMs: 10_000, signal: poller.signal });
-  await sleep(80);
-  const started = Date.now();
-  poller.abort();
-  await assert.rejects(polling);
-  assert.ok(Date.now() - started < 40, 'not after the poll');
-  await holder.release();
-});
+test("acquireLock's signal aborted while its create is in flight: it rejects at once, and the create that won is released", () =>
+  // On mocked time: "at once" and "not after the create answered" are exact.
+  onMockedTime(async (clock) => {
+    const store = new MapStore({ lagMs: 30, random: () => 0.99 });
+    const controller = new AbortController();
+    const pending = acquireLock(store, 'k', { signal: controller.signal });
+    await clock.advance(5);
+    const aborted = clock.now();
+    controller.abort();
+    await assert.rejects(clock.settle(pending), (e) => e.name === 'AbortError');
+    assert.ok(clock.now() - aborted < 10, 'not after the create answered');
+    assert.equal(store.records.has('k'), false, 'the create is still in flight');
+    await clock.advance(100);
+    assert.equal(record(store, 'k').state, 'free', 'nothing left held once it answered');
+    // The head polling (between reads) leaves at once too.
+    const holder = await clock.settle(acquireLock(new MapStore({ records: store.records }), 'k'));
+    const poller = new AbortController();
+    const polling = acquireLock(store, 'k', { waitMs: 10_000, signal: poller.signal });
+    await clock.advance(80);
+    const started = Date.now();
+    poller.abort();
+    await assert.rejects(clock.settle(polling));
+    assert.ok(Date.now() - started < 40, 'not after the poll');
+    await clock.settle(holder.release());
+  }));
 
 test('withLock: runs fn with the lock, releases after, and answers what fn did', async () => {
   const store = new MapStore();
@@ -208,22 +216,24 @@ test('withLock: runs fn with the lock, releases after, and answers what fn did',
   await assert.rejects(withLock(store, 'k', 'not a function'), TypeError);
 });
 
-test('withLock renews every staleMs / 3 while fn runs, so a long fn keeps its lease', async () => {
-  const store = new MapStore();
-  let lost;
-  let renewals = 0;
-  const original = store.replace.bind(store);
-  store.replace = (key, version, value) => {
-    if (JSON.parse(value).state === 'held') renewals += 1;
-    return original(key, version, value);
-  };
-  await withLock(store, 'k', async (lock) => {
-    lost = lock.signal;
-    await sleep(250);
-  }, { staleMs: 90 });
-  assert.ok(renewals >= 4, `${renewals} renewals`);
-  assert.match(lost.reason.message, /released/, 'aborted only at the release');
-});
+test('withLock renews every staleMs / 3 while fn runs, so a long fn keeps its lease', () =>
+  // On mocked time: renewals every 30 ms keep a 90 ms lease whatever the machine's load.
+  onMockedTime(async (clock) => {
+    const store = new MapStore();
+    let lost;
+    let renewals = 0;
+    const original = store.replace.bind(store);
+    store.replace = (key, version, value) => {
+      if (JSON.parse(value).state === 'held') renewals += 1;
+      return original(key, version, value);
+    };
+    await clock.settle(withLock(store, 'k', async (lock) => {
+      lost = lock.signal;
+      await clock.sleep(250);
+    }, { staleMs: 90 }));
+    assert.ok(renewals >= 4, `${renewals} renewals`);
+    assert.match(lost.reason.message, /released/, 'aborted only at the release');
+  }));
 
 test('withLock rejects with LockUnavailable when a live holder kept the name for waitMs', async () => {
   const store = new MapStore();

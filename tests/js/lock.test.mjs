@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { acquireLock, lockStats, MemoryStore, LockStoreError, LOCK_WAIT_MS, LOCK_STALE_MS } from 'keyturn';
 import { MapStore, record } from './map-store.mjs';
-import { assertFence, clockFence } from './support.mjs';
+import { assertFence, clockFence, onMockedTime } from './support.mjs';
 
 const keepAlive = setInterval(() => {}, 1000);
 after(() => clearInterval(keepAlive));
@@ -54,60 +54,65 @@ test('a live holder is waited out for waitMs, then the answer is undefined', asy
   await held.release();
 });
 
-test('a release within the wait is seen promptly by another isolate', async () => {
-  const records = new Map();
-  const a = new MapStore({ records });
-  const b = new MapStore({ records });
-  const held = await acquireLock(a, 'k');
-  const waiting = acquireLock(b, 'k', { waitMs: 2000 });
-  await sleep(120);
-  const releasedAt = performance.now();
-  const from = Date.now();
-  await held.release();
-  const lock = await waiting;
-  assertFence(lock.fence, held.fence, from, Date.now());
-  assert.ok(performance.now() - releasedAt < 80, 'within a poll or so');
-  await lock.release();
-});
+// The next tests are about a few milliseconds (a poll's pause, a lease of tens of them): on
+// mocked time, where the package's timers and clocks move only as the test says.
+test('a release within the wait is seen promptly by another isolate', () =>
+  onMockedTime(async (clock) => {
+    const records = new Map();
+    const a = new MapStore({ records });
+    const b = new MapStore({ records });
+    const held = await clock.settle(acquireLock(a, 'k'));
+    const waiting = acquireLock(b, 'k', { waitMs: 2000 });
+    await clock.advance(120);
+    const releasedAt = clock.now();
+    const from = Date.now();
+    await clock.settle(held.release());
+    const lock = await clock.settle(waiting);
+    assertFence(lock.fence, held.fence, from, Date.now());
+    assert.ok(clock.now() - releasedAt < 80, 'within a poll or so');
+    await clock.settle(lock.release());
+  }));
 
-test('a stale record is taken over by CAS, and the late release changes nothing', async () => {
-  const records = new Map();
-  const dead = await acquireLock(new MapStore({ records }), 'k', { staleMs: 40 });
-  const other = new MapStore({ records });
-  assert.equal(await acquireLock(other, 'k', { waitMs: 0, staleMs: 40 }), undefined, 'fresh: kept');
-  await sleep(60);
-  const from = Date.now();
-  const taker = await acquireLock(other, 'k', { staleMs: 40 });
-  assertFence(taker.fence, dead.fence, from, Date.now());
-  await dead.release(); // late
-  const stored = JSON.parse(records.get('k').value);
-  assert.equal(stored.state, 'held');
-  assert.equal(stored.token, taker.token);
-  await taker.release();
-});
+test('a stale record is taken over by CAS, and the late release changes nothing', () =>
+  onMockedTime(async (clock) => {
+    const records = new Map();
+    const dead = await clock.settle(acquireLock(new MapStore({ records }), 'k', { staleMs: 40 }));
+    const other = new MapStore({ records });
+    assert.equal(await clock.settle(acquireLock(other, 'k', { waitMs: 0, staleMs: 40 })), undefined, 'fresh: kept');
+    await clock.advance(60);
+    const from = Date.now();
+    const taker = await clock.settle(acquireLock(other, 'k', { staleMs: 40 }));
+    assertFence(taker.fence, dead.fence, from, Date.now());
+    await clock.settle(dead.release()); // late
+    const stored = JSON.parse(records.get('k').value);
+    assert.equal(stored.state, 'held');
+    assert.equal(stored.token, taker.token);
+    await clock.settle(taker.release());
+  }));
 
-test('a holder in the same isolate that never releases is taken over when stale; its late release changes nothing', async () => {
-  const store = new MapStore();
-  let dead = await acquireLock(store, 'k', { staleMs: 60 });
-  const deadFence = dead.fence;
-  assert.equal(await acquireLock(store, 'k', { waitMs: 10, staleMs: 60 }), undefined, 'live: kept');
-  const started = performance.now();
-  const from = Date.now();
-  const taker = await acquireLock(store, 'k', { waitMs: 1000, staleMs: 60 });
-  const waited = performance.now() - started;
-  assert.ok(taker, 'taken over by the waiter here');
-  assert.ok(waited >= 30 && waited < 400, `taken once stale (${waited} ms)`);
-  assertFence(taker.fence, deadFence, from, Date.now());
-  await dead.release(); // late: the record is the taker's
-  assert.equal(record(store, 'k').token, taker.token);
-  assert.equal(record(store, 'k').state, 'held');
-  dead = undefined;
-  await taker.release();
-  const againFrom = Date.now();
-  const again = await acquireLock(store, 'k', { waitMs: 0 });
-  assertFence(again.fence, taker.fence, againFrom, Date.now(), 'the line is free again:');
-  await again.release();
-});
+test('a holder in the same isolate that never releases is taken over when stale; its late release changes nothing', () =>
+  onMockedTime(async (clock) => {
+    const store = new MapStore();
+    let dead = await clock.settle(acquireLock(store, 'k', { staleMs: 60 }));
+    const deadFence = dead.fence;
+    assert.equal(await clock.settle(acquireLock(store, 'k', { waitMs: 10, staleMs: 60 })), undefined, 'live: kept');
+    const started = clock.now();
+    const from = Date.now();
+    const taker = await clock.settle(acquireLock(store, 'k', { waitMs: 1000, staleMs: 60 }));
+    const waited = clock.now() - started;
+    assert.ok(taker, 'taken over by the waiter here');
+    assert.ok(waited >= 30 && waited < 400, `taken once stale (${waited} ms)`);
+    assertFence(taker.fence, deadFence, from, Date.now());
+    await clock.settle(dead.release()); // late: the record is the taker's
+    assert.equal(record(store, 'k').token, taker.token);
+    assert.equal(record(store, 'k').state, 'held');
+    dead = undefined;
+    await clock.settle(taker.release());
+    const againFrom = Date.now();
+    const again = await clock.settle(acquireLock(store, 'k', { waitMs: 0 }));
+    assertFence(again.fence, taker.fence, againFrom, Date.now(), 'the line is free again:');
+    await clock.settle(again.release());
+  }));
 
 test('a lock keeps its name, token and fence after release; a second release asks nothing', async () => {
   const store = new MapStore();
@@ -148,16 +153,18 @@ test('options.now drives staleness', async () => {
   assert.equal(taker.fence, clockFence(clock), 'taken over without waiting 2 s of real time, at the fence of its clock');
 });
 
-test('a record that is not ours is never released, and taken over only when unchanged for staleMs', async () => {
-  const store = new MapStore();
-  store.records.set('k', { value: '{"pid":1,"token":"the seed"}', version: 'v0' });
-  assert.equal(await acquireLock(store, 'k', { waitMs: 30, staleMs: 50 }), undefined);
-  const lock = await acquireLock(store, 'k', { waitMs: 200, staleMs: 50 });
-  assert.ok(lock.fence >= clockFence(Date.now() - 200), 'a lost fence restarts at the clock\'s');
-  store.records.set('k', { value: 'overwritten by something else', version: 'v9' });
-  await lock.release();
-  assert.equal(store.records.get('k').value, 'overwritten by something else');
-});
+test('a record that is not ours is never released, and taken over only when unchanged for staleMs', () =>
+  // On mocked time: a wait of 30 ms against 50 ms of watching is exact.
+  onMockedTime(async (clock) => {
+    const store = new MapStore();
+    store.records.set('k', { value: '{"pid":1,"token":"the seed"}', version: 'v0' });
+    assert.equal(await clock.settle(acquireLock(store, 'k', { waitMs: 30, staleMs: 50 })), undefined);
+    const lock = await clock.settle(acquireLock(store, 'k', { waitMs: 200, staleMs: 50 }));
+    assert.ok(lock.fence >= clockFence(Date.now() - 200), 'a lost fence restarts at the clock\'s');
+    store.records.set('k', { value: 'overwritten by something else', version: 'v9' });
+    await clock.settle(lock.release());
+    assert.equal(store.records.get('k').value, 'overwritten by something else');
+  }));
 
 test('store failures reject with LockStoreError carrying the cause; never a busy answer', async () => {
   const cause = new Error('connection reset');
@@ -343,7 +350,9 @@ test('16 local contenders queue FIFO and cost at most 1.5 store calls per acquis
   assert.ok(store.calls / 16 <= 1.5, `${store.calls / 16} calls per acquisition`);
 });
 
-test('randomized contention: 16 contenders in 4 isolates over a laggy store failing 10% of calls', async () => {
+// On mocked time: a lease of 150 ms and waits of 400 ms against holds of a few milliseconds,
+// whatever the machine's load.
+test('randomized contention: 16 contenders in 4 isolates over a laggy store failing 10% of calls', () => onMockedTime(async (clock) => {
   let seed = 4242;
   const random = () => {
     seed = (seed * 1103515245 + 12345) % 2 ** 31;
@@ -356,7 +365,7 @@ test('randomized contention: 16 contenders in 4 isolates over a laggy store fail
   let overlaps = 0;
   const fences = [];
   let errors = 0;
-  await Promise.all(
+  await clock.settle(Promise.all(
     Array.from({ length: 16 }, async (_, contender) => {
       const store = isolates[contender % 4];
       for (let round = 0; round < 25; round++) {
@@ -373,7 +382,7 @@ test('randomized contention: 16 contenders in 4 isolates over a laggy store fail
         if (holders > 1) overlaps += 1;
         fences.push(lock.fence);
         const seen = counter;
-        await sleep(Math.floor(random() * 3)); // an await inside the hold
+        await clock.sleep(Math.floor(random() * 3)); // an await inside the hold
         counter = seen + 1;
         holders -= 1;
         await lock.release().catch((error) => {
@@ -382,7 +391,7 @@ test('randomized contention: 16 contenders in 4 isolates over a laggy store fail
         });
       }
     }),
-  );
+  ));
   assert.equal(overlaps, 0, 'no two holders at once');
   assert.equal(counter, fences.length, 'no lost update');
   assert.ok(fences.every((fence, i) => i === 0 || fence > fences[i - 1]), 'fences rise in hold order');
@@ -394,4 +403,4 @@ test('randomized contention: 16 contenders in 4 isolates over a laggy store fail
   assert.ok(errors > 0 && errors <= injected, `${errors} errors for ${injected} failures`);
   assert.ok(fences.length > 100, `${fences.length} holds`);
   assert.deepEqual(unhandled, []);
-});
+}));

@@ -63,8 +63,12 @@ test('redis-server killed and started again without persistence: a fresh instanc
     const first = await freshInstance();
     const before = await acquisitions(first, new first.RedisStore(evalFn), 'account-1', 5);
 
+    // The client hears its connection go before the server is back: a command sent before
+    // that (the close not yet read) would go down the dead connection and fail with it.
+    const dropped = new Promise((resolve) => client.once('reconnecting', resolve));
     server.stop('SIGKILL');
     await server.exited;
+    await dropped;
     server = await startRedisServer({ port: server.port }); // empty: nothing was persisted
     assert.equal(await client.get('keyturn-lock:account-1'), null, 'the record is gone');
 

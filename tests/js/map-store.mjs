@@ -1,5 +1,8 @@
 // A lock store over a Map, with exact CAS, that can lag and fail: the lock tests' store.
-import { setTimeout as sleep } from 'node:timers/promises';
+
+// The global `setTimeout`, looked up at each lag: on a test's mocked time (support.mjs's
+// onMockedTime) the lag is mocked too.
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * A store over a Map, with exact CAS, that can lag and fail. Several of these over one `records`

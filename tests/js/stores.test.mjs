@@ -12,6 +12,7 @@ import { acquireLock, MemoryStore, R2Store, RedisStore } from 'keyturn';
 
 import { contract } from '../runtimes/contract.mjs';
 import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
+import { until } from './support.mjs';
 
 /** The contract over `stores` (store objects over one backend), taken in turn. */
 function storeContract(label, makeStores) {
@@ -235,14 +236,15 @@ describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }
     const version = await store.create('k', 'v');
     assert.equal(await store.changed('k', null, 20), true, 'it exists');
     const waiting = store.changed('k', version, 5000);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.equal(await client.sendCommand(['PUBSUB', 'NUMSUB', 'changed-test:k']).then((reply) => Number(reply[1])), 1);
+    // Its subscription, then its unsubscription, reach the server a round trip later: looked
+    // for until they did (2 s at most), not after a guess of how long a round trip takes.
+    const subscribers = () => client.sendCommand(['PUBSUB', 'NUMSUB', 'changed-test:k']).then((reply) => Number(reply[1]));
+    assert.equal(await until(async () => (await subscribers()) === 1), true, 'subscribed while it waits');
     const started = performance.now();
     assert.ok(await store.replace('k', version, 'w'));
     assert.equal(await waiting, true);
     assert.ok(performance.now() - started < 1000, 'told by the write');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    assert.equal(await client.sendCommand(['PUBSUB', 'NUMSUB', 'changed-test:k']).then((reply) => Number(reply[1])), 0, 'unsubscribed');
+    assert.equal(await until(async () => (await subscribers()) === 0), true, 'unsubscribed');
     assert.throws(() => new RedisStore(evalOf(client), { subscribe: 1 }), TypeError);
   });
 
@@ -255,6 +257,9 @@ describe('RedisStore on redis-server', { skip: !haveRedis && 'no redis-server' }
       const before = other.lockStats(storeB).storeCalls;
       const held = await acquireLock(storeA, `k${i}`);
       const asked = other.acquireLock(storeB, `k${i}`, { waitMs: 2000 });
+      // B's four calls (below) are round trips to the server: waited for (2 s at most), then
+      // 300 ms more, in which a poller would have read again a dozen times.
+      await until(() => other.lockStats(storeB).storeCalls - before >= 4);
       await new Promise((resolve) => setTimeout(resolve, 300));
       const callsWhileHeld = other.lockStats(storeB).storeCalls - before;
       await held.release();

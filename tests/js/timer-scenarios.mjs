@@ -18,11 +18,12 @@ const scenarios = {
     const b = createKeyedSerializer({ store, timeoutMs: 30_000 });
     await Promise.all([a('k', () => sleep(5)), b('k', () => sleep(5))]);
   },
-  // A serialized work over a store long enough to be renewed, and one that times out.
+  // A serialized work over a store long enough to be renewed (twice: every 150 ms, each with
+  // 300 ms of its lease to spare), well within its deadline; and one that times out.
   async 'a renewed turn and a timed-out one'() {
-    const serialize = createKeyedSerializer({ store: new MemoryStore(), staleMs: 60, timeoutMs: 200 });
-    await serialize('k', () => sleep(100));
-    await serialize('k', () => new Promise(() => {})).catch(() => {});
+    const serialize = createKeyedSerializer({ store: new MemoryStore(), staleMs: 450, timeoutMs: 1000 });
+    await serialize('k', () => sleep(400));
+    await serialize('k', () => new Promise(() => {}), { timeoutMs: 200 }).catch(() => {});
   },
   // withLock beside a waiter that would wait a minute.
   async 'withLock beside a long waiter'() {

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { workerdPair } from '../runtimes/workerd.mjs';
-import { busyKeyInWorkerd, quantile } from './busy-key.mjs';
+import { BUSY_MACHINE_MS, busyKeyInWorkerd, quantile } from './busy-key.mjs';
 
 let mf;
 before(() => {
@@ -20,8 +20,11 @@ for (const polls of [false, true]) {
     const report = `p50 ${p50} ms, max ${max} ms, B's calls ${callsOfBPerTurn.toFixed(1)} and both's ${callsPerTurnOfB.toFixed(1)} per turn of B, ${waits.length} turns of B, ${turnsOfA} of A`;
     assert.ok(waits.length >= 30, report);
     assert.ok(turnsOfA > 100, `A keeps its pace: ${report}`);
-    assert.ok(p50 <= (polls ? 60 : 15), report);
-    assert.ok(max <= (polls ? 250 : 100), report);
+    // The bounds of "Turns round isolates", each with BUSY_MACHINE_MS more: real time between
+    // two isolates, which a busy machine stretches; held exactly on mocked time in
+    // cross-isolate.test.mjs. A caller left waiting for the holder to idle waits the whole run.
+    assert.ok(p50 <= (polls ? 60 : 15) + BUSY_MACHINE_MS, report);
+    assert.ok(max <= (polls ? 250 : 100) + BUSY_MACHINE_MS, report);
     assert.ok(callsOfBPerTurn <= (polls ? 40 : 16), report);
   });
 }

@@ -51,7 +51,8 @@ test('a workerd isolate disposed after it asked costs the next taker one offer (
   });
   await b.ready;
   const name = 'disposed';
-  const holding = run(a, { op: 'acquire', name, holdMs: 400, staleMs: 5000 });
+  // Held 800 ms: B has asked and gone (about 200 ms in on a busy machine) long before A lets go.
+  const holding = run(a, { op: 'acquire', name, holdMs: 800, staleMs: 5000 });
   await new Promise((resolve) => setTimeout(resolve, 50));
   // B asks for the name, then its isolate goes while its request waits.
   const waiting = run(b, { op: 'acquire', name, waitMs: 10_000, staleMs: 5000 }).catch((error) => error);

@@ -33,7 +33,9 @@ export async function contract(makeStore, acquireLock) {
   const { version } = await stores[0].read(race);
   const replaced = await Promise.all(Array.from({ length: 20 }, (_, i) => stores[i % 4].replace(race, version, `r${i}`)));
   check(replaced.filter((v) => v !== null).length === 1, 'exactly one racing replace wins');
-  // Lock contention: 16 contenders over 4 store objects (4 local queues).
+  // Lock contention: 16 contenders over 4 store objects (4 local queues). A contender may wait
+  // for every other one's rounds: over R2 through Miniflare on a busy machine that took 8 s
+  // (and two waits of 5 s ran out), so each waits as long as the whole run may take.
   const name = `lock-${crypto.randomUUID()}`;
   let counter = 0;
   let holders = 0;
@@ -42,7 +44,7 @@ export async function contract(makeStore, acquireLock) {
   await Promise.all(
     Array.from({ length: 16 }, async (_, contender) => {
       for (let round = 0; round < 6; round++) {
-        const lock = await acquireLock(stores[contender % 4], name, { waitMs: 5000 });
+        const lock = await acquireLock(stores[contender % 4], name, { waitMs: 60_000 });
         if (!lock) continue;
         holders += 1;
         if (holders > 1) overlaps += 1;

@@ -6,8 +6,9 @@ import { contract } from '../runtimes/contract.mjs';
 
 export { LockDurableObject };
 
-// One serializer for the isolate, shared by every request, as a worker holds it.
-const serialize = createKeyedSerializer({ timeoutMs: 100 });
+// One serializer for the isolate, shared by every request, as a worker holds it. Its deadline
+// leaves a work's R2 put and get (a few milliseconds, tens on a busy machine) 600 ms.
+const serialize = createKeyedSerializer({ timeoutMs: 600 });
 
 /** GET /serialize?n=N&hang=1: a work for key "k" that does R2 I/O, or never settles. */
 async function serializeRoute(url, env) {

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { deferred, watchProcess } from '../support.mjs';
+import { deferred, onMockedTime, watchProcess } from '../support.mjs';
 import { forEachMode } from '../modes.mjs';
 
 const require = createRequire(import.meta.url);
@@ -88,7 +88,8 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
     await noUnhandled();
   });
 
-  test('after timeoutMs it rejects with SerializedWorkTimeout, aborts the signal, and the next work starts', async () => {
+  // On mocked time (../support.mjs): "not before the deadline, not long after it" is exact.
+  test('after timeoutMs it rejects with SerializedWorkTimeout, aborts the signal, and the next work starts', () => onMockedTime(async (clock) => {
     const serialize = createKeyedSerializer({ timeoutMs: 40 });
     let signal;
     let abortedAt;
@@ -106,7 +107,7 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
       assert.equal(signal.aborted, true, 'aborted before the next work starts');
       return 'next';
     });
-    const error = await slow.then(
+    const error = await clock.settle(slow).then(
       () => assert.fail('resolved'),
       (e) => e,
     );
@@ -116,13 +117,13 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
     assert.equal(error.key, 'order-7');
     assert.equal(error.timeoutMs, 40);
     assert.equal(error.message, 'serialized work for order-7 timed out after 40 ms: released, the next notification re-decides');
-    assert.equal(await next, 'next');
+    assert.equal(await clock.settle(next), 'next');
     assert.ok(abortedAt - startedAt >= 39, `not before the deadline (${abortedAt - startedAt} ms)`);
     assert.ok(abortedAt - startedAt < 40 + 200, `not long after it (${abortedAt - startedAt} ms)`);
     assert.ok(nextStartedAt >= abortedAt);
     assert.equal(serialize.pending(), 0);
     await noUnhandled();
-  });
+  }));
 
   test('the timeout message is keyed-serializer.js\'s, word for word', async () => {
     // The text of keyed-serializer.js (the per-key serializer keyturn is a drop-in for), stated
@@ -169,7 +170,8 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
     await noUnhandled();
   });
 
-  test('no unhandled rejection: ignored results, late rejections, rejections nobody awaits', async () => {
+  // On mocked time: the late rejection comes 30 ms after the works' 5 ms deadlines, exactly.
+  test('no unhandled rejection: ignored results, late rejections, rejections nobody awaits', () => onMockedTime(async (clock) => {
     const serialize = createKeyedSerializer({ timeoutMs: 5 });
     serialize('k', () => {
       throw new Error('ignored sync');
@@ -182,11 +184,11 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
     serialize('k', () => new Promise(() => {}));
     serialize('', () => 1);
     serialize('k', 'not a function');
-    await sleep(30);
+    await clock.advance(30);
     late.reject(new Error('late'));
     await noUnhandled();
     assert.equal(serialize.pending(), 0);
-  });
+  }));
 
   test('pending() counts keys with queued or running work, and an idle key holds no memory', async () => {
     const serialize = createKeyedSerializer();

@@ -138,8 +138,10 @@ forEachMode(({ name, acquireLock, createKeyedSerializer, KeyturnInstanceFailed, 
   });
 
   test('a timer refused on the shared timer\'s re-arm gives up on the earliest work with the host\'s error', async () => {
-    const serialize = createKeyedSerializer({ timeoutMs: 15 });
-    const hung = [serialize('a', () => new Promise(() => {})), serialize('b', () => new Promise(() => {}), { timeoutMs: 40 })];
+    // Deadlines 300 ms in and 300 ms apart: the fault is in place long before the first fires,
+    // and that one fires before the second is due, however late a busy machine runs them.
+    const serialize = createKeyedSerializer({ timeoutMs: 300 });
+    const hung = [serialize('a', () => new Promise(() => {})), serialize('b', () => new Promise(() => {}), { timeoutMs: 600 })];
     await sleep(2);
     // The next setTimeout: the re-arm after the first deadline (direct mode), or nothing (each
     // work armed its own already, workers mode).

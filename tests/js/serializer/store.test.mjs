@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { MapStore, record } from '../map-store.mjs';
-import { seededRandom, watchProcess } from '../support.mjs';
+import { onMockedTime, seededRandom, watchProcess } from '../support.mjs';
 import { forEachMode } from '../modes.mjs';
 
 const require = createRequire(import.meta.url);
@@ -83,46 +83,48 @@ forEachMode((mode) => {
     assert.deepEqual(log, ['work 1', 'handler 1', 'work 2', 'handler 2', 'work 3']);
   });
 
-  test('a hung work in one instance times out, and the other\'s work runs within that deadline plus a poll', async () => {
+  // The next two are about a deadline plus a poll's pause, and renewals every 20 ms: on mocked
+  // time (../support.mjs), where the package's timers move only as the test says.
+  test('a hung work in one instance times out, and the other\'s work runs within that deadline plus a poll', () => onMockedTime(async (clock) => {
     const { serializers } = twoIsolates({ timeoutMs: 150, staleMs: 5000 });
-    const started = performance.now();
+    const started = clock.now();
     const hung = serializers[0]('k', () => new Promise(() => {}));
-    await sleep(10);
+    await clock.advance(10);
     let ranAt;
     const other = serializers[1]('k', (signal, turn) => {
-      ranAt = performance.now() - started;
+      ranAt = clock.now() - started;
       return turn.fence;
     }, { timeoutMs: 1000 });
-    await assert.rejects(hung, (error) => error.name === 'SerializedWorkTimeout' && error.timeoutMs === 150);
-    const fence = await other;
+    await assert.rejects(clock.settle(hung), (error) => error.name === 'SerializedWorkTimeout' && error.timeoutMs === 150);
+    const fence = await clock.settle(other);
     assert.ok(ranAt >= 140 && ranAt < 150 + 60, `ran at ${ranAt.toFixed(1)} ms`);
     assert.ok(fence >= 2);
-  });
+  }));
 
-  test('a work running 3 × staleMs keeps its lease (renewed) and is not overlapped', async () => {
+  test('a work running 3 × staleMs keeps its lease (renewed) and is not overlapped', () => onMockedTime(async (clock) => {
     const { serializers, stores } = twoIsolates({ staleMs: 60, timeoutMs: 2000 });
     const watched = monitor();
     let signalOfLong;
     const long = serializers[0]('k', async (signal, turn) => {
       signalOfLong = signal;
       watched.enter(turn);
-      await sleep(180);
+      await clock.sleep(180);
       watched.leave();
       return 'long';
     });
-    await sleep(5);
+    await clock.advance(5);
     const calls = stores[0].calls;
     const short = serializers[1]('k', (signal, turn) => {
       watched.enter(turn);
       watched.leave();
       return 'short';
     });
-    assert.deepEqual(await Promise.all([long, short]), ['long', 'short']);
+    assert.deepEqual(await clock.settle(Promise.all([long, short])), ['long', 'short']);
     assert.equal(watched.maxLive, 1);
     assert.equal(signalOfLong.aborted, false);
     assert.ok(stores[0].calls - calls >= 4, `renewed: ${stores[0].calls - calls} calls`);
     assert.ok(rising(watched.fences));
-  });
+  }));
 
   test('a lease lost anyway (a renewal refused) aborts the work\'s signal', async () => {
     const store = new MapStore();
@@ -253,7 +255,9 @@ forEachMode((mode) => {
     await assert.rejects(mode.acquireLock(store, 'x'.repeat(513)), RangeError);
   });
 
-  test('randomized: two instances, random deadlines, aborts and store lag — no overlap except after an abandonment, every promise settles', async () => {
+  // On mocked time: leases of 200 ms, deadlines of 5–24 ms and aborts within 30 ms play out as
+  // the seed says, not as a busy machine's late timers would have them.
+  test('randomized: two instances, random deadlines, aborts and store lag — no overlap except after an abandonment, every promise settles', () => onMockedTime(async (clock) => {
     const random = seededRandom(20261201);
     const { serializers, stores } = twoIsolates({ staleMs: 200, maxPending: 40 }, { lagMs: 3, random });
     let live = 0;
@@ -274,7 +278,7 @@ forEachMode((mode) => {
           fences.push(turn.fence);
         }
         try {
-          await sleep(workMs);
+          await clock.sleep(workMs);
         } finally {
           if (key === 'k0') live -= 1;
         }
@@ -290,13 +294,13 @@ forEachMode((mode) => {
           },
         ),
       );
-      if (random() < 0.2) await sleep(Math.floor(random() * 5));
+      if (random() < 0.2) await clock.advance(Math.floor(random() * 5));
     }
-    const outcomes = await Promise.all(calls);
+    const outcomes = await clock.settle(Promise.all(calls));
     assert.equal(outcomes.length, 300, 'every promise settled');
     assert.equal(overlaps, 0);
     assert.ok(rising(fences), 'fences rise in the order works started');
-    await sleep(20);
+    await clock.advance(20);
     for (const key of ['k0', 'k1', 'k2']) {
       const held = stores[0].records.get(`keyturn:serialize:${key}`);
       if (held !== undefined) assert.equal(JSON.parse(held.value).state, 'free', `${key} is left free`);
@@ -305,7 +309,7 @@ forEachMode((mode) => {
     for (const serialize of serializers) assert.equal(serialize.pending(), 0);
     assert.ok(stores[0].calls + stores[1].calls > 0);
     await watch.noUnhandled();
-  });
+  }));
 
   test('the last work of a key frees its lease before its caller hears: nothing is left held when a handler answers', async () => {
     const store = new MapStore({ lagMs: 3 });
