@@ -4,7 +4,7 @@
 
 use core::fmt;
 use std::cell::Cell;
-use std::future::{pending, poll_fn, Future};
+use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::rc::Rc;
 use std::task::Poll;
@@ -16,7 +16,7 @@ use crate::engine::leases::{LockStats, Refusal};
 use crate::engine::messages;
 use crate::engine::options::{LockOptions, OptionError};
 use crate::engine::random::Random;
-use crate::engine::{Outcome, Ticket};
+use crate::engine::{Engine, Now, Outcome, Ticket};
 use crate::store::{LockStore, StoreError};
 
 /// Why an acquisition or a release failed. A live holder is not an error: that is `Ok(None)`.
@@ -123,48 +123,48 @@ impl<S: LockStore, C: Clock, R: Random> Clone for LockManager<S, C, R> {
     }
 }
 
-/// A lock call's mailbox, given up (an acquisition's caller gone) and let go when dropped.
+/// A lock call's mailbox, let go when dropped — with the acquisition it waits for, if any,
+/// given up (its caller gone).
 struct Waiting<'a, S: LockStore + 'static, C: Clock, R: Random> {
     exec: &'a Executor<S, C, R>,
-    handle: u32,
-    /// The acquisition to give up, while it is one.
-    call: Option<Ticket>,
+    handle: Ticket,
+    acquisition: Option<Ticket>,
+}
+
+impl<'a, S: LockStore + 'static, C: Clock, R: Random> Waiting<'a, S, C, R> {
+    fn open(exec: &'a Executor<S, C, R>) -> Self {
+        Waiting {
+            exec,
+            handle: exec.open(),
+            acquisition: None,
+        }
+    }
+
+    /// Waits for how the call ended: an acquisition with an outcome is nobody's to give up.
+    async fn outcome(&mut self) -> Result<Outcome, LockError> {
+        let (exec, handle) = (self.exec, self.handle);
+        let outcome = poll_fn(|cx| {
+            exec.poll(cx, handle, |mailbox| match mailbox.timer_error.take() {
+                Some(error) => Some(Err(LockError::Timer(error))),
+                None => Some(Ok(match mailbox.outcome.take()? {
+                    Outcome::StoreFailed => Err(LockError::Store(mailbox.store_error())),
+                    outcome => Ok(outcome),
+                })),
+            })
+        })
+        .await?;
+        self.acquisition = None;
+        outcome
+    }
 }
 
 impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Waiting<'_, S, C, R> {
     fn drop(&mut self) {
-        if let Some(call) = self.call {
+        if let Some(call) = self.acquisition {
             self.exec
                 .event(|engine, now, random| engine.abort(call, now, random));
         }
         self.exec.close(self.handle);
-    }
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
-    /// Waits for how the call of `handle` ended.
-    async fn outcome(&self, handle: u32) -> Result<Outcome, TimerError> {
-        poll_fn(|cx| {
-            self.drive(cx, handle);
-            self.mailbox(handle, |mailbox| {
-                if let Some(error) = mailbox.timer_error.take() {
-                    return Poll::Ready(Err(error));
-                }
-                mailbox
-                    .outcome
-                    .take()
-                    .map_or(Poll::Pending, |outcome| Poll::Ready(Ok(outcome)))
-            })
-            .unwrap_or(Poll::Ready(Ok(Outcome::Aborted)))
-        })
-        .await
-    }
-
-    /// The first store failure of the call of `handle`.
-    fn failure(&self, handle: u32) -> StoreError {
-        self.mailbox(handle, |mailbox| mailbox.failure.take())
-            .flatten()
-            .unwrap_or_else(|| StoreError::new("a store call failed"))
     }
 }
 
@@ -262,20 +262,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         options: LockOptions,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
         let exec = &*self.exec;
-        let handle = exec.open();
-        let mut waiting = Waiting {
-            exec,
-            handle,
-            call: None,
-        };
-        let call = exec
-            .event(|engine, now, random| engine.acquire(name, options, handle, now, random))
-            .map_err(LockError::from)?;
-        waiting.call = Some(call);
+        let mut waiting = Waiting::open(exec);
+        let handle = waiting.handle;
+        let call =
+            exec.event(|engine, now, random| engine.acquire(name, options, handle, now, random))?;
+        waiting.acquisition = Some(call);
         exec.mailbox(handle, |mailbox| mailbox.owner = Some((None, call)));
-        let outcome = exec.outcome(handle).await?;
-        waiting.call = None;
-        match outcome {
+        match waiting.outcome().await? {
             Outcome::Held(held) => {
                 // The mailbox is the lock's now (its renewals, its loss).
                 std::mem::forget(waiting);
@@ -291,13 +284,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
                     held_until: Cell::new(held.held_until),
                 }))
             }
-            Outcome::Unavailable => Ok(None),
             Outcome::Mismatch { found } => Err(LockError::ConcurrencyMismatch {
                 name: name.to_owned(),
                 asked: options.slots(),
                 found,
             }),
-            _ => Err(LockError::Store(exec.failure(handle))),
+            // Unavailable: live holders kept the name for the whole wait.
+            _ => Ok(None),
         }
     }
 
@@ -363,7 +356,7 @@ pub struct Lock<S: LockStore + 'static, C: Clock, R: Random> {
     /// The engine's name for it (its acquisition's).
     call: Ticket,
     /// Its mailbox: its renewals' timer, its loss.
-    handle: u32,
+    handle: Ticket,
     slot: u16,
     token: String,
     fence: u64,
@@ -435,26 +428,25 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
     /// # Errors
     /// The store failed: the lease runs to its old end.
     pub async fn renew(&self) -> Result<bool, LockError> {
-        let exec = &*self.manager.exec;
-        let handle = exec.open();
-        let call = self.call;
-        let waiting = Waiting {
-            exec,
-            handle,
-            call: None,
-        };
-        exec.event(|engine, now, random| engine.renew(call, handle, now, random));
-        let outcome = exec.outcome(handle).await?;
-        let renewed = match outcome {
+        match self.ask(Engine::renew).await? {
             Outcome::Renewed { held_until } => {
                 self.held_until.set(held_until);
                 Ok(true)
             }
-            Outcome::StoreFailed => Err(LockError::Store(exec.failure(handle))),
             _ => Ok(false),
-        };
-        drop(waiting);
-        renewed
+        }
+    }
+
+    /// Asks the engine `event` of this lock, with a mailbox for its answer: how it ended.
+    async fn ask(
+        &self,
+        event: impl FnOnce(&mut Engine<S::Version, Ticket>, Ticket, Ticket, Now, &R),
+    ) -> Result<Outcome, LockError> {
+        let exec = &*self.manager.exec;
+        let mut waiting = Waiting::open(exec);
+        let (call, handle) = (self.call, waiting.handle);
+        exec.event(|engine, now, random| event(engine, call, handle, now, random));
+        waiting.outcome().await
     }
 
     /// Renews the lease while its holder works, at the times the engine says, until it is lost.
@@ -476,22 +468,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
     /// The store failed; the record may still be held by this token and goes stale.
     pub async fn release(&self) -> Result<(), LockError> {
         // (Released already, its id names nothing: the engine answers at once.)
-        let exec = &*self.manager.exec;
-        let handle = exec.open();
-        let call = self.call;
-        let waiting = Waiting {
-            exec,
-            handle,
-            call: None,
-        };
-        exec.event(|engine, now, random| engine.release(call, handle, now, random));
-        let outcome = exec.outcome(handle).await?;
-        let released = match outcome {
-            Outcome::StoreFailed => Err(LockError::Store(exec.failure(handle))),
-            _ => Ok(()),
-        };
-        drop(waiting);
-        released
+        self.ask(Engine::release).await.map(drop)
     }
 
     /// The store the lock lives in.
@@ -507,10 +484,4 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Lock<S, C, R> {
         exec.event(|engine, now, random| engine.drop_lock(call, now, random));
         exec.close(self.handle);
     }
-}
-
-/// A future that never ends: what a task that only drives the engine awaits.
-#[allow(dead_code)]
-async fn forever() {
-    pending::<()>().await;
 }
