@@ -1,6 +1,5 @@
-//! The lease lock for Rust callers: futures over the engine's lease lines. An acquisition, a
-//! renewal and a release each wait for what the engine says of them; every rule is the
-//! engine's.
+//! The lease lock for Rust callers: an acquisition, a renewal and a release each wait for what
+//! the engine says of them.
 
 use core::fmt;
 use std::cell::Cell;
@@ -179,24 +178,19 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         }
     }
 
-    /// Watches the records of busy lines for other isolates' asks, for as long as it is polled:
-    /// run it beside the work of a program whose keys are busy (spawned on its executor), over
-    /// a store that tells changes ([`LockStore::tells_changes`]). It never ends.
+    /// Watches the records of busy lines for other isolates' asks, for as long as it is polled
+    /// (it never ends): run it beside the work of a program whose keys are busy (spawned on its
+    /// executor), over a store that tells changes ([`LockStore::tells_changes`]).
     ///
-    /// A line's holders hand the lease on with no store call from the fences its last write
-    /// reserved. While this runs, one watch per busy line (a *guard*, kept across the line's
-    /// hand-offs) tells the line when another isolate asks for the name, so those hand-offs go
-    /// on for as long as the batch is young and nobody asked; without it, for at most
-    /// `MAX_POLL_MS` after each write — as long as a remote waiter that polls waits anyway —
-    /// so a busy key costs a write each time that runs out. The package's JavaScript keeps
-    /// guards always.
-    ///
-    /// Every future of this manager drives the guards too while it is polled; this one drives
-    /// them while nothing else is.
+    /// A busy line's holders hand the lease on with no store call. While this runs, one watch
+    /// per busy line (a *guard*) tells the line when another isolate asks for the name, so
+    /// those hand-offs go on while the batch is young and nobody asked; without it, for at most
+    /// `MAX_POLL_MS` after each write, so a busy key costs a write each time that runs out.
+    /// Every future of this manager drives the guards while it is polled; this one drives them
+    /// while nothing else is.
     ///
     /// # Cancel safety
-    /// Dropping it stops nothing: guards go on whenever another future of the manager is
-    /// polled.
+    /// Dropping it stops nothing: guards go on whenever another future of the manager is polled.
     pub async fn watch_for_asks(&self) {
         poll_fn(|cx| {
             self.exec.drive_unowned(cx);
@@ -210,10 +204,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         self.stats().store_calls
     }
 
-    /// What this manager's locks did, and what is live now: names held and acquisitions
-    /// waiting; since it was made, acquisitions (and hand-offs among them), takeovers, store
-    /// calls, failures, timeouts, failed writes a read-back found applied, and the waits on the
-    /// store's `changed` (watches, wake-ups, the polls they saved).
+    /// What this manager's locks did since it was made, and what is live now.
     pub fn stats(&self) -> LockStats {
         self.exec.engine.borrow().lock_stats()
     }
@@ -329,20 +320,25 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
                 wait_ms: options.wait_ms,
             });
         };
-        lock.keep_renewed(true);
+        let keep_renewed = |keep| {
+            let call = lock.call;
+            self.exec
+                .event(|engine, now, _| engine.keep_renewed(call, keep, now));
+        };
+        keep_renewed(true);
         let output = {
             let mut work = pin!(f(&lock));
             poll_fn(|cx| {
-                if let Poll::Ready(output) = work.as_mut().poll(cx) {
-                    return Poll::Ready(output);
+                let output = work.as_mut().poll(cx);
+                if output.is_pending() {
+                    // Its renewals, on the lock's own timer.
+                    self.exec.drive(cx, lock.handle);
                 }
-                // Its renewals, on the lock's own timer.
-                self.exec.drive(cx, lock.handle);
-                Poll::Pending
+                output
             })
             .await
         };
-        lock.keep_renewed(false);
+        keep_renewed(false);
         let _ = lock.release().await;
         Ok(output)
     }
@@ -447,12 +443,6 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
         let (call, handle) = (self.call, waiting.handle);
         exec.event(|engine, now, random| event(engine, call, handle, now, random));
         waiting.outcome().await
-    }
-
-    /// Renews the lease while its holder works, at the times the engine says, until it is lost.
-    pub(crate) fn keep_renewed(&self, keep: bool) {
-        let (exec, call) = (&self.manager.exec, self.call);
-        exec.event(|engine, now, _| engine.keep_renewed(call, keep, now));
     }
 
     /// Gives the lock back, if the record still carries this holder's token: to the next local

@@ -15,7 +15,9 @@ pub use super::store_serializer::StoreSerializer;
 use crate::clock::{Clock, TimerError};
 use crate::engine::key::KeyError;
 use crate::engine::messages;
-use crate::engine::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
+use crate::engine::options::{
+    validate_timeout_ms, Coalesce, LockOptions, OptionError, SerializerOptions, TimeoutOutOfRange,
+};
 use crate::engine::random::Random;
 use crate::engine::works::{EnqueueError, Stats};
 use crate::engine::{Entered, Outcome, Ticket, Why};
@@ -102,20 +104,6 @@ impl fmt::Display for SerializeError {
 
 impl std::error::Error for SerializeError {}
 
-impl SerializeError {
-    pub(crate) fn refused(key: &str, error: EnqueueError) -> Self {
-        match error {
-            EnqueueError::InvalidKey(error) => SerializeError::InvalidKey(error),
-            EnqueueError::InvalidTimeout(error) => SerializeError::InvalidTimeout(error),
-            EnqueueError::QueueFull { max_pending } => SerializeError::QueueFull {
-                key: key.to_owned(),
-                max_pending,
-            },
-            EnqueueError::TooManyWorks | EnqueueError::IdleLine => SerializeError::TooManyWorks,
-        }
-    }
-}
-
 /// A serializer's place in its engine: what [`KeyedSerializer`] and [`StoreSerializer`] share.
 pub(crate) struct Serial<S: LockStore, C, R> {
     pub(crate) exec: Rc<Executor<S, C, R>>,
@@ -159,6 +147,17 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
 }
 
 impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
+    /// A serializer with `options` in the engine of `exec`, its turns holding leases in its
+    /// store as `lease` says.
+    pub(crate) fn new(
+        exec: Rc<Executor<S, C, R>>,
+        options: SerializerOptions,
+        lease: Option<LockOptions>,
+    ) -> Result<Self, OptionError> {
+        let serializer = exec.engine.borrow_mut().add_serializer(options, lease)?;
+        Ok(Serial { exec, serializer })
+    }
+
     /// Queues a call: its handle's place, or the refusal.
     pub(crate) fn enter(
         &self,
@@ -171,7 +170,15 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         let entered = self.exec.event(|engine, now, _| {
             engine.enter(serializer, key, handle, timeout_ms, coalesce, now)
         });
-        let entered = entered.map_err(|error| SerializeError::refused(key, error))?;
+        let entered = entered.map_err(|error| match error {
+            EnqueueError::InvalidKey(error) => SerializeError::InvalidKey(error),
+            EnqueueError::InvalidTimeout(error) => SerializeError::InvalidTimeout(error),
+            EnqueueError::QueueFull { max_pending } => SerializeError::QueueFull {
+                key: key.to_owned(),
+                max_pending,
+            },
+            EnqueueError::TooManyWorks | EnqueueError::IdleLine => SerializeError::TooManyWorks,
+        })?;
         if let Entered::Queued(ticket) = entered {
             self.exec.mailbox(handle, |mailbox| {
                 mailbox.owner = Some((Some(serializer), ticket))
@@ -412,14 +419,10 @@ impl<C: Clock> KeyedSerializer<C> {
     /// A serializer on `clock` with `options`.
     pub fn with_options(options: SerializerOptions, clock: C) -> Self {
         let exec = Rc::new(Executor::new(NoStore, clock, NoRandom));
-        let serializer = exec
-            .engine
-            .borrow_mut()
-            .add_serializer(options, None)
-            .unwrap_or_default();
-        KeyedSerializer {
-            serial: Serial { exec, serializer },
-        }
+        let Ok(serial) = Serial::new(exec, options, None) else {
+            unreachable!("only lease options are refused")
+        };
+        KeyedSerializer { serial }
     }
 
     /// Runs `work(signal)` once every work queued earlier under `key` has finished, timed out

@@ -66,15 +66,8 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
     ) -> Result<Self, OptionError> {
         // N at a time: each turn holds one of the key's N slots, in every isolate.
         let lease = lease.with_concurrency(options.concurrency() as f64);
-        let exec = Rc::clone(&locks.exec);
-        let serializer = exec
-            .engine
-            .borrow_mut()
-            .add_serializer(options, Some(lease))?;
-        Ok(StoreSerializer {
-            serial: Serial { exec, serializer },
-            locks,
-        })
+        let serial = Serial::new(Rc::clone(&locks.exec), options, Some(lease))?;
+        Ok(StoreSerializer { serial, locks })
     }
 
     /// Runs `work(signal, fence)` once every work queued earlier under `key` — in this isolate
