@@ -129,7 +129,6 @@ pub(crate) struct Executor<S: LockStore, C, R> {
     pub(crate) clock: C,
     pub(crate) random: R,
     mailboxes: RefCell<Slab<Mailbox>>,
-    /// Store calls in flight: the op, the handle they are made for, the call.
     flights: RefCell<Vec<InFlight<S::Version>>>,
     /// Whoever drives while store calls made for no call fly.
     broadcast: Arc<Wakers>,
@@ -260,14 +259,14 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                     bound_ms,
                 }) => {
                     self.flights.borrow_mut().retain(|flight| flight.0 != op);
-                    let message = messages::fill(
-                        messages::STORE_TIMED_OUT,
-                        &[
-                            ("method", method.name()),
-                            ("storeTimeoutMs", &bound_ms.to_string()),
-                        ],
-                    );
                     if let Some(owner) = owner {
+                        let message = messages::fill(
+                            messages::STORE_TIMED_OUT,
+                            &[
+                                ("method", method.name()),
+                                ("storeTimeoutMs", &bound_ms.to_string()),
+                            ],
+                        );
                         self.mailbox(owner, |mailbox| {
                             mailbox.failure.get_or_insert(StoreError::new(message));
                         });
