@@ -184,6 +184,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'_, S, C, 
                 Poll::Ready(outcome) => return Some(outcome.map(|()| output)),
                 Poll::Pending => RunState::Settling(output),
             },
+            // Polled from inside its own work's poll, or gone: nothing to do.
             other => other,
         };
         let mut current = self.run.state.borrow_mut();

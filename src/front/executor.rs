@@ -207,7 +207,8 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     }
 
     /// Drives the engine for the call of `handle` ([`drive`](Self::drive)), then reads its
-    /// mailbox: ready with what `read` takes out of it.
+    /// mailbox: ready with what `read` takes out of it (pending with no mailbox: a coalesced
+    /// run whose last caller left).
     pub(crate) fn poll<T>(
         &self,
         cx: &mut Context<'_>,
@@ -215,10 +216,8 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
         read: impl FnOnce(&mut Mailbox) -> Option<T>,
     ) -> Poll<T> {
         self.drive(cx, handle);
-        match self.mailbox(handle, read) {
-            Some(read) => read.map_or(Poll::Pending, Poll::Ready),
-            None => unreachable!("a call's mailbox lives as long as its future"),
-        }
+        let read = self.mailbox(handle, read).flatten();
+        read.map_or(Poll::Pending, Poll::Ready)
     }
 
     /// Runs an event on the engine, then applies what it asks.
