@@ -13,28 +13,30 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use super::executor::Started;
-use super::serializer::{ended, Serial, SerializeError, Turn, WorkSignal};
+use super::executor::Wakers;
+use super::serializer::{Serial, SerializeError, WorkSignal};
 use crate::clock::Clock;
+use crate::engine::options::Coalesce;
 use crate::engine::random::Random;
-use crate::engine::{Outcome, Ticket, Why};
+use crate::engine::{Entered, Ticket};
 use crate::store::LockStore;
 
 /// A work, boxed so that any caller of the run can start it.
-pub(super) type BoxedWork<T> = Box<dyn FnOnce(WorkSignal, u64) -> Pin<Box<dyn Future<Output = T>>>>;
+type BoxedWork<T> = Box<dyn FnOnce(WorkSignal, u64) -> Pin<Box<dyn Future<Output = T>>>>;
 
 /// Where a shared run is.
 enum RunState<T> {
     /// Queued: its turn has not come, or no caller was polled since.
     Waiting(BoxedWork<T>),
-    /// Its work runs until it settles or its deadline passes.
+    /// Its work runs until it settles or its deadline passes; with `report`, its outcome goes
+    /// to the engine first.
     Running {
         work: Pin<Box<dyn Future<Output = T>>>,
         signal: WorkSignal,
-        started: Started,
+        report: bool,
     },
     /// Its work settled and its outcome waits for the engine (its lease let go first).
     Settling(T),
@@ -48,223 +50,149 @@ enum RunState<T> {
 }
 
 /// One run shared by its callers, found by a joining call through its job's mailbox.
-pub(super) struct SharedRun<T> {
+struct SharedRun<T> {
     state: RefCell<RunState<T>>,
-    notify: Arc<Notify>,
+    /// Every caller: whoever drives the run, the others learn it settled.
+    callers: Arc<Wakers>,
 }
 
-impl<T: 'static> SharedRun<T> {
-    pub(super) fn new(work: BoxedWork<T>) -> Rc<Self> {
-        Rc::new(SharedRun {
-            state: RefCell::new(RunState::Waiting(work)),
-            notify: Arc::new(Notify::default()),
-        })
-    }
-
-    /// The run behind a job's mailbox, if it is a run of this output type.
-    pub(super) fn of(shared: &Rc<dyn Any>) -> Option<Rc<Self>> {
-        Rc::clone(shared).downcast::<Self>().ok()
-    }
-}
-
-/// Wakes every caller of a run: whoever drives the run, the others learn it settled. Each
-/// caller has a slot, so a poll replaces its own waker instead of searching the list.
-#[derive(Default)]
-struct Notify(Mutex<Vec<Option<Waker>>>);
-
-impl Notify {
-    fn slot(&self) -> usize {
-        let mut wakers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        wakers.push(None);
-        wakers.len() - 1
-    }
-
-    /// The waker of a caller's slot: its latest, or none once it left.
-    fn set(&self, slot: usize, waker: Option<Waker>) {
-        let mut wakers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = wakers.get_mut(slot) {
-            *entry = waker;
-        }
-    }
-}
-
-impl Wake for Notify {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        let wakers: Vec<Waker> = {
-            let wakers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            wakers.iter().flatten().cloned().collect()
+impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
+    /// Joins the key's last waiting run of this output type and group, or queues `work` as one
+    /// for later calls to join, as [`KeyedSerializer::run_coalesced`] says.
+    ///
+    /// [`KeyedSerializer::run_coalesced`]: crate::KeyedSerializer::run_coalesced
+    pub(crate) async fn run_coalesced<F, Fut>(
+        &self,
+        key: &str,
+        coalesce: Coalesce,
+        work: F,
+    ) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal, u64) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Clone + 'static,
+    {
+        let handle = self.exec.open();
+        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce));
+        let (ticket, job, run) = match entered {
+            Ok(Entered::Queued(ticket)) => {
+                let work: BoxedWork<Fut::Output> =
+                    Box::new(move |signal, fence| Box::pin(work(signal, fence)));
+                let run = Rc::new(SharedRun {
+                    state: RefCell::new(RunState::Waiting(work)),
+                    callers: Arc::default(),
+                });
+                self.exec.mailbox(handle, |mailbox| {
+                    mailbox.shared = Some(Rc::clone(&run) as Rc<dyn Any>);
+                });
+                (ticket, handle, run)
+            }
+            Ok(Entered::Joined(ticket, job)) => {
+                self.exec.close(handle);
+                let shared = self.exec.mailbox(job, |mailbox| mailbox.shared.clone());
+                let run = shared.flatten().and_then(|shared| shared.downcast().ok());
+                let Some(run) = run else {
+                    unreachable!("a run of this group has this output type")
+                };
+                (ticket, job, run)
+            }
+            Err(error) => {
+                self.exec.close(handle);
+                return Err(error);
+            }
         };
-        // Woken outside the lock: a waker may poll at once.
-        for waker in wakers {
-            waker.wake();
+        Coalesced {
+            serial: self,
+            key,
+            ticket,
+            handle: job,
+            run,
         }
+        .await
+    }
+}
+
+/// A call's coalescing group, by output type: a run answers only calls of its own type.
+fn typed<T: 'static>(coalesce: Coalesce) -> Coalesce {
+    let kind = std::any::type_name::<T>();
+    match coalesce {
+        Coalesce::Never => Coalesce::Never,
+        Coalesce::Yes => Coalesce::Group(format!("\u{0}{kind}").into()),
+        Coalesce::Group(name) => Coalesce::Group(format!("{name}\u{0}{kind}").into()),
     }
 }
 
 /// One caller's future of a shared run.
-pub(super) struct Coalesced<'a, S: LockStore + 'static, C: Clock, R: Random, T> {
+struct Coalesced<'a, S: LockStore + 'static, C: Clock, R: Random, T> {
     serial: &'a Serial<S, C, R>,
     key: &'a str,
     ticket: Ticket,
     /// The run's handle (its job's mailbox).
-    handle: u32,
+    handle: Ticket,
     run: Rc<SharedRun<T>>,
-    slot: usize,
-    /// It returned the outcome: nothing left to leave.
-    done: bool,
 }
 
-impl<'a, S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'a, S, C, R, T> {
-    pub(super) fn new(
-        serial: &'a Serial<S, C, R>,
-        key: &'a str,
-        ticket: Ticket,
-        handle: u32,
-        run: Rc<SharedRun<T>>,
-    ) -> Self {
-        let slot = run.notify.slot();
-        Coalesced {
-            serial,
-            key,
-            ticket,
-            handle,
-            run,
-            slot,
-            done: false,
-        }
-    }
-
-    /// The run settled: its work is dropped (it was taken out of the state), its job leaves
-    /// its line, and every other caller is woken to take its clone.
-    fn settle(&mut self, outcome: Result<T, SerializeError>) -> Result<T, SerializeError> {
-        *self.run.state.borrow_mut() = RunState::Done(outcome.clone());
-        self.done = true;
-        let (exec, serializer, ticket) = (&self.serial.exec, self.serial.serializer, self.ticket);
-        exec.event(|engine, now, random| {
-            engine.done(serializer, ticket, now, random);
-        });
-        exec.close(self.handle);
-        self.run.notify.wake_by_ref();
-        outcome
-    }
-
-    /// One step of the run, on a waker that wakes every caller: `None` while it goes on.
+impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'_, S, C, R, T> {
+    /// One step of the run, on a waker that wakes every caller: its outcome once it settled.
     fn step(
         &mut self,
         cx: &mut Context<'_>,
         state: RunState<T>,
     ) -> Option<Result<T, SerializeError>> {
-        let exec = &self.serial.exec;
-        match state {
-            RunState::Waiting(work) => {
-                match self.serial.poll_turn(cx, self.key, self.handle) {
-                    Poll::Pending => {
-                        *self.run.state.borrow_mut() = RunState::Waiting(work);
-                        None
-                    }
-                    Poll::Ready(Turn::Ended(outcome)) => Some(outcome.map(|()| {
-                        unreachable!("a run's call ends with its work, or fails before it")
-                    })),
-                    Poll::Ready(Turn::Started(started)) => {
-                        let signal = WorkSignal::in_slot(started.slot);
-                        let work = work(signal.clone(), started.fence);
-                        *self.run.state.borrow_mut() = RunState::Running {
+        let (serial, key, handle) = (self.serial, self.key, self.handle);
+        let state = match state {
+            RunState::Waiting(work) => match serial.poll_turn(cx, key, handle) {
+                Poll::Pending => RunState::Waiting(work),
+                Poll::Ready(Err(error)) => return Some(Err(error)),
+                Poll::Ready(Ok(started)) => {
+                    let signal = WorkSignal::in_slot(started.slot);
+                    let work = work(signal.clone(), started.fence);
+                    let report = started.report;
+                    return self.step(
+                        cx,
+                        RunState::Running {
                             work,
                             signal,
-                            started,
-                        };
-                        self.step(cx, RunState::Polling)
-                    }
+                            report,
+                        },
+                    );
                 }
-            }
-            RunState::Polling => {
-                let state = std::mem::replace(&mut *self.run.state.borrow_mut(), RunState::Polling);
-                match state {
-                    RunState::Running { .. } | RunState::Settling(_) => self.step(cx, state),
-                    other => {
-                        *self.run.state.borrow_mut() = other;
-                        None
-                    }
-                }
-            }
+            },
             RunState::Running {
                 mut work,
                 signal,
-                started,
+                report,
             } => {
                 if let Poll::Ready(output) = work.as_mut().poll(cx) {
                     drop(work);
-                    if !started.report {
+                    if !report {
                         return Some(Ok(output));
                     }
-                    let (serializer, ticket) = (self.serial.serializer, self.ticket);
-                    exec.event(|engine, now, random| {
-                        engine.settled(serializer, ticket, now, random)
-                    });
+                    serial.settled(self.ticket);
                     return self.step(cx, RunState::Settling(output));
                 }
-                exec.drive(cx, self.handle);
-                let aborted = exec
-                    .mailbox(self.handle, |mailbox| match mailbox.aborted.take() {
-                        Some(Why::LeaseLost) => {
-                            signal.aborted.set(true);
-                            None
-                        }
-                        Some(_) => {
-                            let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
-                            Some(ended(self.key, outcome, mailbox))
-                        }
-                        None => None,
-                    })
-                    .flatten();
-                if let Some(outcome) = aborted {
-                    signal.aborted.set(true);
-                    drop(work);
-                    return Some(
-                        outcome.map(|()| unreachable!("an abandoned run ends with an error")),
-                    );
+                if let Poll::Ready(error) = serial.poll_abandoned(cx, key, handle, &signal) {
+                    return Some(Err(error));
                 }
-                let mut state = self.run.state.borrow_mut();
-                // Its last caller left from inside the work's own poll: the work is dropped.
-                if !matches!(*state, RunState::Gone) {
-                    *state = RunState::Running {
-                        work,
-                        signal,
-                        started,
-                    };
-                }
-                None
-            }
-            RunState::Settling(output) => {
-                exec.drive(cx, self.handle);
-                let outcome = exec
-                    .mailbox(self.handle, |mailbox| {
-                        let outcome = mailbox.outcome.take()?;
-                        Some(ended(self.key, outcome, mailbox))
-                    })
-                    .flatten();
-                match outcome {
-                    Some(outcome) => Some(outcome.map(|()| output)),
-                    None => {
-                        *self.run.state.borrow_mut() = RunState::Settling(output);
-                        None
-                    }
+                RunState::Running {
+                    work,
+                    signal,
+                    report,
                 }
             }
-            RunState::Done(outcome) => {
-                *self.run.state.borrow_mut() = RunState::Done(outcome.clone());
-                self.done = true;
-                Some(outcome)
-            }
-            RunState::Gone => {
-                *self.run.state.borrow_mut() = RunState::Gone;
-                None
-            }
+            RunState::Settling(output) => match serial.poll_settled(cx, key, handle) {
+                Poll::Ready(outcome) => return Some(outcome.map(|()| output)),
+                Poll::Pending => RunState::Settling(output),
+            },
+            // Polled from inside its own work's poll, or gone: nothing to do.
+            other => other,
+        };
+        let mut current = self.run.state.borrow_mut();
+        // Its last caller left from inside the work's own poll: the work is dropped.
+        if !matches!(*current, RunState::Gone) {
+            *current = state;
         }
+        None
     }
 }
 
@@ -275,39 +203,35 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone + 'static> Future
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        this.run.notify.set(this.slot, Some(cx.waker().clone()));
-        let shared = Waker::from(Arc::clone(&this.run.notify));
-        let mut run_cx = Context::from_waker(&shared);
+        this.run.callers.add(cx.waker());
+        if let RunState::Done(outcome) = &*this.run.state.borrow() {
+            return Poll::Ready(outcome.clone());
+        }
+        let shared = Waker::from(Arc::clone(&this.run.callers));
         let state = std::mem::replace(&mut *this.run.state.borrow_mut(), RunState::Polling);
-        if let RunState::Done(outcome) = state {
-            *this.run.state.borrow_mut() = RunState::Done(outcome.clone());
-            this.done = true;
-            return Poll::Ready(outcome);
-        }
-        match this.step(&mut run_cx, state) {
-            Some(outcome) if this.done => Poll::Ready(outcome),
-            Some(outcome) => Poll::Ready(this.settle(outcome)),
-            None => Poll::Pending,
-        }
+        let Some(outcome) = this.step(&mut Context::from_waker(&shared), state) else {
+            return Poll::Pending;
+        };
+        // Settled: its work is dropped (it was taken out of the state), its job leaves its
+        // line, and every other caller is woken to take its clone.
+        *this.run.state.borrow_mut() = RunState::Done(outcome.clone());
+        this.serial.done(this.ticket);
+        this.serial.exec.close(this.handle);
+        this.run.callers.wake_by_ref();
+        Poll::Ready(outcome)
     }
 }
 
 impl<S: LockStore + 'static, C: Clock, R: Random, T> Drop for Coalesced<'_, S, C, R, T> {
     fn drop(&mut self) {
-        self.run.notify.set(self.slot, None);
-        if self.done {
+        if matches!(*self.run.state.borrow(), RunState::Done(_) | RunState::Gone) {
             return;
         }
-        if matches!(
-            &*self.run.state.borrow(),
-            RunState::Done(_) | RunState::Gone
-        ) {
-            return;
-        }
-        let (exec, serializer, ticket) = (&self.serial.exec, self.serial.serializer, self.ticket);
+        let (serial, ticket) = (self.serial, self.ticket);
         // Its last caller: a waiting run leaves the line, a running one is dropped.
-        let others =
-            exec.event(|engine, now, random| engine.leave(serializer, ticket, now, random));
+        let others = serial
+            .exec
+            .event(|engine, now, random| engine.leave(serial.serializer, ticket, now, random));
         if others {
             return;
         }
@@ -316,9 +240,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T> Drop for Coalesced<'_, S, C
             signal.aborted.set(true);
         }
         drop(state);
-        exec.event(|engine, now, random| {
-            engine.done(serializer, ticket, now, random);
-        });
-        exec.close(self.handle);
+        serial.done(ticket);
+        serial.exec.close(self.handle);
     }
 }

@@ -9,7 +9,7 @@
 //! by whichever future drives next.
 
 use std::cell::RefCell;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,7 +19,8 @@ use crate::clock::{Clock, Sleep, TimerError, WakeRoute};
 use crate::engine::messages;
 use crate::engine::random::Random;
 use crate::engine::record::Record;
-use crate::engine::{Answer, Config, Effect, Engine, Lost, Now, Outcome, StoreCall, Ticket, Why};
+use crate::engine::slab::Slab;
+use crate::engine::{Answer, Config, Effect, Engine, Now, Outcome, StoreCall, Ticket, Why};
 use crate::store::{LockStore, StoreError};
 
 /// What a work's turn is, once it starts.
@@ -39,41 +40,40 @@ pub(crate) struct Mailbox {
     pub(crate) started: Option<Started>,
     pub(crate) outcome: Option<Outcome>,
     pub(crate) aborted: Option<Why>,
-    pub(crate) lost: Option<Lost>,
     /// The call's first store failure, reported when the engine says it failed.
     pub(crate) failure: Option<StoreError>,
     /// The platform refused the call's timer.
     pub(crate) timer_error: Option<TimerError>,
     /// A coalescing run, which the calls that join it share.
     pub(crate) shared: Option<Rc<dyn std::any::Any>>,
-    /// When the call's timer must fire, and the sleep armed for it (armed in the call's own
-    /// poll).
-    timer_at: f64,
+    /// When the call's timer must fire, and the sleep armed for it (in the call's own poll).
+    timer_at: Option<f64>,
     timer: Option<Sleep>,
     waker: Option<Waker>,
     route: WakeRoute,
 }
 
 impl Mailbox {
-    fn new() -> Self {
-        Mailbox {
-            timer_at: f64::INFINITY,
-            ..Mailbox::default()
-        }
+    /// The call's first store failure.
+    pub(crate) fn store_error(&mut self) -> StoreError {
+        self.failure
+            .take()
+            .unwrap_or_else(|| StoreError::new("a store call failed"))
     }
 }
 
 type Flight<V> = Pin<Box<dyn Future<Output = (Answer<V>, Option<StoreError>)>>>;
 
 /// A store call in flight: the op it answers, the call it is made for (if any), the call.
-type InFlight<V> = (Ticket, Option<u32>, Flight<V>);
+type InFlight<V> = (Ticket, Option<Ticket>, Flight<V>);
 
-/// Wakes every task that drove lately: for store calls made for no call.
+/// The wakers of the tasks that wait on one thing, all woken when it moves; a task adds its
+/// own again each time it is polled.
 #[derive(Default)]
-struct Broadcast(Mutex<Vec<Waker>>);
+pub(crate) struct Wakers(Mutex<Vec<Waker>>);
 
-impl Broadcast {
-    fn add(&self, waker: &Waker) {
+impl Wakers {
+    pub(crate) fn add(&self, waker: &Waker) {
         let mut wakers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if !wakers.iter().any(|known| known.will_wake(waker)) {
             wakers.push(waker.clone());
@@ -81,12 +81,13 @@ impl Broadcast {
     }
 }
 
-impl Wake for Broadcast {
+impl Wake for Wakers {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        // Taken out of the lock first: a waker may poll at once.
         let wakers = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
         for waker in wakers {
             waker.wake();
@@ -123,15 +124,14 @@ impl Random for NoRandom {
 
 /// The engine, its store, its clock, and what its calls were told.
 pub(crate) struct Executor<S: LockStore, C, R> {
-    pub(crate) engine: RefCell<Engine<S::Version, u32>>,
+    pub(crate) engine: RefCell<Engine<S::Version, Ticket>>,
     pub(crate) store: Rc<S>,
     pub(crate) clock: C,
     pub(crate) random: R,
-    mailboxes: RefCell<Vec<Option<Mailbox>>>,
-    free: RefCell<Vec<u32>>,
-    /// Store calls in flight: the op, the handle they are made for, the call.
+    mailboxes: RefCell<Slab<Mailbox>>,
     flights: RefCell<Vec<InFlight<S::Version>>>,
-    broadcast: Arc<Broadcast>,
+    /// Whoever drives while store calls made for no call fly.
+    broadcast: Arc<Wakers>,
 }
 
 impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
@@ -146,8 +146,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
             store: Rc::new(store),
             clock,
             random,
-            mailboxes: RefCell::new(Vec::new()),
-            free: RefCell::new(Vec::new()),
+            mailboxes: RefCell::default(),
             flights: RefCell::new(Vec::new()),
             broadcast: Arc::default(),
         }
@@ -162,47 +161,30 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     }
 
     /// A mailbox for a new call: its handle.
-    pub(crate) fn open(&self) -> u32 {
-        let mut mailboxes = self.mailboxes.borrow_mut();
-        match self.free.borrow_mut().pop() {
-            Some(handle) => {
-                if let Some(slot) = mailboxes.get_mut(handle as usize) {
-                    *slot = Some(Mailbox::new());
-                }
-                handle
-            }
-            None => {
-                mailboxes.push(Some(Mailbox::new()));
-                mailboxes.len() as u32 - 1
-            }
-        }
+    pub(crate) fn open(&self) -> Ticket {
+        self.mailboxes.borrow_mut().insert(Mailbox::default())
     }
 
-    /// Whether store calls made for the call of `handle` are in flight.
-    pub(crate) fn flying(&self, handle: u32) -> bool {
-        self.flights
-            .borrow()
-            .iter()
-            .any(|(_, owner, _)| *owner == Some(handle))
+    /// A call is done with: its mailbox goes (and with it its timer); store calls still in
+    /// flight for it are polled by whoever drives next.
+    pub(crate) fn close(&self, handle: Ticket) {
+        self.disown(handle);
+        let closed = self.mailboxes.borrow_mut().remove(handle);
+        drop(closed);
     }
 
-    /// Waits until the store calls made for the call of `handle` have landed (a lease given
-    /// back on its behalf: the key's last turn frees it before its caller hears).
-    pub(crate) async fn landed(&self, handle: u32) {
-        std::future::poll_fn(|cx| {
-            self.drive(cx, handle);
-            if self.flying(handle) {
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-        .await;
+    /// Reads or changes a call's mailbox.
+    pub(crate) fn mailbox<T>(
+        &self,
+        handle: Ticket,
+        f: impl FnOnce(&mut Mailbox) -> T,
+    ) -> Option<T> {
+        self.mailboxes.borrow_mut().get_mut(handle).map(f)
     }
 
     /// Store calls in flight for the call of `handle` are no longer its to wait for (an
     /// acquisition it gave up finishes on its own): whoever drives next polls them.
-    pub(crate) fn disown(&self, handle: u32) {
+    pub(crate) fn disown(&self, handle: Ticket) {
         for (_, owner, _) in self.flights.borrow_mut().iter_mut() {
             if *owner == Some(handle) {
                 *owner = None;
@@ -210,32 +192,39 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
         }
     }
 
-    /// A call is done with: its mailbox goes (and with it its timer); store calls still in
-    /// flight for it are polled by whoever drives next.
-    pub(crate) fn close(&self, handle: u32) {
-        self.disown(handle);
-        let closed = self
-            .mailboxes
-            .borrow_mut()
-            .get_mut(handle as usize)
-            .and_then(Option::take);
-        if closed.is_some() {
-            self.free.borrow_mut().push(handle);
-        }
-        drop(closed);
+    /// Waits until the store calls made for the call of `handle` have landed (a lease given
+    /// back on its behalf: the key's last turn frees it before its caller hears).
+    pub(crate) async fn landed(&self, handle: Ticket) {
+        poll_fn(|cx| {
+            self.drive(cx, handle);
+            let flights = self.flights.borrow();
+            match flights.iter().any(|(_, owner, _)| *owner == Some(handle)) {
+                true => Poll::Pending,
+                false => Poll::Ready(()),
+            }
+        })
+        .await;
     }
 
-    /// Reads or changes a call's mailbox.
-    pub(crate) fn mailbox<T>(&self, handle: u32, f: impl FnOnce(&mut Mailbox) -> T) -> Option<T> {
-        let mut mailboxes = self.mailboxes.borrow_mut();
-        mailboxes
-            .get_mut(handle as usize)
-            .and_then(Option::as_mut)
-            .map(f)
+    /// Drives the engine for the call of `handle` ([`drive`](Self::drive)), then reads its
+    /// mailbox: ready with what `read` takes out of it (pending with no mailbox: a coalesced
+    /// run whose last caller left).
+    pub(crate) fn poll<T>(
+        &self,
+        cx: &mut Context<'_>,
+        handle: Ticket,
+        read: impl FnOnce(&mut Mailbox) -> Option<T>,
+    ) -> Poll<T> {
+        self.drive(cx, handle);
+        let read = self.mailbox(handle, read).flatten();
+        read.map_or(Poll::Pending, Poll::Ready)
     }
 
     /// Runs an event on the engine, then applies what it asks.
-    pub(crate) fn event<T>(&self, f: impl FnOnce(&mut Engine<S::Version, u32>, Now, &R) -> T) -> T {
+    pub(crate) fn event<T>(
+        &self,
+        f: impl FnOnce(&mut Engine<S::Version, Ticket>, Now, &R) -> T,
+    ) -> T {
         let now = self.now();
         let out = f(&mut self.engine.borrow_mut(), now, &self.random);
         self.apply();
@@ -247,32 +236,28 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     fn apply(&self) {
         loop {
             let effect = self.engine.borrow_mut().poll();
-            let Some(effect) = effect else {
-                return;
-            };
             match effect {
-                Effect::Store {
+                None => return,
+                Some(Effect::Store {
                     op,
                     owner,
                     key,
                     call,
-                } => {
+                }) => {
                     let flight = self.flight(key, call);
                     self.flights.borrow_mut().push((op, owner, flight));
                     match owner {
-                        Some(owner) => self.wake(owner),
+                        Some(owner) => self.tell(owner, |_| {}),
                         None => self.broadcast.wake_by_ref(),
                     }
                 }
-                Effect::Forget {
+                Some(Effect::Forget {
                     op,
                     owner,
                     method,
                     bound_ms,
-                } => {
-                    self.flights
-                        .borrow_mut()
-                        .retain(|(flight, _, _)| *flight != op);
+                }) => {
+                    self.flights.borrow_mut().retain(|flight| flight.0 != op);
                     if let Some(owner) = owner {
                         let message = messages::fill(
                             messages::STORE_TIMED_OUT,
@@ -286,46 +271,48 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                         });
                     }
                 }
-                Effect::Start {
+                Some(Effect::Start {
                     handle,
                     slot,
                     fence,
                     report,
                     ..
-                } => {
-                    self.mailbox(handle, |mailbox| {
-                        mailbox.started = Some(Started {
-                            slot,
-                            fence,
-                            report,
-                        });
+                }) => self.tell(handle, |mailbox| {
+                    mailbox.started = Some(Started {
+                        slot,
+                        fence,
+                        report,
                     });
-                    self.wake(handle);
+                }),
+                Some(Effect::Settle { handle, outcome }) => {
+                    self.tell(handle, |mailbox| mailbox.outcome = Some(outcome));
                 }
-                Effect::Settle { handle, outcome } => {
-                    self.mailbox(handle, |mailbox| mailbox.outcome = Some(outcome));
-                    self.wake(handle);
+                Some(Effect::Abort { handle, why }) => {
+                    self.tell(handle, |mailbox| mailbox.aborted = Some(why));
                 }
-                Effect::Abort { handle, why } => {
-                    self.mailbox(handle, |mailbox| mailbox.aborted = Some(why));
-                    self.wake(handle);
-                }
-                Effect::LockLost { handle, why } => {
-                    self.mailbox(handle, |mailbox| mailbox.lost = Some(why));
-                    self.wake(handle);
-                }
-                Effect::Arm { handle, at, .. } => {
-                    self.mailbox(handle, |mailbox| {
-                        mailbox.timer_at = at;
-                        mailbox.timer = None;
-                    });
-                    self.wake(handle);
+                Some(Effect::Arm { handle, at, .. }) => self.tell(handle, |mailbox| {
+                    mailbox.timer_at = Some(at);
+                    mailbox.timer = None;
+                }),
+                // A lock reads its loss from the engine; a work is started by its own future
+                // when next polled (see `Serial::poll_turn`).
+                Some(Effect::LockLost { handle, .. } | Effect::Ready { handle, .. }) => {
+                    self.tell(handle, |_| {});
                 }
                 // Each call keeps its own timer here (`Arm`).
-                Effect::Wake { .. } => {}
-                // Started by its own future, when next polled (see `Serial::poll_turn`).
-                Effect::Ready { handle, .. } => self.wake(handle),
+                Some(Effect::Wake { .. }) => {}
             }
+        }
+    }
+
+    /// Puts what the engine said in the call's mailbox, and wakes its future.
+    fn tell(&self, handle: Ticket, put: impl FnOnce(&mut Mailbox)) {
+        let waker = self.mailbox(handle, |mailbox| {
+            put(mailbox);
+            mailbox.waker.take()
+        });
+        if let Some(waker) = waker.flatten() {
+            waker.wake();
         }
     }
 
@@ -362,50 +349,32 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
         })
     }
 
-    fn wake(&self, handle: u32) {
-        let waker = self
-            .mailbox(handle, |mailbox| mailbox.waker.take())
-            .flatten();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
     /// Drives the engine for the call of `handle`: its store calls and those made for nobody
     /// polled, its timer armed and polled (in this task), the engine's effects applied. The
     /// call's future then reads its mailbox; it is woken when something is put there.
-    pub(crate) fn drive(&self, cx: &mut Context<'_>, handle: u32) {
+    pub(crate) fn drive(&self, cx: &mut Context<'_>, handle: Ticket) {
         let waker = self
             .mailbox(handle, |mailbox| mailbox.route.waker(&self.clock, cx))
             .unwrap_or_else(|| cx.waker().clone());
         let broadcast = Waker::from(Arc::clone(&self.broadcast));
         loop {
-            let mut progress = false;
             // Store calls made for this call (in its own context), and for nobody.
-            let answered = {
-                let mut flights = self.flights.borrow_mut();
-                let mut answered = Vec::new();
-                let mut at = 0;
-                while at < flights.len() {
-                    let (op, owner, flight) = &mut flights[at];
-                    let mine = *owner == Some(handle);
-                    if !(mine || owner.is_none()) {
-                        at += 1;
-                        continue;
-                    }
-                    let mut flight_cx = Context::from_waker(if mine { &waker } else { &broadcast });
-                    match flight.as_mut().poll(&mut flight_cx) {
-                        Poll::Ready(answer) => {
-                            answered.push((*op, *owner, answer));
-                            let _ = flights.swap_remove(at);
-                        }
-                        Poll::Pending => at += 1,
-                    }
-                }
-                answered
-            };
+            let mut answered = Vec::new();
+            self.flights.borrow_mut().retain_mut(|(op, owner, flight)| {
+                let waker = match owner {
+                    None => &broadcast,
+                    Some(owner) if *owner == handle => &waker,
+                    Some(_) => return true,
+                };
+                let Poll::Ready(answer) = flight.as_mut().poll(&mut Context::from_waker(waker))
+                else {
+                    return true;
+                };
+                answered.push((*op, *owner, answer));
+                false
+            });
+            let progress = !answered.is_empty();
             for (op, owner, (answer, error)) in answered {
-                progress = true;
                 if let (Some(owner), Some(error)) = (owner, error) {
                     self.mailbox(owner, |mailbox| {
                         mailbox.failure.get_or_insert(error);
@@ -415,11 +384,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
             }
             // This call's timer, armed here so that it belongs to this task's context.
             let fired = self.poll_timer(handle, &waker);
-            if let Some(owner) = fired {
-                progress = true;
-                self.event(|engine, now, random| engine.fired(owner.0, owner.1, now, random));
-            }
-            if !progress {
+            if let Some((serializer, call)) = fired {
+                self.event(|engine, now, random| engine.fired(serializer, call, now, random));
+            } else if !progress {
                 break;
             }
         }
@@ -428,7 +395,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
             .flights
             .borrow()
             .iter()
-            .any(|(_, owner, _)| owner.is_none())
+            .any(|flight| flight.1.is_none())
         {
             self.broadcast.add(cx.waker());
         }
@@ -437,19 +404,16 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
 
     /// Arms the call's timer if it has none for the time the engine asked, and polls it: the
     /// call's engine name when it fired.
-    fn poll_timer(&self, handle: u32, waker: &Waker) -> Option<(Option<u32>, Ticket)> {
+    fn poll_timer(&self, handle: Ticket, waker: &Waker) -> Option<(Option<u32>, Ticket)> {
         let mut mailboxes = self.mailboxes.borrow_mut();
-        let mailbox = mailboxes.get_mut(handle as usize)?.as_mut()?;
-        if mailbox.timer_at.is_infinite() {
-            return None;
-        }
+        let mailbox = mailboxes.get_mut(handle)?;
+        let at = mailbox.timer_at?;
         if mailbox.timer.is_none() {
-            let ms = (mailbox.timer_at - self.clock.monotonic_ms()).max(0.0);
-            match self.clock.sleep(ms) {
+            match self.clock.sleep((at - self.clock.monotonic_ms()).max(0.0)) {
                 Ok(sleep) => mailbox.timer = Some(sleep),
                 Err(error) => {
                     mailbox.timer_error.get_or_insert(error);
-                    mailbox.timer_at = f64::INFINITY;
+                    mailbox.timer_at = None;
                     return None;
                 }
             }
@@ -463,7 +427,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
             return None;
         }
         mailbox.timer = None;
-        mailbox.timer_at = f64::INFINITY;
+        mailbox.timer_at = None;
         mailbox.owner
     }
 

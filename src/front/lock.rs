@@ -1,10 +1,9 @@
-//! The lease lock for Rust callers: futures over the engine's lease lines. An acquisition, a
-//! renewal and a release each wait for what the engine says of them; every rule is the
-//! engine's.
+//! The lease lock for Rust callers: an acquisition, a renewal and a release each wait for what
+//! the engine says of them.
 
 use core::fmt;
 use std::cell::Cell;
-use std::future::{pending, poll_fn, Future};
+use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::rc::Rc;
 use std::task::Poll;
@@ -16,7 +15,7 @@ use crate::engine::leases::{LockStats, Refusal};
 use crate::engine::messages;
 use crate::engine::options::{LockOptions, OptionError};
 use crate::engine::random::Random;
-use crate::engine::{Outcome, Ticket};
+use crate::engine::{Engine, Now, Outcome, Ticket};
 use crate::store::{LockStore, StoreError};
 
 /// Why an acquisition or a release failed. A live holder is not an error: that is `Ok(None)`.
@@ -123,48 +122,48 @@ impl<S: LockStore, C: Clock, R: Random> Clone for LockManager<S, C, R> {
     }
 }
 
-/// A lock call's mailbox, given up (an acquisition's caller gone) and let go when dropped.
+/// A lock call's mailbox, let go when dropped — with the acquisition it waits for, if any,
+/// given up (its caller gone).
 struct Waiting<'a, S: LockStore + 'static, C: Clock, R: Random> {
     exec: &'a Executor<S, C, R>,
-    handle: u32,
-    /// The acquisition to give up, while it is one.
-    call: Option<Ticket>,
+    handle: Ticket,
+    acquisition: Option<Ticket>,
+}
+
+impl<'a, S: LockStore + 'static, C: Clock, R: Random> Waiting<'a, S, C, R> {
+    fn open(exec: &'a Executor<S, C, R>) -> Self {
+        Waiting {
+            exec,
+            handle: exec.open(),
+            acquisition: None,
+        }
+    }
+
+    /// Waits for how the call ended: an acquisition with an outcome is nobody's to give up.
+    async fn outcome(&mut self) -> Result<Outcome, LockError> {
+        let (exec, handle) = (self.exec, self.handle);
+        let outcome = poll_fn(|cx| {
+            exec.poll(cx, handle, |mailbox| match mailbox.timer_error.take() {
+                Some(error) => Some(Err(LockError::Timer(error))),
+                None => Some(Ok(match mailbox.outcome.take()? {
+                    Outcome::StoreFailed => Err(LockError::Store(mailbox.store_error())),
+                    outcome => Ok(outcome),
+                })),
+            })
+        })
+        .await?;
+        self.acquisition = None;
+        outcome
+    }
 }
 
 impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Waiting<'_, S, C, R> {
     fn drop(&mut self) {
-        if let Some(call) = self.call {
+        if let Some(call) = self.acquisition {
             self.exec
                 .event(|engine, now, random| engine.abort(call, now, random));
         }
         self.exec.close(self.handle);
-    }
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
-    /// Waits for how the call of `handle` ended.
-    async fn outcome(&self, handle: u32) -> Result<Outcome, TimerError> {
-        poll_fn(|cx| {
-            self.drive(cx, handle);
-            self.mailbox(handle, |mailbox| {
-                if let Some(error) = mailbox.timer_error.take() {
-                    return Poll::Ready(Err(error));
-                }
-                mailbox
-                    .outcome
-                    .take()
-                    .map_or(Poll::Pending, |outcome| Poll::Ready(Ok(outcome)))
-            })
-            .unwrap_or(Poll::Ready(Ok(Outcome::Aborted)))
-        })
-        .await
-    }
-
-    /// The first store failure of the call of `handle`.
-    fn failure(&self, handle: u32) -> StoreError {
-        self.mailbox(handle, |mailbox| mailbox.failure.take())
-            .flatten()
-            .unwrap_or_else(|| StoreError::new("a store call failed"))
     }
 }
 
@@ -179,24 +178,19 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         }
     }
 
-    /// Watches the records of busy lines for other isolates' asks, for as long as it is polled:
-    /// run it beside the work of a program whose keys are busy (spawned on its executor), over
-    /// a store that tells changes ([`LockStore::tells_changes`]). It never ends.
+    /// Watches the records of busy lines for other isolates' asks, for as long as it is polled
+    /// (it never ends): run it beside the work of a program whose keys are busy (spawned on its
+    /// executor), over a store that tells changes ([`LockStore::tells_changes`]).
     ///
-    /// A line's holders hand the lease on with no store call from the fences its last write
-    /// reserved. While this runs, one watch per busy line (a *guard*, kept across the line's
-    /// hand-offs) tells the line when another isolate asks for the name, so those hand-offs go
-    /// on for as long as the batch is young and nobody asked; without it, for at most
-    /// `MAX_POLL_MS` after each write — as long as a remote waiter that polls waits anyway —
-    /// so a busy key costs a write each time that runs out. The package's JavaScript keeps
-    /// guards always.
-    ///
-    /// Every future of this manager drives the guards too while it is polled; this one drives
-    /// them while nothing else is.
+    /// A busy line's holders hand the lease on with no store call. While this runs, one watch
+    /// per busy line (a *guard*) tells the line when another isolate asks for the name, so
+    /// those hand-offs go on while the batch is young and nobody asked; without it, for at most
+    /// `MAX_POLL_MS` after each write, so a busy key costs a write each time that runs out.
+    /// Every future of this manager drives the guards while it is polled; this one drives them
+    /// while nothing else is.
     ///
     /// # Cancel safety
-    /// Dropping it stops nothing: guards go on whenever another future of the manager is
-    /// polled.
+    /// Dropping it stops nothing: guards go on whenever another future of the manager is polled.
     pub async fn watch_for_asks(&self) {
         poll_fn(|cx| {
             self.exec.drive_unowned(cx);
@@ -210,10 +204,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         self.stats().store_calls
     }
 
-    /// What this manager's locks did, and what is live now: names held and acquisitions
-    /// waiting; since it was made, acquisitions (and hand-offs among them), takeovers, store
-    /// calls, failures, timeouts, failed writes a read-back found applied, and the waits on the
-    /// store's `changed` (watches, wake-ups, the polls they saved).
+    /// What this manager's locks did since it was made, and what is live now.
     pub fn stats(&self) -> LockStats {
         self.exec.engine.borrow().lock_stats()
     }
@@ -262,20 +253,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         options: LockOptions,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
         let exec = &*self.exec;
-        let handle = exec.open();
-        let mut waiting = Waiting {
-            exec,
-            handle,
-            call: None,
-        };
-        let call = exec
-            .event(|engine, now, random| engine.acquire(name, options, handle, now, random))
-            .map_err(LockError::from)?;
-        waiting.call = Some(call);
+        let mut waiting = Waiting::open(exec);
+        let handle = waiting.handle;
+        let call =
+            exec.event(|engine, now, random| engine.acquire(name, options, handle, now, random))?;
+        waiting.acquisition = Some(call);
         exec.mailbox(handle, |mailbox| mailbox.owner = Some((None, call)));
-        let outcome = exec.outcome(handle).await?;
-        waiting.call = None;
-        match outcome {
+        match waiting.outcome().await? {
             Outcome::Held(held) => {
                 // The mailbox is the lock's now (its renewals, its loss).
                 std::mem::forget(waiting);
@@ -291,13 +275,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
                     held_until: Cell::new(held.held_until),
                 }))
             }
-            Outcome::Unavailable => Ok(None),
             Outcome::Mismatch { found } => Err(LockError::ConcurrencyMismatch {
                 name: name.to_owned(),
                 asked: options.slots(),
                 found,
             }),
-            _ => Err(LockError::Store(exec.failure(handle))),
+            // Unavailable: live holders kept the name for the whole wait.
+            _ => Ok(None),
         }
     }
 
@@ -336,20 +320,25 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
                 wait_ms: options.wait_ms,
             });
         };
-        lock.keep_renewed(true);
+        let keep_renewed = |keep| {
+            let call = lock.call;
+            self.exec
+                .event(|engine, now, _| engine.keep_renewed(call, keep, now));
+        };
+        keep_renewed(true);
         let output = {
             let mut work = pin!(f(&lock));
             poll_fn(|cx| {
-                if let Poll::Ready(output) = work.as_mut().poll(cx) {
-                    return Poll::Ready(output);
+                let output = work.as_mut().poll(cx);
+                if output.is_pending() {
+                    // Its renewals, on the lock's own timer.
+                    self.exec.drive(cx, lock.handle);
                 }
-                // Its renewals, on the lock's own timer.
-                self.exec.drive(cx, lock.handle);
-                Poll::Pending
+                output
             })
             .await
         };
-        lock.keep_renewed(false);
+        keep_renewed(false);
         let _ = lock.release().await;
         Ok(output)
     }
@@ -363,7 +352,7 @@ pub struct Lock<S: LockStore + 'static, C: Clock, R: Random> {
     /// The engine's name for it (its acquisition's).
     call: Ticket,
     /// Its mailbox: its renewals' timer, its loss.
-    handle: u32,
+    handle: Ticket,
     slot: u16,
     token: String,
     fence: u64,
@@ -435,32 +424,25 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
     /// # Errors
     /// The store failed: the lease runs to its old end.
     pub async fn renew(&self) -> Result<bool, LockError> {
-        let exec = &*self.manager.exec;
-        let handle = exec.open();
-        let call = self.call;
-        let waiting = Waiting {
-            exec,
-            handle,
-            call: None,
-        };
-        exec.event(|engine, now, random| engine.renew(call, handle, now, random));
-        let outcome = exec.outcome(handle).await?;
-        let renewed = match outcome {
+        match self.ask(Engine::renew).await? {
             Outcome::Renewed { held_until } => {
                 self.held_until.set(held_until);
                 Ok(true)
             }
-            Outcome::StoreFailed => Err(LockError::Store(exec.failure(handle))),
             _ => Ok(false),
-        };
-        drop(waiting);
-        renewed
+        }
     }
 
-    /// Renews the lease while its holder works, at the times the engine says, until it is lost.
-    pub(crate) fn keep_renewed(&self, keep: bool) {
-        let (exec, call) = (&self.manager.exec, self.call);
-        exec.event(|engine, now, _| engine.keep_renewed(call, keep, now));
+    /// Asks the engine `event` of this lock, with a mailbox for its answer: how it ended.
+    async fn ask(
+        &self,
+        event: impl FnOnce(&mut Engine<S::Version, Ticket>, Ticket, Ticket, Now, &R),
+    ) -> Result<Outcome, LockError> {
+        let exec = &*self.manager.exec;
+        let mut waiting = Waiting::open(exec);
+        let (call, handle) = (self.call, waiting.handle);
+        exec.event(|engine, now, random| event(engine, call, handle, now, random));
+        waiting.outcome().await
     }
 
     /// Gives the lock back, if the record still carries this holder's token: to the next local
@@ -476,22 +458,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
     /// The store failed; the record may still be held by this token and goes stale.
     pub async fn release(&self) -> Result<(), LockError> {
         // (Released already, its id names nothing: the engine answers at once.)
-        let exec = &*self.manager.exec;
-        let handle = exec.open();
-        let call = self.call;
-        let waiting = Waiting {
-            exec,
-            handle,
-            call: None,
-        };
-        exec.event(|engine, now, random| engine.release(call, handle, now, random));
-        let outcome = exec.outcome(handle).await?;
-        let released = match outcome {
-            Outcome::StoreFailed => Err(LockError::Store(exec.failure(handle))),
-            _ => Ok(()),
-        };
-        drop(waiting);
-        released
+        self.ask(Engine::release).await.map(drop)
     }
 
     /// The store the lock lives in.
@@ -507,10 +474,4 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Lock<S, C, R> {
         exec.event(|engine, now, random| engine.drop_lock(call, now, random));
         exec.close(self.handle);
     }
-}
-
-/// A future that never ends: what a task that only drives the engine awaits.
-#[allow(dead_code)]
-async fn forever() {
-    pending::<()>().await;
 }

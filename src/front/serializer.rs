@@ -3,20 +3,21 @@
 //! and tells the engine when it ended; every rule is the engine's.
 
 use core::fmt;
-use std::any::Any;
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
-use super::coalesced::{BoxedWork, Coalesced, SharedRun};
-use super::executor::{Executor, NoRandom, NoStore, Started};
+use super::executor::{Executor, Mailbox, NoRandom, NoStore, Started};
+use super::lock::LockError;
 pub use super::store_serializer::StoreSerializer;
 use crate::clock::{Clock, TimerError};
 use crate::engine::key::KeyError;
 use crate::engine::messages;
-use crate::engine::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
+use crate::engine::options::{
+    validate_timeout_ms, Coalesce, LockOptions, OptionError, SerializerOptions, TimeoutOutOfRange,
+};
 use crate::engine::random::Random;
 use crate::engine::works::{EnqueueError, Stats};
 use crate::engine::{Entered, Outcome, Ticket, Why};
@@ -78,7 +79,7 @@ pub enum SerializeError {
     /// The work's deadline could not be armed (the platform refused a timer); it did not run.
     Timer(TimerError),
     /// A [`StoreSerializer`]'s store failed while taking the key's lease: the work did not run.
-    Lock(super::lock::LockError),
+    Lock(LockError),
 }
 
 impl fmt::Display for SerializeError {
@@ -103,9 +104,73 @@ impl fmt::Display for SerializeError {
 
 impl std::error::Error for SerializeError {}
 
-impl SerializeError {
-    pub(crate) fn refused(key: &str, error: EnqueueError) -> Self {
-        match error {
+/// A serializer's place in its engine: what [`KeyedSerializer`] and [`StoreSerializer`] share.
+pub(crate) struct Serial<S: LockStore, C, R> {
+    pub(crate) exec: Rc<Executor<S, C, R>>,
+    pub(crate) serializer: u32,
+}
+
+/// A call's place in its line: given up, if its caller has not heard, and let go when dropped.
+struct Place<'a, S: LockStore + 'static, C: Clock, R: Random> {
+    serial: &'a Serial<S, C, R>,
+    handle: Ticket,
+    /// Until its caller heard.
+    ticket: Option<Ticket>,
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random> Place<'_, S, C, R> {
+    /// Its caller heard: it leaves its line, and what it let go is let go before it returns.
+    async fn finish(mut self) {
+        // What its turn left in flight (an acquisition abandoned at its deadline) is not its
+        // to wait for; what its end lets go is.
+        self.serial.exec.disown(self.handle);
+        if let Some(ticket) = self.ticket.take() {
+            self.serial.done(ticket);
+        }
+        self.serial.exec.landed(self.handle).await;
+    }
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
+    fn drop(&mut self) {
+        let (serial, handle) = (self.serial, self.handle);
+        if let Some(ticket) = self.ticket {
+            let serializer = serial.serializer;
+            serial
+                .exec
+                .event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
+            // Its caller is done with it (this drop is its end): the next work may start.
+            serial.done(ticket);
+        }
+        serial.exec.close(handle);
+    }
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
+    /// A serializer with `options` in the engine of `exec`, its turns holding leases in its
+    /// store as `lease` says.
+    pub(crate) fn new(
+        exec: Rc<Executor<S, C, R>>,
+        options: SerializerOptions,
+        lease: Option<LockOptions>,
+    ) -> Result<Self, OptionError> {
+        let serializer = exec.engine.borrow_mut().add_serializer(options, lease)?;
+        Ok(Serial { exec, serializer })
+    }
+
+    /// Queues a call: its handle's place, or the refusal.
+    pub(crate) fn enter(
+        &self,
+        key: &str,
+        handle: Ticket,
+        timeout_ms: Option<f64>,
+        coalesce: Coalesce,
+    ) -> Result<Entered<Ticket>, SerializeError> {
+        let serializer = self.serializer;
+        let entered = self.exec.event(|engine, now, _| {
+            engine.enter(serializer, key, handle, timeout_ms, coalesce, now)
+        });
+        let entered = entered.map_err(|error| match error {
             EnqueueError::InvalidKey(error) => SerializeError::InvalidKey(error),
             EnqueueError::InvalidTimeout(error) => SerializeError::InvalidTimeout(error),
             EnqueueError::QueueFull { max_pending } => SerializeError::QueueFull {
@@ -113,149 +178,13 @@ impl SerializeError {
                 max_pending,
             },
             EnqueueError::TooManyWorks | EnqueueError::IdleLine => SerializeError::TooManyWorks,
-        }
-    }
-}
-
-/// A serializer's place in its engine: what [`KeyedSerializer`] and [`StoreSerializer`] share.
-pub(crate) struct Serial<S: LockStore, C, R> {
-    pub(crate) exec: Rc<Executor<S, C, R>>,
-    pub(crate) serializer: u32,
-}
-
-impl<S: LockStore, C, R> Clone for Serial<S, C, R> {
-    fn clone(&self) -> Self {
-        Serial {
-            exec: Rc::clone(&self.exec),
-            serializer: self.serializer,
-        }
-    }
-}
-
-/// A call's place in its line, given up or ended when dropped.
-struct Place<'a, S: LockStore + 'static, C: Clock, R: Random> {
-    serial: &'a Serial<S, C, R>,
-    handle: u32,
-    ticket: Option<Ticket>,
-    /// Its work ended, or its outcome came: its caller heard.
-    ended: bool,
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Place<'_, S, C, R> {
-    /// Its caller heard: it leaves its line, and what it let go is let go before it returns.
-    async fn finish(&mut self) {
-        let (exec, serializer) = (&self.serial.exec, self.serial.serializer);
-        // What its turn left in flight (an acquisition abandoned at its deadline) is not its
-        // to wait for; what its end lets go is.
-        exec.disown(self.handle);
-        if let Some(ticket) = self.ticket.take() {
-            exec.event(|engine, now, random| {
-                engine.done(serializer, ticket, now, random);
-            });
-        }
-        exec.landed(self.handle).await;
-    }
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
-    fn drop(&mut self) {
-        let (exec, serializer) = (&self.serial.exec, self.serial.serializer);
-        if let Some(ticket) = self.ticket {
-            if !self.ended {
-                exec.event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
-            }
-            // Its caller is done with it (this drop is its end): the next work may start.
-            exec.event(|engine, now, random| {
-                engine.done(serializer, ticket, now, random);
-            });
-        }
-        exec.close(self.handle);
-    }
-}
-
-/// How a work's wait for its turn ended: started, or told how its call ended.
-pub(crate) enum Turn {
-    Started(Started),
-    Ended(Result<(), SerializeError>),
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
-    /// Queues a call: its handle's place, or the refusal.
-    fn enter(
-        &self,
-        key: &str,
-        handle: u32,
-        timeout_ms: Option<f64>,
-        coalesce: Coalesce,
-    ) -> Result<Entered<u32>, SerializeError> {
-        let serializer = self.serializer;
-        let entered = self.exec.event(|engine, now, _| {
-            engine.enter(serializer, key, handle, timeout_ms, coalesce, now)
-        });
-        let entered = entered.map_err(|error| SerializeError::refused(key, error))?;
+        })?;
         if let Entered::Queued(ticket) = entered {
             self.exec.mailbox(handle, |mailbox| {
                 mailbox.owner = Some((Some(serializer), ticket))
             });
         }
         Ok(entered)
-    }
-
-    /// Waits for a queued work's turn: its start, or how its call ended before that.
-    fn turn<'a>(&'a self, key: &'a str, handle: u32) -> impl Future<Output = Turn> + 'a {
-        poll_fn(move |cx| self.poll_turn(cx, key, handle))
-    }
-
-    /// Runs `work` in its turn: `signal` aborted — and the work dropped — when its deadline
-    /// passes; its outcome reported to the engine first when the engine asked for it.
-    async fn run_started<T>(
-        &self,
-        key: &str,
-        handle: u32,
-        ticket: Ticket,
-        started: Started,
-        signal: &WorkSignal,
-        work: impl Future<Output = T>,
-    ) -> Result<T, SerializeError> {
-        let exec = &self.exec;
-        let mut work = pin!(work);
-        let output = poll_fn(|cx| {
-            if let Poll::Ready(output) = work.as_mut().poll(cx) {
-                return Poll::Ready(Ok(output));
-            }
-            exec.drive(cx, handle);
-            exec.mailbox(handle, |mailbox| match mailbox.aborted.take() {
-                // Lost: the work must stop writing, and goes on to its end.
-                Some(Why::LeaseLost) => {
-                    signal.aborted.set(true);
-                    Poll::Pending
-                }
-                Some(_) => {
-                    signal.aborted.set(true);
-                    let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
-                    Poll::Ready(Err(failure(key, outcome, mailbox)))
-                }
-                None => Poll::Pending,
-            })
-            .unwrap_or(Poll::Pending)
-        })
-        .await;
-        let output = output?;
-        if !started.report {
-            return Ok(output);
-        }
-        let serializer = self.serializer;
-        exec.event(|engine, now, random| engine.settled(serializer, ticket, now, random));
-        poll_fn(|cx| {
-            exec.drive(cx, handle);
-            exec.mailbox(handle, |mailbox| match mailbox.outcome.take() {
-                Some(outcome) => Poll::Ready(ended(key, outcome, mailbox)),
-                None => Poll::Pending,
-            })
-            .unwrap_or(Poll::Ready(Ok(())))
-        })
-        .await?;
-        Ok(output)
     }
 
     /// Runs `work(signal, fence)` in the key's turn, as [`KeyedSerializer::run`] says.
@@ -274,79 +203,33 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
             serial: self,
             handle,
             ticket: None,
-            ended: false,
         };
         let Entered::Queued(ticket) = self.enter(key, handle, timeout_ms, Coalesce::Never)? else {
             unreachable!("a call that does not coalesce joins nothing")
         };
         place.ticket = Some(ticket);
-        let started = match self.turn(key, handle).await {
-            Turn::Started(started) => started,
-            Turn::Ended(outcome) => {
-                place.ended = true;
-                place.finish().await;
-                outcome?;
-                unreachable!("a work's call ends with its work, or fails before it")
+        let outcome = match poll_fn(|cx| self.poll_turn(cx, key, handle)).await {
+            Ok(started) => {
+                let signal = WorkSignal::in_slot(started.slot);
+                let mut work = pin!(work(signal.clone(), started.fence));
+                let output = poll_fn(|cx| match work.as_mut().poll(cx) {
+                    Poll::Ready(output) => Poll::Ready(Ok(output)),
+                    Poll::Pending => self.poll_abandoned(cx, key, handle, &signal).map(Err),
+                })
+                .await;
+                match output {
+                    Ok(output) if started.report => {
+                        self.settled(ticket);
+                        let settled = poll_fn(|cx| self.poll_settled(cx, key, handle)).await;
+                        settled.map(|()| output)
+                    }
+                    output => output,
+                }
             }
+            Err(error) => Err(error),
         };
-        let signal = WorkSignal::in_slot(started.slot);
-        let outcome = self
-            .run_started(
-                key,
-                handle,
-                ticket,
-                started,
-                &signal,
-                work(signal.clone(), started.fence),
-            )
-            .await;
-        place.ended = true;
         place.finish().await;
         outcome
-    }
-
-    /// Joins the key's last waiting run of this output type and group, or queues `work` as one
-    /// for later calls to join, as [`KeyedSerializer::run_coalesced`] says.
-    pub(crate) async fn run_coalesced<F, Fut>(
-        &self,
-        key: &str,
-        coalesce: Coalesce,
-        work: F,
-    ) -> Result<Fut::Output, SerializeError>
-    where
-        F: FnOnce(WorkSignal, u64) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: Clone + 'static,
-    {
-        let coalesce = typed::<Fut::Output>(coalesce);
-        let handle = self.exec.open();
-        let boxed: BoxedWork<Fut::Output> =
-            Box::new(move |signal, fence| Box::pin(work(signal, fence)));
-        let run = SharedRun::new(boxed);
-        match self.enter(key, handle, None, coalesce) {
-            Err(error) => {
-                self.exec.close(handle);
-                Err(error)
-            }
-            Ok(Entered::Joined(ticket, job)) => {
-                self.exec.close(handle);
-                let run = self
-                    .exec
-                    .mailbox(job, |mailbox| mailbox.shared.clone())
-                    .flatten()
-                    .and_then(|shared| SharedRun::of(&shared));
-                let Some(run) = run else {
-                    unreachable!("a run of this group has this output type")
-                };
-                Coalesced::new(self, key, ticket, job, run).await
-            }
-            Ok(Entered::Queued(ticket)) => {
-                self.exec.mailbox(handle, |mailbox| {
-                    mailbox.shared = Some(Rc::clone(&run) as Rc<dyn Any>);
-                });
-                Coalesced::new(self, key, ticket, handle, run).await
-            }
-        }
     }
 
     pub(crate) fn pending(&self) -> usize {
@@ -361,13 +244,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         self.exec.engine.borrow().stats(self.serializer)
     }
 
-    /// Polls a call's wait for its turn: its start, or how its call ended before that.
+    /// Polls a call's wait for its turn: its start, or why its call ended before that.
     pub(crate) fn poll_turn(
         &self,
-        cx: &mut std::task::Context<'_>,
+        cx: &mut Context<'_>,
         key: &str,
-        handle: u32,
-    ) -> Poll<Turn> {
+        handle: Ticket,
+    ) -> Poll<Result<Started, SerializeError>> {
         // Started from its own poll, so its body runs only once every work ahead of it
         // started; then driven, which arms its deadline's timer in this task (a timer the
         // platform refuses means the work does not run).
@@ -377,66 +260,83 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
             self.exec
                 .event(|engine, now, random| engine.start_work(serializer, ticket, now, random));
         }
-        self.exec.drive(cx, handle);
+        self.exec.poll(cx, handle, |mailbox| {
+            if let Some(error) = mailbox.timer_error.take() {
+                return Some(Err(SerializeError::Timer(error)));
+            }
+            if let Some(started) = mailbox.started.take() {
+                return Some(Ok(started));
+            }
+            let outcome = mailbox.outcome.take()?;
+            Some(Err(failure(key, outcome, mailbox)))
+        })
+    }
+
+    /// Polls a running work's call: its error once it was abandoned (`signal` aborted first).
+    /// A lost lease only aborts `signal`: the work must stop writing, and goes on to its end.
+    pub(crate) fn poll_abandoned(
+        &self,
+        cx: &mut Context<'_>,
+        key: &str,
+        handle: Ticket,
+        signal: &WorkSignal,
+    ) -> Poll<SerializeError> {
+        self.exec.poll(cx, handle, |mailbox| {
+            let why = mailbox.aborted.take()?;
+            signal.aborted.set(true);
+            if why == Why::LeaseLost {
+                return None;
+            }
+            let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
+            Some(failure(key, outcome, mailbox))
+        })
+    }
+
+    /// The work of `ticket` settled: its outcome goes to the engine (it was started with
+    /// `report`), which may let its lease go before its caller hears.
+    pub(crate) fn settled(&self, ticket: Ticket) {
+        let serializer = self.serializer;
         self.exec
-            .mailbox(handle, |mailbox| {
-                if let Some(error) = mailbox.timer_error.take() {
-                    return Poll::Ready(Turn::Ended(Err(SerializeError::Timer(error))));
-                }
-                if let Some(started) = mailbox.started.take() {
-                    return Poll::Ready(Turn::Started(started));
-                }
-                match mailbox.outcome.take() {
-                    Some(outcome) => Poll::Ready(Turn::Ended(ended(key, outcome, mailbox))),
-                    None => Poll::Pending,
-                }
+            .event(|engine, now, random| engine.settled(serializer, ticket, now, random));
+    }
+
+    /// Polls a settled work's call for what the engine says of it once its lease is let go.
+    pub(crate) fn poll_settled(
+        &self,
+        cx: &mut Context<'_>,
+        key: &str,
+        handle: Ticket,
+    ) -> Poll<Result<(), SerializeError>> {
+        self.exec.poll(cx, handle, |mailbox| {
+            Some(match mailbox.outcome.take()? {
+                Outcome::Done | Outcome::Released => Ok(()),
+                outcome => Err(failure(key, outcome, mailbox)),
             })
-            .unwrap_or(Poll::Ready(Turn::Ended(Ok(()))))
+        })
     }
-}
 
-/// A call's coalescing group, by output type: a run answers only calls of its own type.
-fn typed<T: 'static>(coalesce: Coalesce) -> Coalesce {
-    let kind = std::any::type_name::<T>();
-    match coalesce {
-        Coalesce::Never => Coalesce::Never,
-        Coalesce::Yes => Coalesce::Group(format!("\u{0}{kind}").into()),
-        Coalesce::Group(name) => Coalesce::Group(format!("{name}\u{0}{kind}").into()),
-    }
-}
-
-/// How a call ended, as the engine said: `Ok` when its work ended as it did.
-pub(crate) fn ended(
-    key: &str,
-    outcome: Outcome,
-    mailbox: &mut super::executor::Mailbox,
-) -> Result<(), SerializeError> {
-    match outcome {
-        Outcome::Done | Outcome::Released => Ok(()),
-        outcome => Err(failure(key, outcome, mailbox)),
+    /// The caller of the work of `ticket` heard how it ended: it leaves its line.
+    pub(crate) fn done(&self, ticket: Ticket) {
+        let serializer = self.serializer;
+        self.exec.event(|engine, now, random| {
+            engine.done(serializer, ticket, now, random);
+        });
     }
 }
 
 /// The error of a call that did not end with its work.
-fn failure(key: &str, outcome: Outcome, mailbox: &mut super::executor::Mailbox) -> SerializeError {
+fn failure(key: &str, outcome: Outcome, mailbox: &mut Mailbox) -> SerializeError {
     match outcome {
         Outcome::TimedOut { timeout_ms } => SerializeError::TimedOut {
             key: key.to_owned(),
             timeout_ms,
         },
-        Outcome::Mismatch { found } => {
-            SerializeError::Lock(super::lock::LockError::ConcurrencyMismatch {
-                name: key.to_owned(),
-                asked: 0,
-                found,
-            })
-        }
-        _ => SerializeError::Lock(super::lock::LockError::Store(
-            mailbox
-                .failure
-                .take()
-                .unwrap_or_else(|| crate::store::StoreError::new("a store call failed")),
-        )),
+        Outcome::Mismatch { found } => SerializeError::Lock(LockError::ConcurrencyMismatch {
+            name: key.to_owned(),
+            asked: 0,
+            found,
+        }),
+        _ => SerializeError::Lock(LockError::Store(mailbox.store_error())),
     }
 }
 
@@ -519,14 +419,10 @@ impl<C: Clock> KeyedSerializer<C> {
     /// A serializer on `clock` with `options`.
     pub fn with_options(options: SerializerOptions, clock: C) -> Self {
         let exec = Rc::new(Executor::new(NoStore, clock, NoRandom));
-        let serializer = exec
-            .engine
-            .borrow_mut()
-            .add_serializer(options, None)
-            .unwrap_or_default();
-        KeyedSerializer {
-            serial: Serial { exec, serializer },
-        }
+        let Ok(serial) = Serial::new(exec, options, None) else {
+            unreachable!("only lease options are refused")
+        };
+        KeyedSerializer { serial }
     }
 
     /// Runs `work(signal)` once every work queued earlier under `key` has finished, timed out

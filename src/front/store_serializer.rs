@@ -1,7 +1,5 @@
-//! The serializer over a [`LockStore`]: the serializer's guarantee across every isolate sharing
-//! the store. Its works share the engine of their [`LockManager`], which orders the turns here
-//! and has each hold the key's lease — hand-on, renewal, release when last, letting go when
-//! idle.
+//! The serializer over a [`LockStore`]: a thin handle on a serializer in the engine of its
+//! [`LockManager`], whose turns each hold the key's lease.
 
 use core::fmt;
 use std::future::Future;
@@ -18,11 +16,11 @@ use crate::store::LockStore;
 /// Runs async work one at a time per key across every isolate whose serializer uses the same
 /// store, each with a deadline and a fence — for Rust callers.
 ///
-/// Within one isolate it is a [`KeyedSerializer`](crate::KeyedSerializer): FIFO per key, the same deadlines, bound and
-/// counters. Across isolates each turn holds the key's lease in the store (the lock named
-/// [`SERIALIZE_PREFIX`](crate::SERIALIZE_PREFIX) + key), so works for one key never overlap
-/// anywhere; the work gets the lease's fence, which strictly rises with every turn of the key
-/// in every isolate — pass it to the writes it makes.
+/// Within one isolate it is a [`KeyedSerializer`](crate::KeyedSerializer): FIFO per key, the
+/// same deadlines, bound and counters. Across isolates each turn holds the key's lease in the
+/// store (the lock named [`SERIALIZE_PREFIX`](crate::SERIALIZE_PREFIX) + key), so works for one
+/// key never overlap anywhere; the work gets the lease's fence, which strictly rises with every
+/// turn of the key in every isolate — pass it to the writes it makes.
 ///
 /// With [`SerializerOptions::with_concurrency`] N above 1, at most N works of a key run at once
 /// in every isolate: each turn holds one of the key's N slots ([`LockOptions::concurrency`]),
@@ -66,28 +64,23 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
     ) -> Result<Self, OptionError> {
         // N at a time: each turn holds one of the key's N slots, in every isolate.
         let lease = lease.with_concurrency(options.concurrency() as f64);
-        let exec = Rc::clone(&locks.exec);
-        let serializer = exec
-            .engine
-            .borrow_mut()
-            .add_serializer(options, Some(lease))?;
-        Ok(StoreSerializer {
-            serial: Serial { exec, serializer },
-            locks,
-        })
+        let serial = Serial::new(Rc::clone(&locks.exec), options, Some(lease))?;
+        Ok(StoreSerializer { serial, locks })
     }
 
     /// Runs `work(signal, fence)` once every work queued earlier under `key` — in this isolate
     /// and, through the store, in every other — has finished, and returns its output.
     ///
     /// # Cancel safety
-    /// As [`KeyedSerializer::run`](crate::KeyedSerializer::run): dropping the future gives up the turn at once. A turn
-    /// dropped while it held the lease leaves it to the next work of the key here.
+    /// As [`KeyedSerializer::run`](crate::KeyedSerializer::run): dropping the future gives up
+    /// the turn at once. A turn dropped while it held the lease leaves it to the next work of
+    /// the key here.
     ///
     /// # Errors
-    /// Those of [`KeyedSerializer::run`](crate::KeyedSerializer::run) — [`SerializeError::TimedOut`] also when the lease was
-    /// not had within the deadline — and [`SerializeError::Lock`] when the store failed: that
-    /// work did not run, and the key moves on.
+    /// Those of [`KeyedSerializer::run`](crate::KeyedSerializer::run) —
+    /// [`SerializeError::TimedOut`] also when the lease was not had within the deadline — and
+    /// [`SerializeError::Lock`] when the store failed: that work did not run, and the key moves
+    /// on.
     pub async fn run<F, Fut>(&self, key: &str, work: F) -> Result<Fut::Output, SerializeError>
     where
         F: FnOnce(WorkSignal, u64) -> Fut,
@@ -97,15 +90,17 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
     }
 
     /// [`run`](Self::run) for a work that re-decides from a fresh read: joins the key's last
-    /// waiting work in this isolate as [`KeyedSerializer::run_coalesced`](crate::KeyedSerializer::run_coalesced) says, and returns a
+    /// waiting work in this isolate as [`KeyedSerializer::run_coalesced`] says, and returns a
     /// clone of its output. Coalescing happens in each isolate's own line; every run holds the
     /// key's lease and gets its fence as any work does.
     ///
     /// # Cancel safety
-    /// As [`KeyedSerializer::run_coalesced`](crate::KeyedSerializer::run_coalesced): dropping the future takes only this caller out.
+    /// As [`KeyedSerializer::run_coalesced`]: dropping the future takes only this caller out.
     ///
     /// # Errors
     /// As [`run`](Self::run); a joined caller gets the error its run ended with.
+    ///
+    /// [`KeyedSerializer::run_coalesced`]: crate::KeyedSerializer::run_coalesced
     pub async fn run_coalesced<F, Fut>(
         &self,
         key: &str,
