@@ -60,6 +60,13 @@ impl Mailbox {
             .take()
             .unwrap_or_else(|| StoreError::new("a store call failed"))
     }
+
+    /// The timer the platform refused this call (the engine gave the call up on it).
+    pub(crate) fn timer_refusal(&mut self) -> TimerError {
+        self.timer_error.take().unwrap_or_else(|| TimerError {
+            message: "a timer was refused".into(),
+        })
+    }
 }
 
 type Flight<V> = Pin<Box<dyn Future<Output = (Answer<V>, Option<StoreError>)>>>;
@@ -382,12 +389,17 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                 }
                 self.event(|engine, now, random| engine.answer(op, answer, now, random));
             }
-            // This call's timer, armed here so that it belongs to this task's context.
-            let fired = self.poll_timer(handle, &waker);
-            if let Some((serializer, call)) = fired {
-                self.event(|engine, now, random| engine.fired(serializer, call, now, random));
-            } else if !progress {
-                break;
+            // This call's timer, armed here so that it belongs to this task's context; one the
+            // platform refuses is the engine's to rule on.
+            match self.poll_timer(handle, &waker) {
+                Some((serializer, call, false)) => {
+                    self.event(|engine, now, random| engine.fired(serializer, call, now, random))
+                }
+                Some((serializer, call, true)) => self.event(|engine, now, random| {
+                    engine.timer_refused(serializer, Some(call), now, random)
+                }),
+                None if !progress => break,
+                None => {}
             }
         }
         // Someone must poll the store calls made for nobody: those who drive while they fly.
@@ -403,8 +415,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     }
 
     /// Arms the call's timer if it has none for the time the engine asked, and polls it: the
-    /// call's engine name when it fired.
-    fn poll_timer(&self, handle: Ticket, waker: &Waker) -> Option<(Option<u32>, Ticket)> {
+    /// call's engine name when it fired, or when the platform refused it (`true`; the refusal
+    /// is kept in its mailbox for its error).
+    fn poll_timer(&self, handle: Ticket, waker: &Waker) -> Option<(Option<u32>, Ticket, bool)> {
         let mut mailboxes = self.mailboxes.borrow_mut();
         let mailbox = mailboxes.get_mut(handle)?;
         let at = mailbox.timer_at?;
@@ -414,7 +427,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                 Err(error) => {
                     mailbox.timer_error.get_or_insert(error);
                     mailbox.timer_at = None;
-                    return None;
+                    return mailbox
+                        .owner
+                        .map(|(serializer, call)| (serializer, call, true));
                 }
             }
         }
@@ -428,7 +443,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
         }
         mailbox.timer = None;
         mailbox.timer_at = None;
-        mailbox.owner
+        mailbox
+            .owner
+            .map(|(serializer, call)| (serializer, call, false))
     }
 
     /// Polls store calls made for nobody and applies what follows, until nothing moves: for a

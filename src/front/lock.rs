@@ -143,15 +143,15 @@ impl<'a, S: LockStore + 'static, C: Clock, R: Random> Waiting<'a, S, C, R> {
     async fn outcome(&mut self) -> Result<Outcome, LockError> {
         let (exec, handle) = (self.exec, self.handle);
         let outcome = poll_fn(|cx| {
-            exec.poll(cx, handle, |mailbox| match mailbox.timer_error.take() {
-                Some(error) => Some(Err(LockError::Timer(error))),
-                None => Some(Ok(match mailbox.outcome.take()? {
+            exec.poll(cx, handle, |mailbox| {
+                Some(match mailbox.outcome.take()? {
                     Outcome::StoreFailed => Err(LockError::Store(mailbox.store_error())),
+                    Outcome::TimerRefused => Err(LockError::Timer(mailbox.timer_refusal())),
                     outcome => Ok(outcome),
-                })),
+                })
             })
         })
-        .await?;
+        .await;
         self.acquisition = None;
         outcome
     }

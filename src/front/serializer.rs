@@ -253,7 +253,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
     ) -> Poll<Result<Started, SerializeError>> {
         // Started from its own poll, so its body runs only once every work ahead of it
         // started; then driven, which arms its deadline's timer in this task (a timer the
-        // platform refuses means the work does not run).
+        // platform refuses means the work does not run: the engine gave it up first).
         let ticket = self.exec.mailbox(handle, |mailbox| mailbox.owner).flatten();
         if let Some((_, ticket)) = ticket {
             let serializer = self.serializer;
@@ -261,14 +261,10 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
                 .event(|engine, now, random| engine.start_work(serializer, ticket, now, random));
         }
         self.exec.poll(cx, handle, |mailbox| {
-            if let Some(error) = mailbox.timer_error.take() {
-                return Some(Err(SerializeError::Timer(error)));
+            if let Some(outcome) = mailbox.outcome.take() {
+                return Some(Err(failure(key, outcome, mailbox)));
             }
-            if let Some(started) = mailbox.started.take() {
-                return Some(Ok(started));
-            }
-            let outcome = mailbox.outcome.take()?;
-            Some(Err(failure(key, outcome, mailbox)))
+            mailbox.started.take().map(Ok)
         })
     }
 
@@ -331,6 +327,7 @@ fn failure(key: &str, outcome: Outcome, mailbox: &mut Mailbox) -> SerializeError
             key: key.to_owned(),
             timeout_ms,
         },
+        Outcome::TimerRefused => SerializeError::Timer(mailbox.timer_refusal()),
         Outcome::Mismatch { found } => SerializeError::Lock(LockError::ConcurrencyMismatch {
             name: key.to_owned(),
             asked: 0,
