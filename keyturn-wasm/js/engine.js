@@ -17,7 +17,6 @@ import {
   ANSWER_REPLACED,
   ANSWER_UNCHANGED,
   DETAIL_KEY,
-  DETAIL_MEMORY,
   DETAIL_RECORD,
   DETAIL_VERSION,
   EFFECT_FORGET,
@@ -67,17 +66,20 @@ import { clear, keepAlive, timerDelay } from './timers.js';
 
 export class Host {
   /**
-   * @param {any} Engine the module's engine class
+   * @param {any} glue the module's generated JS (its `Engine` class, its `initSync`)
    * @param {Instance} instance the module's live instance
    * @param {Store | undefined} store
    * @param {(() => number) | undefined} now the wall clock records carry (`Date.now` by default)
    * @param {boolean} perCall a timer per call, in its own context (Workers)
    */
-  constructor(Engine, instance, store, now, perCall) {
+  constructor(glue, instance, store, now, perCall) {
     this.instance = instance;
-    this.engine = new Engine(perCall, perCall, typeof store?.changed === 'function');
+    this.engine = new glue.Engine(perCall, perCall, typeof store?.changed === 'function');
+    // The module's memory, from its exports: once the module is initialized the glue's
+    // `initSync` answers them (the fresh instance's after `__wbg_reset_state`). Not asked of
+    // the engine: a wasm export answering a JS value costs the module its externref table code.
     /** @type {WebAssembly.Memory} */
-    this.memory = this.engine.detail(DETAIL_MEMORY);
+    this.memory = glue.initSync().memory;
     this.at = this.engine.query(QUERY_REGISTER, 0, undefined, undefined) / 8;
     this.register = new Float64Array(this.memory.buffer);
     this.store = store;

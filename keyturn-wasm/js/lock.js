@@ -361,8 +361,9 @@ function checkStore(store, what) {
 const empty = () => Object.fromEntries(LOCK_STATS.map((name) => [name, 0]));
 
 /**
- * How the lock module is had: its engine class and live instance, loaded on first use.
- * @typedef {() => { Engine: any, instance: () => Instance }} LoadLock
+ * How the lock module is had: its generated JS (see `Host`) and live instance, loaded on first
+ * use.
+ * @typedef {() => { glue: any, instance: () => Instance }} LoadLock
  */
 
 /** The lock API of one platform: one engine host per store object and `now`. */
@@ -395,8 +396,8 @@ export class Locks {
     let host = byNow.get(now);
     // One whose instance failed is replaced: its locks keep failing, new calls get a fresh one.
     if (host === undefined || host.instance.failure !== undefined) {
-      const { Engine, instance } = this.load();
-      host = new Host(Engine, instance(), /** @type {Store} */ (store), now, this.inContext);
+      const { glue, instance } = this.load();
+      host = new Host(glue, instance(), /** @type {Store} */ (store), now, this.inContext);
       byNow.set(now, host);
     }
     return host;

@@ -33,13 +33,13 @@ export function platformApi({ loadLock, inContext = false }) {
       locks = new InstanceHost(lockGlue, settle);
     }
     const live = locks;
-    return { Engine: lockGlue.Engine, instance: () => live.current() };
+    return { glue: lockGlue, instance: () => live.current() };
   }, inContext);
   const hosts = {
     inContext,
     plain: () => {
       serializers ??= new InstanceHost(serializerGlue, settle);
-      return new Host(serializerGlue.Engine, serializers.current(), undefined, undefined, inContext);
+      return new Host(serializerGlue, serializers.current(), undefined, undefined, inContext);
     },
     /**
      * @param {unknown} store

@@ -15,7 +15,9 @@ use keyturn::{validate_key, Coalesce, SerializerOptions};
 use crate::interop::{self, Details, Register};
 #[cfg(feature = "lock")]
 use crate::wire::answer;
-use crate::wire::{detail, event, field, query};
+#[cfg(feature = "lock")]
+use crate::wire::detail;
+use crate::wire::{event, field, query};
 
 #[cfg(feature = "lock")]
 type Version = JsValue;
@@ -258,13 +260,10 @@ impl Engine {
         }
     }
 
-    /// What `which` names (`wire::detail`): the module's memory, or a part of the last store
-    /// call.
+    /// What `which` names (`wire::detail`): a part of the last store call. (Lock's only: a
+    /// wasm export answering a JS value brings the externref table's code along.)
+    #[cfg(feature = "lock")]
     pub fn detail(&self, which: f64) -> JsValue {
-        if which == detail::MEMORY {
-            return wasm_bindgen::memory();
-        }
-        #[cfg(feature = "lock")]
         if which == detail::KEY {
             return JsValue::from_str(&self.details.key);
         } else if which == detail::RECORD {

@@ -48,6 +48,17 @@ pub fn load<V>(
     };
     set(register, field::MORE, if more { 1.0 } else { 0.0 });
     let handle = |handle: Option<u32>| handle.map_or(-1.0, f64::from);
+    if !LOCKS {
+        // A module without locks has no store: none of their effects and outcomes, nor the
+        // code to load them.
+        match &effect {
+            Effect::Store { .. } | Effect::Forget { .. } | Effect::LockLost { .. } => {
+                return effect::NONE
+            }
+            Effect::Settle { outcome, .. } if lock_only(outcome) => return effect::NONE,
+            _ => {}
+        }
+    }
     match effect {
         Effect::Ready {
             serializer,
@@ -173,6 +184,23 @@ pub fn load<V>(
             effect::ARM
         }
     }
+}
+
+/// Whether the module has locks (and serializers over a store).
+const LOCKS: bool = cfg!(any(test, feature = "lock"));
+
+/// An outcome only a lock call (or a turn over a store) ends with.
+fn lock_only(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::StoreFailed
+            | Outcome::Held(_)
+            | Outcome::Unavailable
+            | Outcome::Mismatch { .. }
+            | Outcome::Renewed { .. }
+            | Outcome::NotRenewed
+            | Outcome::Released
+    )
 }
 
 fn why_code(why: Why) -> f64 {

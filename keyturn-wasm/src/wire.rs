@@ -255,8 +255,6 @@ pub mod detail {
     codes! {
         /// Detail kinds.
         CODES {
-            /// The module's memory (for the register's view).
-            MEMORY = 0.0,
             /// The last STORE effect's key.
             KEY = 1.0,
             /// The last STORE effect's record to write.

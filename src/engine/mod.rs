@@ -41,6 +41,8 @@ pub(crate) mod turns;
 pub(crate) mod works;
 
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 
 pub use effect::{Effect, Held, Lost, Method, Outcome, StoreCall, Why};
 pub use leases::{Answer, LockStats, Now, Refusal};
@@ -102,11 +104,11 @@ pub(crate) enum Timer {
 pub struct Engine<V, H, const LOCKS: bool = true> {
     config: Config,
     serializers: Vec<Serial<H>>,
-    locks: LockCore<V, Ticket>,
-    legs: Slab<Leg<H>>,
-    races: Slab<Race>,
-    calls: Slab<Call<H>>,
-    ops: Slab<Op>,
+    locks: LockOnly<LockCore<V, Ticket>, LOCKS>,
+    legs: LockOnly<Slab<Leg<H>>, LOCKS>,
+    races: LockOnly<Slab<Race>, LOCKS>,
+    calls: LockOnly<Slab<Call<H>>, LOCKS>,
+    ops: LockOnly<Slab<Op>, LOCKS>,
     timers: Deadlines<Timer>,
     effects: VecDeque<Effect<V, H>>,
     /// The latest time an event brought.
@@ -121,6 +123,45 @@ pub struct Engine<V, H, const LOCKS: bool = true> {
     /// waits on.
     acquiring: usize,
     leg_ops: usize,
+}
+
+/// What only an engine with locks fills: one without (`LOCKS` false) leaves it empty and has
+/// no code to drop it — its module (a page that only serializes) carries none of the lock's
+/// state's drop glue.
+pub(crate) struct LockOnly<T, const LOCKS: bool>(ManuallyDrop<T>);
+
+impl<T, const LOCKS: bool> LockOnly<T, LOCKS> {
+    fn new(value: T) -> Self {
+        LockOnly(ManuallyDrop::new(value))
+    }
+}
+
+impl<T: Default, const LOCKS: bool> Default for LockOnly<T, LOCKS> {
+    fn default() -> Self {
+        LockOnly::new(T::default())
+    }
+}
+
+impl<T, const LOCKS: bool> Deref for LockOnly<T, LOCKS> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T, const LOCKS: bool> DerefMut for LockOnly<T, LOCKS> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl<T, const LOCKS: bool> Drop for LockOnly<T, LOCKS> {
+    fn drop(&mut self) {
+        if LOCKS {
+            // SAFETY: dropped once, here, and never touched again.
+            unsafe { ManuallyDrop::drop(&mut self.0) }
+        }
+    }
 }
 
 impl<V, H, const LOCKS: bool> core::fmt::Debug for Engine<V, H, LOCKS> {
@@ -143,11 +184,11 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         Engine {
             config,
             serializers: Vec::new(),
-            locks,
-            legs: Slab::default(),
-            races: Slab::default(),
-            calls: Slab::default(),
-            ops: Slab::default(),
+            locks: LockOnly::new(locks),
+            legs: LockOnly::default(),
+            races: LockOnly::default(),
+            calls: LockOnly::default(),
+            ops: LockOnly::default(),
             timers: Deadlines::default(),
             effects: VecDeque::new(),
             last: Now {
@@ -277,7 +318,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             // A waiter in line behind a holder here is served without its own timer: its wait
             // ends at the next timer that fires in the isolate (one request holding workerd's
             // 10 000 timers has others to fire).
-            Some(owner) if self.config.timer_per_call && self.waits_in_line(owner) => {}
+            Some(owner) if LOCKS && self.config.timer_per_call && self.waits_in_line(owner) => {}
             Some(Owner::Work(serializer, work)) => {
                 self.give_up_work(
                     serializer,
@@ -288,8 +329,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                     random,
                 );
             }
-            Some(Owner::Call(call)) => self.give_up_call(call, Outcome::TimerRefused, now, random),
-            None => {}
+            Some(Owner::Call(call)) if LOCKS => {
+                self.give_up_call(call, Outcome::TimerRefused, now, random)
+            }
+            _ => {}
         }
         if !self.config.timer_per_call {
             self.woken_at = f64::INFINITY;
@@ -327,6 +370,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 }
             }
         }
+        if !LOCKS {
+            // (Only a lease's timers have an owner besides the works.)
+            return earliest.map(|(_, owner)| owner);
+        }
         let timer = self
             .first_timer()
             .filter(|(at, _)| earliest.is_none_or(|(first, _)| *at < first));
@@ -345,7 +392,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     pub fn fired(&mut self, serializer: Option<u32>, call: Ticket, now: Now, random: &impl Random) {
         let owner = match serializer {
             Some(serializer) => Owner::Work(serializer, call),
-            None => Owner::Call(call),
+            None if LOCKS => Owner::Call(call),
+            None => return,
         };
         self.set_armed(owner, f64::INFINITY);
         let handle = match owner {
@@ -385,14 +433,14 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let live = self.ops.len() + 2 * self.legs.len() + 16;
         let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
         self.timers.push(at, timer, live, |entry| {
-            timer_live(ops, legs, serializers, entry)
+            timer_live::<H, LOCKS>(ops, legs, serializers, entry)
         });
     }
 
     fn first_timer(&mut self) -> Option<(f64, Timer)> {
         let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
         self.timers
-            .first(|entry| timer_live(ops, legs, serializers, entry))
+            .first(|entry| timer_live::<H, LOCKS>(ops, legs, serializers, entry))
     }
 
     fn next_own_timer(&mut self) -> Option<f64> {
@@ -419,9 +467,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 })
                 .map(|(handle, leg)| {
                     // A work waits on its timer while its lease is being taken.
-                    let leg = leg.and_then(|leg| self.legs.get(leg));
+                    let leg = leg.filter(|_| LOCKS).and_then(|leg| self.legs.get(leg));
                     (handle, leg.is_some_and(|leg| !leg.held))
                 }),
+            Owner::Call(_) if !LOCKS => None,
             Owner::Call(call) => self
                 .calls
                 .get_mut(call)
@@ -473,7 +522,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 }
             }
             Owner::Call(call) => {
-                if let Some(found) = self.calls.get_mut(call) {
+                if let Some(found) = self.calls.get_mut(call).filter(|_| LOCKS) {
                     found.armed = at;
                 }
             }
@@ -490,9 +539,11 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             Owner::Work(serializer, work) => {
                 let serial = self.serializers.get(serializer as usize)?;
                 let found = serial.core.payload(work)?;
-                legs.extend(found.leg);
-                if let Some(race) = found.race.and_then(|race| self.races.get(race)) {
-                    legs.extend(race.legs.iter().copied());
+                if LOCKS {
+                    legs.extend(found.leg);
+                    if let Some(race) = found.race.and_then(|race| self.races.get(race)) {
+                        legs.extend(race.legs.iter().copied());
+                    }
                 }
                 if let Some(deadline) = serial.core.deadline_of(work) {
                     at = at.min(deadline);
@@ -504,6 +555,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                     }
                 }
             }
+            Owner::Call(_) if !LOCKS => return None,
             Owner::Call(call) => match self.calls.get(call)?.kind {
                 CallKind::Acquire { leg, race } => {
                     legs.extend(leg);
@@ -535,13 +587,15 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
 
 /// Whether a timer entry still stands: the op still in flight with that bound; the leg still in
 /// that sleep, wait or watch, or with that renewal or lease end to come.
-fn timer_live<H>(
+fn timer_live<H, const LOCKS: bool>(
     ops: &Slab<Op>,
     legs: &Slab<Leg<H>>,
     serializers: &[Serial<H>],
     (at, timer): (f64, Timer),
 ) -> bool {
     match timer {
+        // (An engine without locks times nothing of a lease's.)
+        Timer::Op(_) | Timer::Leg(_) | Timer::Renew(_) | Timer::LeaseEnd(_) if !LOCKS => false,
         Timer::Op(op) => ops.get(op).is_some_and(|op| op.bound_at == at),
         Timer::Leg(leg) => legs.get(leg).is_some_and(|leg| match leg.run {
             locking::Run::Sleep(until) | locking::Run::Wait(until) => until == at,

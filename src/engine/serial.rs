@@ -114,8 +114,12 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
             None => {
-                let pushed = serial.core.open(key, work, timeout_ms, coalesce)?;
-                serial.index.insert(Rc::from(key), pushed.line.0);
+                // One copy of the key, for the line and the index.
+                let key: Rc<str> = Rc::from(key);
+                let pushed = serial
+                    .core
+                    .open_key(key.clone(), work, timeout_ms, coalesce)?;
+                serial.index.insert(key, pushed.line.0);
                 self.turn_came(serializer, pushed.line);
                 return Ok(Entered::Queued(pushed.ticket));
             }
@@ -230,7 +234,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         // Nothing of its key here will take its lease: let go before its caller hears.
         let first = found
             .leg
-            .take_if(|_| Turns::<()>::settled(pending, waiting, false));
+            .take_if(|_| LOCKS && Turns::<()>::settled(pending, waiting, false));
         self.acting(Some(handle));
         match first {
             Some(leg) => {
@@ -463,7 +467,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let pending = serial.core.pending_in(line);
         let begin = turns.begin(line.0, pending, timeout_ms);
         let key = serial.core.key_of(line).unwrap_or_default();
-        let name = format!("{SERIALIZE_PREFIX}{key}");
+        // Not `format!`: the formatting machinery would be the module's only use of it.
+        let name = [SERIALIZE_PREFIX, &key].concat();
         let n = begin.options.slots();
         let holder = Holder::Turn {
             serializer,
@@ -634,10 +639,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         now: Now,
         random: &impl Random,
     ) {
-        if let Some(race) = race {
+        if let Some(race) = race.filter(|_| LOCKS) {
             self.end_race(race, now, random);
         }
-        if let Some(leg) = leg {
+        if let Some(leg) = leg.filter(|_| LOCKS) {
             if let Some(found) = self
                 .serializers
                 .get_mut(serializer as usize)
@@ -711,7 +716,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let leg = serial
             .core
             .payload_mut(work)
-            .and_then(|found| found.leg.take());
+            .and_then(|found| found.leg.take())
+            .filter(|_| LOCKS);
         if let Some(leg) = leg {
             self.keep_for_next(serializer, work, leg, now, random);
         }
@@ -742,7 +748,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             let Some(serial) = self.serializers.get_mut(serializer as usize) else {
                 return;
             };
-            let left = serial.turns.as_mut().and_then(|turns| turns.idle(line.0));
+            let left = match LOCKS {
+                true => serial.turns.as_mut().and_then(|turns| turns.idle(line.0)),
+                false => None,
+            };
             serial.index.remove(key);
             let idle = serial.index.is_empty();
             if let Some(leg) = left {
@@ -768,6 +777,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         now: Now,
         random: &impl Random,
     ) {
+        if !LOCKS {
+            return;
+        }
         if let Some(found) = self.legs.get_mut(leg) {
             found.holder = Holder::Nobody;
             found.kept = false;

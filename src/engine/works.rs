@@ -289,7 +289,18 @@ impl<P> SerializerCore<P> {
         timeout_ms: Option<f64>,
         coalesce: Coalesce,
     ) -> Result<Pushed, EnqueueError> {
-        validate_key(key).map_err(EnqueueError::InvalidKey)?;
+        self.open_key(std::rc::Rc::from(key), payload, timeout_ms, coalesce)
+    }
+
+    /// [`open`](Self::open) with the key already shared (a caller that keeps it too).
+    pub(crate) fn open_key(
+        &mut self,
+        key: std::rc::Rc<str>,
+        payload: P,
+        timeout_ms: Option<f64>,
+        coalesce: Coalesce,
+    ) -> Result<Pushed, EnqueueError> {
+        validate_key(&key).map_err(EnqueueError::InvalidKey)?;
         let timeout_ms = self.timeout_given(timeout_ms)?;
         if !self.lines.has_room() {
             return Err(EnqueueError::TooManyWorks);
