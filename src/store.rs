@@ -222,7 +222,7 @@ impl MemoryStore {
 
 fn decimal(n: u64) -> String {
     let mut out = String::new();
-    crate::engine::record::push_decimal(&mut out, n);
+    crate::engine::decimal::push_decimal(&mut out, n);
     out
 }
 

@@ -81,7 +81,7 @@ impl Asks {
             out.push_str(if i == 0 { ",\"asks\":\"" } else { "," });
             out.extend(ask.id.iter().map(|&byte| char::from(byte)));
             out.push(':');
-            crate::engine::record::push_decimal(out, ask.until.max(0.0).floor() as u64);
+            crate::engine::decimal::push_decimal(out, ask.until.max(0.0).floor() as u64);
         }
         if !self.0.is_empty() {
             out.push('"');

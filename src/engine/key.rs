@@ -87,7 +87,7 @@ pub fn slot_name(name: &str, slot: u16) -> String {
     }
     let mut key = String::with_capacity(SLOT_PREFIX.len() + 6 + name.len());
     key.push_str(SLOT_PREFIX);
-    crate::engine::record::push_decimal(&mut key, u64::from(slot));
+    crate::engine::decimal::push_decimal(&mut key, u64::from(slot));
     key.push(':');
     key.push_str(name);
     key

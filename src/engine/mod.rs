@@ -24,6 +24,7 @@
 
 pub(crate) mod asks;
 pub(crate) mod deadlines;
+pub(crate) mod decimal;
 mod effect;
 pub(crate) mod key;
 pub(crate) mod keymap;
