@@ -9,12 +9,14 @@ cd "$here/.."
 rm -rf pkg
 mkdir pkg
 # One wasm module per binding: the serializer's (keyturn_wasm), and the lock's (keyturn_lock,
-# loaded on first use). Both are built for speed (rustc opt-level 3 and 2), then shrunk by
-# wasm-opt -Oz: at opt-level z the lock's acquire+release was slower by more than a user would
-# trade for its smaller size (docs/design.md). The lock's inlines less than opt-level 2 does by
-# default (a threshold of 75 instead of 225): 1.6 KB less for 3 % more of a lock cycle's time
-# in the wasm (bench/README.md).
-for module in wasm:serializer:3: lock:lock:2:-inline-threshold=75; do
+# loaded on first use). Both are built for speed (rustc opt-level 2), then shrunk by wasm-opt
+# -Oz: at opt-level z the lock's acquire+release was slower by more than a user would trade for
+# its smaller size (docs/design.md), and both modules came out larger gzipped. Both inline less
+# than opt-level 2 does by default (a threshold of 75 instead of 225): the lock's 1.6 KB less
+# for 3 % more of a lock cycle's time in the wasm; the serializer's (opt-level 3 before) 1 KB
+# less gzipped at the same time in the wasm per work, its hot helpers marked #[inline]
+# (bench/README.md).
+for module in wasm:serializer:2:-inline-threshold=75 lock:lock:2:-inline-threshold=75; do
   IFS=: read -r name feature level llvm <<<"$module"
   RUSTFLAGS="${llvm:+-C llvm-args=$llvm}" CARGO_PROFILE_RELEASE_OPT_LEVEL=$level cargo build --quiet --lib --release \
     -p keyturn-wasm --target wasm32-unknown-unknown --features "$feature" --target-dir "target/$name"
@@ -27,7 +29,7 @@ for module in wasm:serializer:3: lock:lock:2:-inline-threshold=75; do
   wasm-bindgen --target web --experimental-reset-state-function --out-dir pkg --out-name "keyturn_$name" \
     "$wasm.snipped.wasm"
   # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must keep them.
-  node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers --strip-target-features \
+  node_modules/.bin/wasm-opt -Oz --converge --strip-debug --strip-producers --strip-target-features \
     --enable-bulk-memory --enable-mutable-globals --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-reference-types --enable-multivalue \
     "pkg/keyturn_${name}_bg.wasm" -o "pkg/keyturn_${name}_bg.wasm"

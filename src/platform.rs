@@ -308,7 +308,9 @@ impl Future for TimerSleep {
 /// time instead, never a trap.
 #[derive(Default)]
 pub struct PlatformRandom {
-    seeded: std::cell::OnceCell<SeededRandom>,
+    /// The sequence, once drawn (taken out while it serves: not a `OnceCell`, whose reentrant
+    /// init panics, a path each module would carry).
+    seeded: std::cell::Cell<Option<SeededRandom>>,
 }
 
 impl core::fmt::Debug for PlatformRandom {
@@ -319,17 +321,17 @@ impl core::fmt::Debug for PlatformRandom {
 
 impl Random for PlatformRandom {
     fn fill(&self, bytes: &mut [u8]) {
-        self.seeded
-            .get_or_init(|| {
-                let mut seed = [0u8; 8];
-                if get_random_values(&mut seed).is_err() {
-                    // Never seen (every runtime this runs on has crypto), but not a reason to
-                    // trap: the time, which differs between isolates too.
-                    seed = date_now().to_bits().to_le_bytes();
-                }
-                SeededRandom::new(u64::from_le_bytes(seed))
-            })
-            .fill(bytes);
+        let seeded = self.seeded.take().unwrap_or_else(|| {
+            let mut seed = [0u8; 8];
+            if get_random_values(&mut seed).is_err() {
+                // Never seen (every runtime this runs on has crypto), but not a reason to
+                // trap: the time, which differs between isolates too.
+                seed = date_now().to_bits().to_le_bytes();
+            }
+            SeededRandom::new(u64::from_le_bytes(seed))
+        });
+        seeded.fill(bytes);
+        self.seeded.set(Some(seeded));
     }
 }
 

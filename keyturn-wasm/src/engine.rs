@@ -124,7 +124,8 @@ impl Engine {
             Ok(options) => options,
             Err(error) => return interop::serializer_refusal(error),
         };
-        let lease = lease.then(|| {
+        // (Never over a store in the serializer's module: its JS has no store to give.)
+        let lease = (cfg!(feature = "lock") && lease).then(|| {
             interop::lock_options(
                 None,
                 stale_ms,
@@ -265,7 +266,7 @@ impl Engine {
     #[cfg(feature = "lock")]
     pub fn detail(&self, which: f64) -> JsValue {
         if which == detail::KEY {
-            return JsValue::from_str(&self.details.key);
+            return JsValue::from_str(self.details.key.as_deref().unwrap_or_default());
         } else if which == detail::RECORD {
             return JsValue::from_str(&self.details.record);
         } else if which == detail::VERSION {

@@ -12,10 +12,11 @@ use crate::wire::{answer, effect, field, method, outcome, refused, why};
 /// An effect's fields, where the JS reads them right after the call that answered it.
 pub type Register = [f64; field::LEN];
 
-/// What an effect carries besides numbers: a store call's key, record and version.
+/// What an effect carries besides numbers: a store call's key (none before the first), record
+/// and version.
 #[derive(Debug)]
 pub struct Details<V> {
-    pub key: std::rc::Rc<str>,
+    pub key: Option<std::rc::Rc<str>>,
     pub record: String,
     pub version: Option<V>,
 }
@@ -23,7 +24,7 @@ pub struct Details<V> {
 impl<V> Default for Details<V> {
     fn default() -> Self {
         Details {
-            key: std::rc::Rc::from(""),
+            key: None,
             record: String::new(),
             version: None,
         }
@@ -50,13 +51,15 @@ pub fn load<V>(
     let handle = |handle: Option<u32>| handle.map_or(-1.0, f64::from);
     if !LOCKS {
         // A module without locks has no store: none of their effects and outcomes, nor the
-        // code to load them.
-        match &effect {
-            Effect::Store { .. } | Effect::Forget { .. } | Effect::LockLost { .. } => {
-                return effect::NONE
-            }
-            Effect::Settle { outcome, .. } if lock_only(outcome) => return effect::NONE,
-            _ => {}
+        // code to load them (nor to drop them: such an effect never comes).
+        let lock_only = match &effect {
+            Effect::Store { .. } | Effect::Forget { .. } | Effect::LockLost { .. } => true,
+            Effect::Settle { outcome, .. } => lock_only(outcome),
+            _ => false,
+        };
+        if lock_only {
+            core::mem::forget(effect);
+            return effect::NONE;
         }
     }
     match effect {
@@ -136,7 +139,7 @@ pub fn load<V>(
             set(register, field::HANDLE, handle(owner));
             set(register, field::OP, op.pack());
             set(register, field::METHOD, method_code(call.method()));
-            details.key = key;
+            details.key = Some(key);
             match call {
                 StoreCall::Create { value } => details.record = value,
                 StoreCall::Read => {}
@@ -409,7 +412,10 @@ mod tests {
         assert_eq!(kind, effect::STORE);
         assert_eq!(register[field::HANDLE as usize], -1.0, "made for nobody");
         assert_eq!(register[field::MORE as usize], 0.0);
-        assert_eq!((&*details.key, details.record.as_str()), ("k", "{}"));
+        assert_eq!(
+            (details.key.as_deref(), details.record.as_str()),
+            (Some("k"), "{}")
+        );
         assert_eq!(details.version, Some(4));
         assert_eq!(load(&mut register, &mut details, None, false), effect::NONE);
     }

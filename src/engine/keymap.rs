@@ -63,9 +63,6 @@ impl core::fmt::Debug for KeyMap {
     }
 }
 
-// Out of line: inlined in each lookup, insert, removal and rehash it cost a module more than a
-// call does.
-#[inline(never)]
 fn hash(key: &str) -> usize {
     let mut hasher = KeyHasher::default();
     hasher.write(key.as_bytes());

@@ -94,7 +94,8 @@ pub(crate) enum Timer {
     Renew(Ticket),
     /// A watched lock's lease ends.
     LeaseEnd(Ticket),
-    /// An abandoned work of a serializer leaves its line, if its caller has not said it heard.
+    /// An abandoned work of a serializer leaves its line, if its caller has not said it heard
+    /// (an engine with locks; one without keeps these in `orphans`).
     Orphan(u32, Ticket),
 }
 
@@ -111,6 +112,11 @@ pub struct Engine<V, H, const LOCKS: bool = true> {
     calls: LockOnly<Slab<Call<H>>, LOCKS>,
     ops: LockOnly<Slab<Op>, LOCKS>,
     timers: Deadlines<Timer>,
+    /// Where contexts end: when each abandoned work whose caller has not said it heard leaves
+    /// its line (its serializer, its ticket). Each is [`ORPHAN_MS`] after its abandonment, so
+    /// they come in time order: a line, not a heap (and a module without locks has no timer
+    /// heap at all).
+    orphans: VecDeque<(f64, u32, Ticket)>,
     effects: VecDeque<Effect<V, H>>,
     /// The latest time an event brought.
     last: Now,
@@ -191,6 +197,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             calls: LockOnly::default(),
             ops: LockOnly::default(),
             timers: Deadlines::default(),
+            orphans: VecDeque::new(),
             effects: VecDeque::new(),
             last: Now {
                 wall: 0.0,
@@ -251,6 +258,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if let Some(next) = self.next_own_timer() {
             at = at.min(next);
         }
+        if let Some((next, ..)) = self.next_orphan() {
+            at = at.min(next);
+        }
         at.is_finite()
             .then(|| at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS)))
     }
@@ -280,14 +290,21 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             }
             self.timers.pop();
             match timer {
-                Timer::Op(op) if LOCKS => self.op_timed_out(op, now, random),
-                Timer::Leg(leg) if LOCKS => self.leg_due(leg, now, random),
-                Timer::Renew(leg) if LOCKS => self.renewal_due(leg, now),
-                Timer::LeaseEnd(leg) if LOCKS => self.lease_end_due(leg, now),
+                Timer::Op(op) => self.op_timed_out(op, now, random),
+                Timer::Leg(leg) => self.leg_due(leg, now, random),
+                Timer::Renew(leg) => self.renewal_due(leg, now),
+                Timer::LeaseEnd(leg) => self.lease_end_due(leg, now),
                 Timer::Orphan(serializer, work) => self.orphan_due(serializer, work, now, random),
-                _ => {}
             }
             self.drain(now, random);
+        }
+        // (Without locks there is no timer heap: works due to leave their line wait in theirs.)
+        while let Some((at, serializer, work)) = self.next_orphan() {
+            if at > now.mono {
+                break;
+            }
+            self.orphans.pop_front();
+            self.orphan_due(serializer, work, now, random);
         }
         if !self.config.timer_per_call {
             // The shared timer fired: armed again for what is left.
@@ -365,7 +382,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     fn earliest_owner(&mut self) -> Option<Owner> {
         let mut earliest: Option<(f64, Owner)> = None;
         for (index, serial) in self.serializers.iter_mut().enumerate() {
-            if let (Some(at), Some(work)) = (serial.core.next_deadline(), serial.core.earliest()) {
+            if let Some((at, work)) = serial.core.earliest_entry() {
                 if earliest.is_none_or(|(first, _)| at < first) {
                     earliest = Some((at, Owner::Work(index as u32, work)));
                 }
@@ -434,14 +451,53 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let live = self.ops.len() + 2 * self.legs.len() + 16;
         let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
         self.timers.push(at, timer, live, |entry| {
-            timer_live::<H, LOCKS>(ops, legs, serializers, entry)
+            timer_live(ops, legs, serializers, entry)
         });
     }
 
     fn first_timer(&mut self) -> Option<(f64, Timer)> {
+        if !LOCKS {
+            // (Every timer on the heap is a lease's.)
+            return None;
+        }
         let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
         self.timers
-            .first(|entry| timer_live::<H, LOCKS>(ops, legs, serializers, entry))
+            .first(|entry| timer_live(ops, legs, serializers, entry))
+    }
+
+    /// The first abandoned work due to leave its line (its time, serializer and ticket), those
+    /// that left already dropped.
+    fn next_orphan(&mut self) -> Option<(f64, u32, Ticket)> {
+        if LOCKS {
+            return None;
+        }
+        while let Some(&(at, serializer, work)) = self.orphans.front() {
+            let live = self
+                .serializers
+                .get(serializer as usize)
+                .and_then(|serial| serial.core.payload(work))
+                .is_some_and(|found| found.orphan_at == at);
+            if live {
+                return Some((at, serializer, work));
+            }
+            self.orphans.pop_front();
+        }
+        None
+    }
+
+    /// Where contexts end: abandoned work `work` of `serializer` leaves its line at `at` (no
+    /// earlier than those before it) if its caller has not said it heard by then.
+    pub(crate) fn push_orphan(&mut self, at: f64, serializer: u32, work: Ticket) -> f64 {
+        if LOCKS {
+            self.push_timer(at, Timer::Orphan(serializer, work));
+            return at;
+        }
+        let at = self.orphans.back().map_or(at, |&(last, ..)| at.max(last));
+        self.orphans.push_back((at, serializer, work));
+        if !self.config.timer_per_call {
+            self.wake_by(at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS)));
+        }
+        at
     }
 
     fn next_own_timer(&mut self) -> Option<f64> {
@@ -588,15 +644,17 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
 
 /// Whether a timer entry still stands: the op still in flight with that bound; the leg still in
 /// that sleep, wait or watch, or with that renewal or lease end to come.
-fn timer_live<H, const LOCKS: bool>(
+fn timer_live<H>(
     ops: &Slab<Op>,
     legs: &Slab<Leg<H>>,
     serializers: &[Serial<H>],
     (at, timer): (f64, Timer),
 ) -> bool {
     match timer {
-        // (An engine without locks times nothing of a lease's.)
-        Timer::Op(_) | Timer::Leg(_) | Timer::Renew(_) | Timer::LeaseEnd(_) if !LOCKS => false,
+        Timer::Orphan(serializer, work) => serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.payload(work))
+            .is_some_and(|found| found.orphan_at == at),
         Timer::Op(op) => ops.get(op).is_some_and(|op| op.bound_at == at),
         Timer::Leg(leg) => legs.get(leg).is_some_and(|leg| match leg.run {
             locking::Run::Sleep(until) | locking::Run::Wait(until) => until == at,
@@ -605,9 +663,5 @@ fn timer_live<H, const LOCKS: bool>(
         }),
         Timer::Renew(leg) => legs.get(leg).is_some_and(|leg| leg.renew_at == at),
         Timer::LeaseEnd(leg) => legs.get(leg).is_some_and(|leg| leg.end_at == at),
-        Timer::Orphan(serializer, work) => serializers
-            .get(serializer as usize)
-            .and_then(|serial| serial.core.payload(work))
-            .is_some_and(|found| found.orphan_at == at),
     }
 }

@@ -7,6 +7,7 @@
 use std::rc::Rc;
 
 use super::effect::{Effect, Outcome, Why};
+use super::key::validate_key;
 use super::key::SERIALIZE_PREFIX;
 use super::keymap::KeyMap;
 use super::leases::{Now, Refusal};
@@ -114,6 +115,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
             None => {
+                validate_key(key).map_err(EnqueueError::InvalidKey)?;
+                let timeout_ms = serial.core.timeout_given(timeout_ms)?;
                 // One copy of the key, for the line and the index.
                 let key: Rc<str> = Rc::from(key);
                 let pushed = serial
@@ -124,15 +127,15 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 return Ok(Entered::Queued(pushed.ticket));
             }
         };
-        if coalesce != Coalesce::Never {
-            if let Some(joined) = serial.core.join(line, &coalesce, timeout_ms)? {
-                let handle = serial.core.payload(joined).map(|work| work.handle);
-                if let Some(handle) = handle {
-                    return Ok(Entered::Joined(joined, handle));
-                }
+        // (The deadline is checked once, here: joining and queueing take it as it is.)
+        let timeout_ms = serial.core.timeout_given(timeout_ms)?;
+        if let Some(joined) = serial.core.join_at(line, &coalesce, timeout_ms) {
+            let handle = serial.core.payload(joined).map(|work| work.handle);
+            if let Some(handle) = handle {
+                return Ok(Entered::Joined(joined, handle));
             }
         }
-        let ticket = serial.core.enqueue_on(line, work, timeout_ms, coalesce)?;
+        let ticket = serial.core.enqueue_at(line, work, timeout_ms, coalesce)?;
         if serial.core.turn_has_come(ticket) {
             self.turn_came(serializer, line);
         } else {
@@ -296,20 +299,22 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 }
             }
             GaveUp::Abandoned => {
-                // Given up on before its host heard it start (a refused timer): it never runs.
-                let unheard = self.effects.len();
-                self.effects.retain(
-                    |effect| !matches!(effect, Effect::Start { handle: h, .. } if *h == handle),
+                // Given up on before its host heard it start (a refused timer): it never runs,
+                // and its `Start` becomes its `Settle`, in its place. (Forgotten, not dropped:
+                // a `Start` owns nothing, and no effect's drop code comes along.)
+                let unheard = self.effects.iter_mut().find(
+                    |effect| matches!(effect, Effect::Start { handle: h, .. } if *h == handle),
                 );
-                if self.effects.len() < unheard {
-                    self.effects.push_back(Effect::Settle { handle, outcome });
-                    self.abandoned(serializer, work, leg, race, now, random);
-                    self.drain(now, random);
-                    self.acting(None);
-                    return;
+                match unheard {
+                    Some(start) => core::mem::forget(core::mem::replace(
+                        start,
+                        Effect::Settle { handle, outcome },
+                    )),
+                    None => {
+                        self.effects.push_back(Effect::Abort { handle, why });
+                        self.effects.push_back(Effect::Settle { handle, outcome });
+                    }
                 }
-                self.effects.push_back(Effect::Abort { handle, why });
-                self.effects.push_back(Effect::Settle { handle, outcome });
                 self.abandoned(serializer, work, leg, race, now, random);
             }
             GaveUp::Nothing => {}
@@ -397,6 +402,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     }
 
     /// The live work a packed ticket names.
+    #[inline]
     pub fn work(&self, serializer: u32, packed: f64) -> Option<Ticket> {
         self.serializers
             .get(serializer as usize)?
@@ -669,7 +675,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if !self.config.contexts_end {
             return;
         }
-        let at = at + ORPHAN_MS;
+        let at = self.push_orphan(at + ORPHAN_MS, serializer, work);
         if let Some(found) = self
             .serializers
             .get_mut(serializer as usize)
@@ -677,7 +683,6 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         {
             found.orphan_at = at;
         }
-        self.push_timer(at, super::Timer::Orphan(serializer, work));
         if let Some(line) = self
             .serializers
             .get(serializer as usize)

@@ -233,7 +233,8 @@ impl<P> SerializerCore<P> {
         self.options
     }
 
-    fn timeout_given(&self, own: Option<f64>) -> Result<f64, EnqueueError> {
+    /// A call's deadline length: its own (checked), or the serializer's.
+    pub(crate) fn timeout_given(&self, own: Option<f64>) -> Result<f64, EnqueueError> {
         match own {
             None => Ok(self.options.timeout_ms),
             Some(ms) => validate_timeout_ms(ms).map_err(EnqueueError::InvalidTimeout),
@@ -289,19 +290,20 @@ impl<P> SerializerCore<P> {
         timeout_ms: Option<f64>,
         coalesce: Coalesce,
     ) -> Result<Pushed, EnqueueError> {
+        validate_key(key).map_err(EnqueueError::InvalidKey)?;
+        let timeout_ms = self.timeout_given(timeout_ms)?;
         self.open_key(std::rc::Rc::from(key), payload, timeout_ms, coalesce)
     }
 
-    /// [`open`](Self::open) with the key already shared (a caller that keeps it too).
+    /// [`open`](Self::open) with the key checked and already shared (a caller that keeps it
+    /// too), and the deadline length [`timeout_given`](Self::timeout_given).
     pub(crate) fn open_key(
         &mut self,
         key: std::rc::Rc<str>,
         payload: P,
-        timeout_ms: Option<f64>,
+        timeout_ms: f64,
         coalesce: Coalesce,
     ) -> Result<Pushed, EnqueueError> {
-        validate_key(&key).map_err(EnqueueError::InvalidKey)?;
-        let timeout_ms = self.timeout_given(timeout_ms)?;
         if !self.lines.has_room() {
             return Err(EnqueueError::TooManyWorks);
         }
@@ -328,6 +330,18 @@ impl<P> SerializerCore<P> {
         coalesce: Coalesce,
     ) -> Result<Ticket, EnqueueError> {
         let timeout_ms = self.timeout_given(timeout_ms)?;
+        self.enqueue_at(line, payload, timeout_ms, coalesce)
+    }
+
+    /// [`enqueue_on`](Self::enqueue_on) with the deadline length
+    /// [`timeout_given`](Self::timeout_given).
+    pub(crate) fn enqueue_at(
+        &mut self,
+        line: LineId,
+        payload: P,
+        timeout_ms: f64,
+        coalesce: Coalesce,
+    ) -> Result<Ticket, EnqueueError> {
         let Some(counted) = self.lines.line_data(line).map(|state| state.counted) else {
             return Err(EnqueueError::IdleLine);
         };
@@ -367,22 +381,28 @@ impl<P> SerializerCore<P> {
         timeout_ms: Option<f64>,
     ) -> Result<Option<Ticket>, EnqueueError> {
         let timeout_ms = self.timeout_given(timeout_ms)?;
+        Ok(self.join_at(line, coalesce, timeout_ms))
+    }
+
+    /// [`join`](Self::join) with the deadline length [`timeout_given`](Self::timeout_given).
+    pub(crate) fn join_at(
+        &mut self,
+        line: LineId,
+        coalesce: &Coalesce,
+        timeout_ms: f64,
+    ) -> Option<Ticket> {
         if *coalesce == Coalesce::Never {
-            return Ok(None);
+            return None;
         }
-        let Some(last) = self.lines.last(line) else {
-            return Ok(None);
-        };
-        let Some(job) = self.lines.get_mut(last) else {
-            return Ok(None);
-        };
+        let last = self.lines.last(line)?;
+        let job = self.lines.get_mut(last)?;
         let waits = matches!(job.state, State::Waiting | State::Queued);
         if !waits || job.timeout_ms != timeout_ms || job.coalesce != *coalesce {
-            return Ok(None);
+            return None;
         }
         job.callers = job.callers.saturating_add(1);
         self.stats.coalesced += 1;
-        Ok(Some(last))
+        Some(last)
     }
 
     /// One caller of a work left it (its signal aborted, its future was dropped). `true` while
@@ -414,6 +434,7 @@ impl<P> SerializerCore<P> {
     }
 
     /// The line's first work that has not started, if its turn has come: the one to start next.
+    #[inline]
     pub fn startable(&self, line: LineId) -> Option<Ticket> {
         let ticket = self.lines.line_data(line)?.unstarted?;
         self.may_start(ticket).then_some(ticket)
@@ -426,6 +447,7 @@ impl<P> SerializerCore<P> {
     }
 
     /// The line of the work of `ticket` when it [`may_start`](Self::may_start).
+    #[inline]
     fn line_to_start_in(&self, ticket: Ticket) -> Option<LineId> {
         if self.lines.get(ticket)?.state != State::Queued {
             return None;
@@ -663,7 +685,8 @@ impl<P> SerializerCore<P> {
         self.earliest_entry().map(|(_, ticket)| ticket)
     }
 
-    fn earliest_entry(&mut self) -> Option<(f64, Ticket)> {
+    /// The earliest deadline of a running work, and that work (with a shared timer).
+    pub(crate) fn earliest_entry(&mut self) -> Option<(f64, Ticket)> {
         let lines = &self.lines;
         self.deadlines.first(|entry| live_deadline(lines, entry))
     }
