@@ -114,7 +114,10 @@ forEachMode(({ createKeyedSerializer, SerializedWorkTimeout }) => {
     assert.deepEqual(started, entered, 'per key, works start in the order they entered');
     assert.equal(serialize.pending(), 0);
     assert.ok(outcomes.timedOut > 200, `exercises timeouts (${JSON.stringify(outcomes)})`);
-    assert.ok(outcomes.rejected > 1000 && outcomes.fulfilled > 5000, JSON.stringify(outcomes));
+    // Both ways of ending are exercised; how many of each time decides is the machine's (a busy
+    // one's late timers turn fulfilled works into timed-out ones).
+    assert.equal(outcomes.fulfilled + outcomes.rejected + outcomes.timedOut, WORKS, JSON.stringify(outcomes));
+    assert.ok(outcomes.rejected > 200 && outcomes.fulfilled > 1000, JSON.stringify(outcomes));
     // onLateSettle reports exactly the abandoned works that settled after all.
     assert.deepEqual([...lateReported].sort((a, b) => a - b), [...lateExpected].sort((a, b) => a - b));
     assert.deepEqual(unhandled, []);
