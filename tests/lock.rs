@@ -946,36 +946,10 @@ fn over_a_store_that_tells_changes_a_release_in_another_isolate_wakes_the_head_a
     assert_eq!(b.store_calls(), 6);
 }
 
-/// A manual clock whose next sleeps the platform refuses (workerd past 10 000 timers in one
-/// request).
-#[derive(Clone)]
-struct Refusing {
-    clock: ManualClock,
-    refuse: Rc<Cell<u32>>,
-}
-
-impl Clock for Refusing {
-    fn now_ms(&self) -> f64 {
-        self.clock.now_ms()
-    }
-    fn sleep(&self, ms: f64) -> Result<keyturn::Sleep, keyturn::TimerError> {
-        if self.refuse.get() > 0 {
-            self.refuse.set(self.refuse.get() - 1);
-            return Err(keyturn::TimerError {
-                message: "QuotaExceededError".into(),
-            });
-        }
-        self.clock.sleep(ms)
-    }
-}
-
 #[test]
 fn a_waiter_in_line_here_whose_own_timer_is_refused_keeps_its_place_and_is_served() {
     let (clock, memory, executor) = world();
-    let refusing = Refusing {
-        clock: clock.clone(),
-        refuse: Rc::new(Cell::new(0)),
-    };
+    let refusing = common::Refusing::new(&clock);
     let locks = LockManager::new(memory.clone(), refusing.clone(), SeededRandom::new(1));
     let holder = Rc::new(RefCell::new(None));
     let (l, h) = (locks.clone(), holder.clone());

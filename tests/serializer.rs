@@ -633,36 +633,10 @@ fn a_call_joins_only_a_run_of_its_own_output_type() {
     assert_eq!(serializer.stats().coalesced, 0);
 }
 
-/// A manual clock whose next sleeps the platform refuses, as workerd does past 10 000 timers in
-/// one request.
-#[derive(Clone)]
-struct Refusing {
-    clock: ManualClock,
-    refuse: Rc<std::cell::Cell<u32>>,
-}
-
-impl keyturn::Clock for Refusing {
-    fn now_ms(&self) -> f64 {
-        self.clock.now_ms()
-    }
-    fn sleep(&self, ms: f64) -> Result<keyturn::Sleep, keyturn::TimerError> {
-        if self.refuse.get() > 0 {
-            self.refuse.set(self.refuse.get() - 1);
-            return Err(keyturn::TimerError {
-                message: "QuotaExceededError".into(),
-            });
-        }
-        self.clock.sleep(ms)
-    }
-}
-
 #[test]
 fn a_work_whose_deadline_timer_is_refused_fails_with_the_refusal_and_the_key_moves_on() {
     let clock = ManualClock::new();
-    let refusing = Refusing {
-        clock: clock.clone(),
-        refuse: Rc::new(std::cell::Cell::new(0)),
-    };
+    let refusing = common::Refusing::new(&clock);
     let serializer = Rc::new(KeyedSerializer::with_clock(50.0, refusing.clone()).unwrap());
     let executor = Executor::new();
     refusing.refuse.set(1);

@@ -432,3 +432,35 @@ impl LockStore for FaultyStore {
         .await
     }
 }
+
+/// A manual clock whose next `refuse` sleeps the platform refuses, as workerd does past 10 000
+/// timers in one request.
+#[derive(Clone)]
+pub struct Refusing {
+    pub clock: keyturn::ManualClock,
+    pub refuse: std::rc::Rc<std::cell::Cell<u32>>,
+}
+
+impl Refusing {
+    pub fn new(clock: &keyturn::ManualClock) -> Self {
+        Refusing {
+            clock: clock.clone(),
+            refuse: std::rc::Rc::new(std::cell::Cell::new(0)),
+        }
+    }
+}
+
+impl keyturn::Clock for Refusing {
+    fn now_ms(&self) -> f64 {
+        self.clock.now_ms()
+    }
+    fn sleep(&self, ms: f64) -> Result<keyturn::Sleep, keyturn::TimerError> {
+        if self.refuse.get() > 0 {
+            self.refuse.set(self.refuse.get() - 1);
+            return Err(keyturn::TimerError {
+                message: "QuotaExceededError".into(),
+            });
+        }
+        keyturn::Clock::sleep(&self.clock, ms)
+    }
+}
