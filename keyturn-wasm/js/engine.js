@@ -110,10 +110,14 @@ export class Host {
     };
   }
 
-  /** The register's view, made again once the memory grew. */
+  /**
+   * The register's view, made again once the memory grew (growing detaches the old buffer, whose
+   * views then have no elements: cheaper to ask than the memory's `buffer`).
+   */
   fields() {
-    if (this.register.buffer !== this.memory.buffer) this.register = new Float64Array(this.memory.buffer);
-    return this.register;
+    let register = this.register;
+    if (register.length === 0) register = this.register = new Float64Array(this.memory.buffer);
+    return register;
   }
 
   /** The monotonic time (see `due`). */
@@ -174,6 +178,7 @@ export class Host {
    * @param {number} kind
    */
   apply(kind) {
+    if (this.posted !== undefined) return this.nested(kind);
     const { engine, instance } = this;
     while (kind !== EFFECT_NONE) {
       const fields = this.fields();
@@ -189,13 +194,35 @@ export class Host {
   }
 
   /**
-   * Field `field` of the effect (or event) just answered, or of the effect being done from a
-   * call's own request.
+   * Effects answered while one posted to a call is done (what its work or its caller's
+   * handlers call at once): done as any, their fields the register's.
+   * @param {number} kind
+   */
+  nested(kind) {
+    const posted = this.posted;
+    this.posted = undefined;
+    try {
+      this.apply(kind);
+    } finally {
+      this.posted = posted;
+    }
+  }
+
+  /**
+   * Field `field` of the effect being done: the register's, or the posted effect's.
    * @param {number} field
    */
   field(field) {
     const posted = this.posted;
     return posted !== undefined ? posted[field] : this.fields()[this.at + field];
+  }
+
+  /**
+   * Field `field` of what the engine call just made answered (never a posted effect's).
+   * @param {number} field
+   */
+  read(field) {
+    return this.fields()[this.at + field];
   }
 
   /**

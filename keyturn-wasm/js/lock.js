@@ -444,10 +444,10 @@ export class Locks {
         }
         if (kind < 0) {
           call.done();
-          reject(kind === REFUSED_CONCURRENCY_MISMATCH ? new ConcurrencyMismatch(/** @type {string} */ (name), given.concurrency ?? 1, h.field(FIELD_FOUND)) : refusalError(kind, given, 'name'));
+          reject(kind === REFUSED_CONCURRENCY_MISMATCH ? new ConcurrencyMismatch(/** @type {string} */ (name), given.concurrency ?? 1, h.read(FIELD_FOUND)) : refusalError(kind, given, 'name'));
           return;
         }
-        call.id = h.field(FIELD_ID);
+        call.id = h.read(FIELD_ID);
         signal?.addEventListener('abort', call);
         h.as(call.handle, () => h.apply(kind));
       });

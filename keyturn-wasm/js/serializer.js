@@ -123,13 +123,16 @@ class CallOptions {
     this.signal = signal;
     this.onLateSettle = onLateSettle;
     this.callers = callers;
+    /** @type {unknown} why its caller (a coalescing job's last) gave up */
+    this.reason = undefined;
   }
 }
 
 /**
  * One call: its work, its caller's resolvers, its controller once it started, and its ticket in
  * the engine. A queued job lives until its turn, and each of its fields is memory the young
- * generation copies for every call waiting.
+ * generation copies for every call waiting: a plain one keeps nine (what a store's or Workers'
+ * job keeps besides is `TimedJob`'s).
  */
 export class Job {
   /**
@@ -151,25 +154,11 @@ export class Job {
     this.controller = undefined;
     this.ticket = -1; // its ticket in the engine
     this.handle = -1; // the number the instance holds it under
-    /** @type {unknown} why its caller gave up, or what its lease failed with */
-    this.reason = undefined;
-    /** @type {unknown} the first store failure of its turn */
-    this.failure = undefined;
-    /** @type {{ ok: boolean, value: unknown } | undefined} its outcome, held while its lease goes */
-    this.outcome = undefined;
-    /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
-    this.timer = undefined;
-    /** @type {Door[] | undefined} on Workers: its callers' requests (the first, its own) */
-    this.doors = undefined;
-    /** @type {(() => void)[] | undefined} on Workers: what to do in its own request */
-    this.mail = undefined;
-    /** @type {Promise<unknown> | undefined} on Workers: settles once its caller heard and the engine let it go, for the jobs behind */
-    this.left = undefined;
   }
 
-  /** On Workers: what is posted to it, and its doors. */
-  get box() {
-    return this;
+  /** Why its caller gave up. */
+  get reason() {
+    return this.options?.reason;
   }
 
   /** The caller's signal, if it gave one (a coalescing job's callers each have their own). */
@@ -198,7 +187,8 @@ export class Job {
 
   /** The caller's signal aborted (the job is its EventListener object: no closure per job). */
   handleEvent() {
-    this.reason = /** @type {AbortSignal} */ (this.signal).reason;
+    const options = /** @type {CallOptions} */ (this.options);
+    options.reason = /** @type {AbortSignal} */ (options.signal).reason;
     this.serializer.own(this, EVENT_CANCEL);
   }
 
@@ -207,7 +197,7 @@ export class Job {
    * @param {unknown} reason
    */
   leave(reason) {
-    this.reason = reason;
+    /** @type {CallOptions} */ (this.options).reason = reason;
     this.serializer.own(this, EVENT_LEAVE);
   }
 
@@ -238,16 +228,11 @@ export class Job {
    * @param {Host} host
    */
   settle(outcome, host) {
-    if (outcome === OUTCOME_DONE) {
-      const held = this.outcome;
-      this.outcome = undefined;
-      if (held?.ok) this.resolve(held.value);
-      else if (held !== undefined) this.reject(held.value);
-    } else if (outcome === OUTCOME_TIMED_OUT) this.reject(new SerializedWorkTimeout(this.key, host.field(FIELD_MS)));
+    if (outcome === OUTCOME_TIMED_OUT) this.reject(new SerializedWorkTimeout(this.key, host.field(FIELD_MS)));
     else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
     else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
     else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
-    else this.reject(this.failure);
+    else this.reject(/** @type {TimedJob} */ (this).failure);
   }
 
   /**
@@ -261,6 +246,51 @@ export class Job {
     } catch {
       // listeners' errors are the host's to report
     }
+  }
+}
+
+/**
+ * A job over a store or on Workers: what it keeps besides a plain one's.
+ */
+class TimedJob extends Job {
+  /**
+   * @param {Serializer} serializer
+   * @param {string} key
+   * @param {Work | undefined} work
+   * @param {CallOptions | undefined} options
+   */
+  constructor(serializer, key, work, options) {
+    super(serializer, key, work, options);
+    /** @type {unknown} the first store failure of its turn */
+    this.failure = undefined;
+    /** @type {{ ok: boolean, value: unknown } | undefined} its outcome, held while its lease goes */
+    this.outcome = undefined;
+    /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
+    this.timer = undefined;
+    /** @type {Door[] | undefined} on Workers: its callers' requests (the first, its own) */
+    this.doors = undefined;
+    /** @type {(() => void)[] | undefined} on Workers: what to do in its own request */
+    this.mail = undefined;
+    /** @type {Promise<unknown> | undefined} on Workers: settles once its caller heard and the engine let it go, for the jobs behind */
+    this.left = undefined;
+  }
+
+  /** On Workers: what is posted to it, and its doors. */
+  get box() {
+    return this;
+  }
+
+  /**
+   * @param {number} outcome
+   * @param {Host} host
+   */
+  settle(outcome, host) {
+    if (outcome !== OUTCOME_DONE) return super.settle(outcome, host);
+    // Its work's outcome, told once its lease was let go.
+    const held = this.outcome;
+    this.outcome = undefined;
+    if (held?.ok) this.resolve(held.value);
+    else if (held !== undefined) this.reject(held.value);
   }
 }
 
@@ -357,10 +387,14 @@ export class Serializer {
     try {
       const mono = this.timed ? host.mono() : NaN;
       const first = host.engine.event(kind, this.id, b, this.timed ? host.wall() : NaN, mono);
-      // The line's head, whose caller heard, leaves it: the engine names its handle no more.
+      // The line's head, whose caller heard, leaves it: the engine names its handle no more,
+      // and its controller goes (see `entered`).
       if (kind === EVENT_DONE_HEAD) {
-        const left = host.field(FIELD_LEFT);
-        if (left >= 0) instance.letGo(left);
+        const left = host.read(FIELD_LEFT);
+        if (left >= 0) {
+          /** @type {Job} */ (instance.get(left)).controller = undefined;
+          instance.letGo(left);
+        }
       }
       host.apply(first);
     } catch (error) {
@@ -431,7 +465,7 @@ export class Serializer {
   queue(key, work, call, timeoutMs, group, signal, onLateSettle) {
     const host = this.host;
     const { instance, engine } = host;
-    const job = new Job(this, key, work, call);
+    const job = this.timed ? new TimedJob(this, key, work, call) : new Job(this, key, work, call);
     // (A lone surrogate would reach the engine as U+FFFD: refused here.)
     checkKey(key, 'key');
     job.handle = instance.hold(job);
@@ -441,7 +475,7 @@ export class Serializer {
       if (kind === REFUSED_QUEUE_FULL) return refused(new SerializedQueueFull(key, engine.query(QUERY_MAX_PENDING, this.id, undefined, undefined)));
       throw refusalError(kind, { key, timeoutMs }, 'key');
     }
-    const joined = host.field(FIELD_JOINED);
+    const joined = host.read(FIELD_JOINED);
     if (joined >= 0) {
       // Joined the key's last job: this caller is one more of its callers.
       instance.letGo(job.handle);
@@ -449,8 +483,8 @@ export class Serializer {
       host.apply(kind);
       return /** @type {Callers} */ (to.callers).add(to, signal, onLateSettle);
     }
-    job.ticket = host.field(FIELD_ID);
-    const line = host.field(FIELD_LINE);
+    job.ticket = host.read(FIELD_ID);
+    const line = host.read(FIELD_LINE);
     const result = new Promise((resolve, reject) => {
       job.resolve = resolve;
       job.reject = reject;
@@ -483,13 +517,15 @@ export class Serializer {
       // The controller goes: a job queued a while ago is in the old generation, and its pointer
       // to the young controller would keep the signal alive through every scavenge.
       job.controller = undefined;
-      if (this.inContext) this.own(job, EVENT_DONE);
-      else this.event(EVENT_DONE, job.ticket);
+      if (this.inContext) {
+        this.own(job, EVENT_DONE);
+        // Its timer goes — a release it leaves in flight is bounded by the next timer that fires.
+        const timed = /** @type {TimedJob} */ (job);
+        clear(timed.timer);
+        timed.timer = undefined;
+      } else this.event(EVENT_DONE, job.ticket);
       // Its caller heard: the engine names it no more (one its caller gave up on while it
-      // waited left its line then), and its timer goes — a release it leaves in flight is
-      // bounded by the next timer that fires.
-      clear(job.timer);
-      job.timer = undefined;
+      // waited left its line then).
       this.host.instance.letGo(job.handle);
       job.handle = -1;
     };

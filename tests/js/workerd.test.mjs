@@ -57,6 +57,15 @@ test('concurrency 3 across concurrent requests in workerd: at most three run at 
   assert.equal(log.pending, 0);
 });
 
+test('works that queue works at once in workerd, started from another request: each call answers its own', async () => {
+  const responses = await Promise.all(Array.from({ length: 6 }, (_, n) => mf.dispatchFetch(`http://worker/nested?n=${n}`)));
+  const bodies = await Promise.all(responses.map((response) => response.json()));
+  assert.deepEqual(
+    bodies.map(({ answers }) => answers),
+    Array.from({ length: 6 }, (_, n) => [String(n), `inner-${n}`, `shared-${n}`]),
+  );
+});
+
 // workerd allows 10 000 active timeouts per request: one request with far more works than that
 // must run them all (a deadline timer lives only while its work runs), and a request that used
 // up its own quota gets an answer — the isolate serves the next request either way.

@@ -51,11 +51,29 @@ async function concurrencyRoute(url, env) {
   return Response.json({ slot });
 }
 
+// Works that call the serializer themselves, at once, for keys of their own.
+const nesting = createKeyedSerializer({ timeoutMs: 5000 });
+
+/**
+ * GET /nested?n=N: a work for key "outer" that does R2 I/O, and from its first line queues two
+ * works of its own, on keys "inner-N" and "shared": what they answered, in order.
+ */
+async function nestedRoute(url, env) {
+  const n = url.searchParams.get('n');
+  const value = await nesting('outer', async () => {
+    const inner = [nesting(`inner-${n}`, async () => `inner-${n}`), nesting('shared', async () => `shared-${n}`)];
+    await env.BUCKET.put(`nested/${n}`, n);
+    return [(await env.BUCKET.get(`nested/${n}`)).text(), ...inner];
+  });
+  return Response.json({ answers: await Promise.all(value), pending: nesting.pending() });
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     if (url.pathname === '/serialize') return serializeRoute(url, env);
     if (url.pathname === '/concurrency') return concurrencyRoute(url, env);
+    if (url.pathname === '/nested') return nestedRoute(url, env);
     if (url.pathname === '/concurrency-log') return Response.json({ ...seen, pending: threeAtATime.pending() });
     const which = url.searchParams.get('store');
     const make = which === 'r2' ? () => new R2Store(env.BUCKET) : () => new DurableObjectStore(env.LOCKS);
