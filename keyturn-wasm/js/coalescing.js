@@ -4,6 +4,7 @@
 // by the build.
 
 /** @typedef {import('./serializer.js').Job} Job */
+/** @typedef {import('./serializer.js').TimedJob} TimedJob */
 
 /** One caller of a coalescing job: the one that queued it, or one that joined it. */
 export class Caller {
@@ -151,7 +152,7 @@ export class Callers {
     if (this.inContext) {
       this.keepAlive(caller);
       // A joined caller can start the job from its own request, should the first be gone.
-      if (this.list.length > 1) job.follow();
+      if (this.list.length > 1) /** @type {TimedJob} */ (job).follow();
     }
     return promise;
   }

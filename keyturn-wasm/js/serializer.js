@@ -201,13 +201,6 @@ export class Job {
     this.serializer.own(this, EVENT_LEAVE);
   }
 
-  /** On Workers: a joined caller's request may start the job too, should the first be gone. */
-  follow() {
-    const serializer = this.serializer;
-    (this.doors ??= []).push(new Door(serializer.host, this, this.handle));
-    serializer.anchor(this);
-  }
-
   /**
    * What the engine says of this job.
    * @param {Host} host
@@ -219,7 +212,7 @@ export class Job {
     else if (kind === EFFECT_START) serializer.begin(this, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_REPORT) === 1);
     else if (kind === EFFECT_SETTLE) this.settle(host.field(FIELD_CODE), host);
     else if (kind === EFFECT_ABORT) this.abort(host.field(FIELD_CODE));
-    else if (kind === EFFECT_ARM) serializer.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1);
+    else if (kind === EFFECT_ARM) serializer.arm(/** @type {TimedJob} */ (/** @type {unknown} */ (this)), host.field(FIELD_AT), host.field(FIELD_KEEP) === 1);
   }
 
   /**
@@ -232,7 +225,7 @@ export class Job {
     else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
     else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
     else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
-    else this.reject(/** @type {TimedJob} */ (this).failure);
+    else this.reject(/** @type {TimedJob} */ (/** @type {unknown} */ (this)).failure);
   }
 
   /**
@@ -252,7 +245,7 @@ export class Job {
 /**
  * A job over a store or on Workers: what it keeps besides a plain one's.
  */
-class TimedJob extends Job {
+export class TimedJob extends Job {
   /**
    * @param {Serializer} serializer
    * @param {string} key
@@ -280,7 +273,15 @@ class TimedJob extends Job {
     return this;
   }
 
+  /** On Workers: a joined caller's request may start the job too, should the first be gone. */
+  follow() {
+    const serializer = this.serializer;
+    (this.doors ??= []).push(new Door(serializer.host, this, this.handle));
+    serializer.anchor(this);
+  }
+
   /**
+   * @override
    * @param {number} outcome
    * @param {Host} host
    */
@@ -531,9 +532,10 @@ export class Serializer {
     };
     const left = result.then(done, done);
     if (this.inContext) {
-      job.left = left;
-      job.doors = [new Door(this.host, job, job.handle)];
-      this.anchor(job);
+      const timed = /** @type {TimedJob} */ (job);
+      timed.left = left;
+      timed.doors = [new Door(this.host, timed, job.handle)];
+      this.anchor(timed);
     }
     job.signal?.addEventListener('abort', job);
   }
@@ -621,8 +623,8 @@ export class Serializer {
     }
     if (report) {
       run.then(
-        (value) => this.settled(job, true, value),
-        (error) => this.settled(job, false, error),
+        (value) => this.settled(/** @type {TimedJob} */ (job), true, value),
+        (error) => this.settled(/** @type {TimedJob} */ (job), false, error),
       );
     } else {
       // Not `resolve(value)`: that would lock the caller's promise to the work, and a timeout or
@@ -634,7 +636,7 @@ export class Serializer {
 
   /**
    * A work that reports settled: its outcome is held until the engine tells its caller.
-   * @param {Job} job
+   * @param {TimedJob} job
    * @param {boolean} ok
    * @param {unknown} value
    */
@@ -668,15 +670,15 @@ export class Serializer {
 
   /**
    * On Workers: the job right ahead of `job` while `job` waits.
-   * @param {Job} job
-   * @returns {Job | undefined}
+   * @param {TimedJob} job
+   * @returns {TimedJob | undefined}
    */
   ahead(job) {
     const { instance, engine } = this.host;
     if (job.handle < 0 || instance.failure !== undefined) return undefined;
     try {
       const ahead = engine.query(QUERY_AHEAD, this.id, job.ticket, undefined);
-      return ahead < 0 ? undefined : /** @type {Job} */ (instance.get(ahead));
+      return ahead < 0 ? undefined : /** @type {TimedJob} */ (instance.get(ahead));
     } catch (error) {
       instance.failed(error);
       return undefined;
@@ -688,10 +690,10 @@ export class Serializer {
    * another request's, as a rule: workerd cancels a request that waits on nothing but its own
    * promises — and on the next one ahead once that one left (never twice on one: a settled
    * promise would answer at once, again and again).
-   * @param {Job} job
+   * @param {TimedJob} job
    */
   anchor(job) {
-    /** @type {Job | undefined} */
+    /** @type {TimedJob | undefined} */
     let last;
     const again = () => {
       const ahead = this.ahead(job);
@@ -704,7 +706,7 @@ export class Serializer {
 
   /**
    * The engine asks for a timer for `job` at `at` (on Workers, from its own request).
-   * @param {Job} job
+   * @param {TimedJob} job
    * @param {number} at
    * @param {boolean} keep
    */
