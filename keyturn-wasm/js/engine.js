@@ -95,7 +95,7 @@ export class Host {
     this.refusal = undefined;
     /** On Workers: the handle of the call whose own request runs now (-1: none known). */
     this.origin = -1;
-    /** @type {Float64Array | undefined} the fields of an effect done from its call's request */
+    /** @type {number[] | undefined} the fields of an effect done from its call's request */
     this.posted = undefined;
     /**
      * While a timer's callback runs, the time it was armed for: a host timer that fires is on
@@ -246,22 +246,17 @@ export class Host {
    */
   post(kind, target) {
     if (target === undefined) return;
-    const fields = this.fields().slice(this.at, this.at + REGISTER_LEN);
+    // (A plain array: a small typed array's copy costs a buffer of its own.)
+    const register = this.fields();
+    /** @type {number[]} */
+    const fields = new Array(REGISTER_LEN);
+    for (let i = 0; i < REGISTER_LEN; i++) fields[i] = register[this.at + i];
     const details = kind === EFFECT_STORE ? this.details(fields[FIELD_METHOD]) : undefined;
     const box = target.box;
-    (box.mail ??= []).push(() => {
-      if (details !== undefined) {
-        this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], details);
-        return;
-      }
-      this.posted = fields;
-      try {
-        target.effect(this, kind);
-      } finally {
-        this.posted = undefined;
-      }
-    });
-    for (const door of box.doors ?? []) door.ring();
+    (box.mail ??= []).push(new Posted(kind, target, fields, details));
+    const doors = box.doors;
+    if (doors instanceof Door) doors.ring();
+    else if (doors !== undefined) for (let i = 0; i < doors.length; i++) doors[i].ring();
   }
 
   /**
@@ -274,9 +269,30 @@ export class Host {
     const mail = box.mail;
     box.mail = undefined;
     if (mail === undefined || this.instance.failure !== undefined) return;
-    this.as(handle, () => {
-      for (const posted of mail) posted();
-    });
+    const origin = this.origin;
+    this.origin = handle;
+    try {
+      for (let i = 0; i < mail.length; i++) this.done(mail[i]);
+    } finally {
+      this.origin = origin;
+    }
+  }
+
+  /**
+   * An effect posted to its call, done (from its own request).
+   * @param {Posted} posted
+   */
+  done({ kind, target, fields, details }) {
+    if (details !== undefined) {
+      this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], details);
+      return;
+    }
+    this.posted = fields;
+    try {
+      target.effect(this, kind);
+    } finally {
+      this.posted = undefined;
+    }
   }
 
   /**
@@ -480,9 +496,25 @@ export class Host {
 /**
  * On Workers: what is posted to a call (see `Host.post`) and the doors it is delivered by.
  * @typedef {object} Box
- * @property {(() => void)[] | undefined} mail
- * @property {Door[] | undefined} doors
+ * @property {Posted[] | undefined} mail
+ * @property {Door | Door[] | undefined} doors its call's first request's door, or each of its requests'
  */
+
+/** On Workers: an effect posted to a call, and what it needs kept until it is done. */
+export class Posted {
+  /**
+   * @param {number} kind
+   * @param {Target} target
+   * @param {number[]} fields
+   * @param {[string, string | undefined, unknown] | undefined} details a store call's
+   */
+  constructor(kind, target, fields, details) {
+    this.kind = kind;
+    this.target = target;
+    this.fields = fields;
+    this.details = details;
+  }
+}
 
 /**
  * On Workers: one of a call's requests (its caller's; a coalescing work's every caller's),
@@ -498,16 +530,21 @@ export class Door {
   constructor(host, box, handle) {
     /** @type {(() => void) | undefined} */
     this.open = undefined;
-    this.listen = () => {
-      new Promise((resolve) => {
-        this.open = /** @type {() => void} */ (resolve);
-      }).then(() => {
-        this.listen();
-        host.deliver(box, handle);
-      });
+    // Made once per door (one context for both), not once per ring.
+    /** @param {(value?: unknown) => void} resolve */
+    this.hinge = (resolve) => {
+      this.open = resolve;
+    };
+    this.opened = () => {
+      this.listen();
+      host.deliver(box, handle);
     };
     this.listen();
     if (box.mail !== undefined) this.ring();
+  }
+
+  listen() {
+    new Promise(this.hinge).then(this.opened);
   }
 
   ring() {

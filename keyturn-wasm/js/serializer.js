@@ -90,6 +90,19 @@ const microtask = (task) => {
 /** @param {unknown} _ */
 function ignore(_) {}
 
+/** @type {Job | undefined} the job whose caller's promise is being made (`capture` is its executor: no closure per job) */
+let capturing;
+
+/**
+ * @param {(value: unknown) => void} resolve
+ * @param {(error: unknown) => void} reject
+ */
+function capture(resolve, reject) {
+  const job = /** @type {Job} */ (capturing);
+  job.resolve = resolve;
+  job.reject = reject;
+}
+
 /**
  * A rejected promise for a refused call. Handled here, as every result is in
  * `keyed-serializer.js` (its tail handles each one): a rejection nobody awaits is never an
@@ -260,9 +273,9 @@ export class TimedJob extends Job {
     this.outcome = undefined;
     /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
     this.timer = undefined;
-    /** @type {Door[] | undefined} on Workers: its callers' requests (the first, its own) */
+    /** @type {Door | Door[] | undefined} on Workers: its callers' requests (the first, its own) */
     this.doors = undefined;
-    /** @type {(() => void)[] | undefined} on Workers: what to do in its own request */
+    /** @type {import('./engine.js').Posted[] | undefined} on Workers: what to do in its own request */
     this.mail = undefined;
     /** @type {Promise<unknown> | undefined} on Workers: settles once its caller heard and the engine let it go, for the jobs behind */
     this.left = undefined;
@@ -276,7 +289,9 @@ export class TimedJob extends Job {
   /** On Workers: a joined caller's request may start the job too, should the first be gone. */
   follow() {
     const serializer = this.serializer;
-    (this.doors ??= []).push(new Door(serializer.host, this, this.handle));
+    const door = new Door(serializer.host, this, this.handle);
+    const doors = this.doors;
+    this.doors = doors === undefined ? door : doors instanceof Door ? [doors, door] : [...doors, door];
     serializer.anchor(this);
   }
 
@@ -364,6 +379,8 @@ export class Serializer {
     this.inContext = hosts.inContext;
     /** Events need the time: over a store (records carry it) or on Workers (timers per call). */
     this.timed = store !== undefined || this.inContext;
+    /** ... and the wall clock: over a store (records carry it). */
+    this.walled = store !== undefined;
     // Lines whose next job may start: staged a microtask later, started one after that.
     /** @type {number[]} */
     this.readyLines = [];
@@ -387,7 +404,7 @@ export class Serializer {
     if (instance.failure !== undefined) return;
     try {
       const mono = this.timed ? host.mono() : NaN;
-      const first = host.engine.event(kind, this.id, b, this.timed ? host.wall() : NaN, mono);
+      const first = host.engine.event(kind, this.id, b, this.walled ? host.wall() : NaN, mono);
       // The line's head, whose caller heard, leaves it: the engine names its handle no more,
       // and its controller goes (see `entered`).
       if (kind === EVENT_DONE_HEAD) {
@@ -486,10 +503,9 @@ export class Serializer {
     }
     job.ticket = host.read(FIELD_ID);
     const line = host.read(FIELD_LINE);
-    const result = new Promise((resolve, reject) => {
-      job.resolve = resolve;
-      job.reject = reject;
-    });
+    capturing = job;
+    const result = new Promise(capture);
+    capturing = undefined;
     const callers = call?.callers;
     if (callers !== undefined) callers.settleWith(job);
     this.entered(job, result, line);
@@ -513,31 +529,51 @@ export class Serializer {
       result.then(advance, advance);
       return;
     }
-    const done = () => {
-      job.signal?.removeEventListener('abort', job);
-      // The controller goes: a job queued a while ago is in the old generation, and its pointer
-      // to the young controller would keep the signal alive through every scavenge.
-      job.controller = undefined;
-      if (this.inContext) {
-        this.own(job, EVENT_DONE);
-        // Its timer goes — a release it leaves in flight is bounded by the next timer that fires.
-        const timed = /** @type {TimedJob} */ (job);
-        clear(timed.timer);
-        timed.timer = undefined;
-      } else this.event(EVENT_DONE, job.ticket);
-      // Its caller heard: the engine names it no more (one its caller gave up on while it
-      // waited left its line then).
-      this.host.instance.letGo(job.handle);
-      job.handle = -1;
-    };
-    const left = result.then(done, done);
-    if (this.inContext) {
-      const timed = /** @type {TimedJob} */ (job);
-      timed.left = left;
-      timed.doors = [new Door(this.host, timed, job.handle)];
-      this.anchor(timed);
-    }
+    if (this.inContext) return this.enteredHere(/** @type {TimedJob} */ (job), result);
+    const done = () => this.finished(job);
+    result.then(done, done);
     job.signal?.addEventListener('abort', job);
+  }
+
+  /**
+   * On Workers: `entered` for `job`, whose request this is. Its door, and its request's anchor
+   * (see `anchor`), made in one context with the reaction to its end.
+   * @param {TimedJob} job
+   * @param {Promise<unknown>} result
+   */
+  enteredHere(job, result) {
+    /** @type {TimedJob | undefined} */
+    let last;
+    const done = () => this.finished(job);
+    const again = () => {
+      last = this.anchorOn(job, last, again);
+    };
+    job.left = result.then(done, done);
+    job.doors = new Door(this.host, job, job.handle);
+    again();
+    job.signal?.addEventListener('abort', job);
+  }
+
+  /**
+   * A job's caller heard how its call ended: it leaves its line.
+   * @param {Job} job
+   */
+  finished(job) {
+    job.signal?.removeEventListener('abort', job);
+    // The controller goes: a job queued a while ago is in the old generation, and its pointer
+    // to the young controller would keep the signal alive through every scavenge.
+    job.controller = undefined;
+    if (this.inContext) {
+      this.own(job, EVENT_DONE);
+      // Its timer goes — a release it leaves in flight is bounded by the next timer that fires.
+      const timed = /** @type {TimedJob} */ (job);
+      clear(timed.timer);
+      timed.timer = undefined;
+    } else this.event(EVENT_DONE, job.ticket);
+    // Its caller heard: the engine names it no more (one its caller gave up on while it
+    // waited left its line then).
+    this.host.instance.letGo(job.handle);
+    job.handle = -1;
   }
 
   // ---- starting ----
@@ -581,7 +617,7 @@ export class Serializer {
     if (staged.length === 0) return;
     const host = this.host;
     const mono = performance.now();
-    const wall = this.timed ? host.wall() : NaN;
+    const wall = this.walled ? host.wall() : NaN;
     try {
       for (let i = 0; i < staged.length; i++) host.apply(host.engine.event(EVENT_START, this.id, staged[i], wall, mono));
     } catch (error) {
@@ -696,12 +732,23 @@ export class Serializer {
     /** @type {TimedJob | undefined} */
     let last;
     const again = () => {
-      const ahead = this.ahead(job);
-      if (ahead === undefined || ahead === last) return;
-      last = ahead;
-      ahead.left?.then(again, again);
+      last = this.anchorOn(job, last, again);
     };
     again();
+  }
+
+  /**
+   * `anchor`'s step: `again` reacts to the end of the job now ahead of `job`, unless that is
+   * `last`, the one it reacted to before. The job it reacts to now.
+   * @param {TimedJob} job
+   * @param {TimedJob | undefined} last
+   * @param {() => void} again
+   */
+  anchorOn(job, last, again) {
+    const ahead = this.ahead(job);
+    if (ahead === undefined || ahead === last) return last;
+    ahead.left?.then(again, again);
+    return ahead;
   }
 
   /**
@@ -722,7 +769,14 @@ export class Serializer {
    * @param {number} kind
    */
   own(job, kind) {
-    this.host.as(job.handle, () => this.event(kind, job.ticket));
+    const host = this.host;
+    const origin = host.origin;
+    host.origin = job.handle;
+    try {
+      this.event(kind, job.ticket);
+    } finally {
+      host.origin = origin;
+    }
   }
 
   /**
