@@ -3,7 +3,8 @@
 // serializer keyturn re-implements, not in this repository), bundled the same way, when
 // KEYTURN_SEED names it, and two floors (a bare chain with one
 // AbortController per work, and with one deadline timer per work too; see serializer-worker.mjs).
-// Each sample is a fresh workerd; prints the median works/s of N samples.
+// Each sample is a fresh workerd; prints the median works/s of N samples. Then what a Worker's
+// user meets: one call per request, beside the request alone.
 //
 //   node bench/workerd.mjs [--samples N]
 //   KEYTURN_SEED=<path to keyed-serializer.js> node bench/workerd.mjs
@@ -59,6 +60,37 @@ try {
       const toFloor = (rate / median(rates['floor-timer'])).toFixed(2);
       console.log(`${String(keys).padEnd(7)} ${impl.padEnd(15)} ${Math.round(rate).toString().padStart(11)}   ${ratio.padStart(6)}  ${toFloor.padStart(11)}`);
     }
+  }
+  // What a Worker's user meets: one call per request. Requests on 1 key and on 1000 keys, 50 in
+  // flight at once, with keyturn and with the request alone (`none`): the serializer's cost per
+  // request is the difference.
+  const requests = 4000;
+  const inFlight = 50;
+  console.log('');
+  console.log(`one call per request: ${requests} requests, ${inFlight} in flight; median of ${samples} fresh workerd runs`);
+  console.log('keys    implementation  requests/s   µs/request over none');
+  for (const keys of [1, 1000]) {
+    const rates = { keyturn: [], none: [] };
+    for (let s = 0; s < samples; s++) {
+      for (const impl of ['keyturn', 'none']) {
+        const mf = workerdWith('bench/runtimes/serializer-worker.mjs');
+        const send = (i) => mf.dispatchFetch(`http://bench/?one=object-${i % keys}&impl=${impl}`).then((response) => response.text());
+        for (let i = 0; i < 200; i++) await send(i); // load and warm the isolate a little
+        const started = performance.now();
+        let next = 0;
+        const lane = async () => {
+          while (next < requests) await send(next++);
+        };
+        await Promise.all(Array.from({ length: inFlight }, lane));
+        rates[impl].push(requests / ((performance.now() - started) / 1000));
+        await mf.dispose();
+      }
+    }
+    const keyturn = median(rates.keyturn);
+    const none = median(rates.none);
+    const over = (1e6 / keyturn - 1e6 / none).toFixed(1);
+    console.log(`${String(keys).padEnd(7)} keyturn         ${Math.round(keyturn).toString().padStart(10)}   ${over.padStart(20)}`);
+    console.log(`${String(keys).padEnd(7)} none            ${Math.round(none).toString().padStart(10)}`);
   }
 } finally {
   rmSync(bundled, { force: true });

@@ -74,8 +74,6 @@ mod store;
 #[cfg(target_arch = "wasm32")]
 mod platform;
 
-pub mod machine;
-
 pub use clock::{Clock, ManualClock, Sleep, TimerError, Waiter};
 pub use engine::key::{
     slot_name, validate_key, validate_name, KeyError, MAX_KEY_BYTES, SERIALIZE_PREFIX, SLOT_PREFIX,

@@ -126,13 +126,7 @@ impl Engine {
         };
         // (Never over a store in the serializer's module: its JS has no store to give.)
         let lease = (cfg!(feature = "lock") && lease).then(|| {
-            interop::lock_options(
-                None,
-                stale_ms,
-                max_clock_skew_ms,
-                store_timeout_ms,
-                Some(options.concurrency() as f64),
-            )
+            interop::lock_options(None, stale_ms, max_clock_skew_ms, store_timeout_ms, None)
         });
         match self.engine.add_serializer(options, lease) {
             Ok(serializer) => f64::from(serializer),

@@ -3,8 +3,9 @@
 //! into the engine's. Every code is [`wire`](crate::wire)'s; every rule the `keyturn` crate's —
 //! nothing here decides.
 
-use keyturn::engine::{Answer, Effect, Held, Lost, Method, Outcome, Refusal, StoreCall, Why};
-use keyturn::machine::{EnqueueError, Record};
+use keyturn::engine::{
+    Answer, Effect, EnqueueError, Held, Lost, Method, Outcome, Record, Refusal, StoreCall, Why,
+};
 use keyturn::{KeyError, LockOptions, LockStats, OptionError, SerializerOptionError, Stats};
 
 use crate::wire::{answer, effect, field, method, outcome, refused, why};

@@ -183,6 +183,7 @@ pub enum Step<V> {
 
 impl<V> Step<V> {
     /// The bound of a store call; `None` for a step that is not one.
+    #[cfg(test)]
     pub fn bound_ms(&self) -> Option<f64> {
         match self {
             Step::Create { bound_ms, .. }
@@ -246,7 +247,7 @@ impl Succession {
     }
 }
 
-/// What came of the last [`Step`].
+/// What came of a store call the engine asked for ([`Effect::Store`](crate::engine::Effect::Store)).
 #[derive(Debug)]
 pub enum Answer<V> {
     /// `create` answered: the new version, or `None` if a record exists.
@@ -257,9 +258,9 @@ pub enum Answer<V> {
     Replaced(Option<V>),
     /// A sleep or a wait ended (a watch included, unless the store said the record changed).
     Woke,
-    /// A watch ([`Step::Watch`]) ended because the store said the record changed.
+    /// A watch (the store's `changed`) ended because the store said the record changed.
     Changed,
-    /// The store call failed (the driver keeps the error, to report it on [`Step::Failed`]).
+    /// The store call failed (the driver keeps the error, to report it to the call's caller).
     Failed,
     /// The store call did not answer within its bound: failed, its outcome unknown.
     TimedOut,
@@ -330,7 +331,7 @@ pub struct LockStats {
     pub store_timeouts: u64,
     /// Failed writes that a read-back found applied after all.
     pub read_backs_applied: u64,
-    /// Waits on the store's `changed` instead of polling ([`Step::Watch`]; each one store
+    /// Waits on the store's `changed` instead of polling (each watch one store
     /// call, counted in `store_calls` too).
     pub watches: u64,
     /// ... of those, ended by the store saying the record changed.
@@ -574,6 +575,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     ///
     /// # Errors
     /// A bad name or option; nothing was queued.
+    #[cfg(test)]
     pub fn acquire(
         &mut self,
         name: &str,
@@ -597,6 +599,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
+    #[cfg(test)]
     pub fn acquire_with(
         &mut self,
         name: &str,
@@ -798,20 +801,9 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         self.woken.pop()
     }
 
-    /// Whether [`take_woken`](Self::take_woken) has something: a driver that asks after every
-    /// step need not call it for nothing.
-    pub fn has_woken(&self) -> bool {
-        !self.woken.is_empty()
-    }
-
     /// The handle kept for a ticket.
     pub fn handle(&self, ticket: Ticket) -> Option<&W> {
         self.lines.get(ticket).map(|entry| &entry.handle)
-    }
-
-    /// The live ticket named by a [`Ticket::pack`]ed number.
-    pub fn unpack(&self, packed: f64) -> Option<Ticket> {
-        self.lines.unpack(packed)
     }
 
     /// What this store's locks did here, and what is live now.
@@ -837,6 +829,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     }
 
     /// Store calls asked for so far.
+    #[cfg(test)]
     pub fn store_calls(&self) -> u64 {
         self.stats.store_calls
     }

@@ -60,9 +60,8 @@ impl Ticket {
     }
 
     /// The ticket as one number that JavaScript holds exactly: the slot index in the low 24
-    /// bits, the low 29 bits of the generation above. The machine's `unpack`
-    /// ([`LockCore::unpack`](crate::machine::LockCore::unpack),
-    /// [`SerializerCore::unpack`](crate::machine::SerializerCore::unpack)) reads it back.
+    /// bits, the low 29 bits of the generation above. The engine reads it back
+    /// ([`Engine::work`](crate::engine::Engine::work), [`Engine::call`](crate::engine::Engine::call)).
     pub fn pack(self) -> f64 {
         let generation = u64::from(self.generation & PACKED_GENERATION_MASK);
         ((generation << PACKED_INDEX_BITS) | u64::from(self.index)) as f64
@@ -93,7 +92,7 @@ struct Line<L> {
     data: L,
 }
 
-/// Where an entry was put (see [`SerializerCore::open`](crate::machine::SerializerCore::open)).
+/// Where an entry was put (see [`SerializerCore::open`](crate::engine::works::SerializerCore::open)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pushed {
     /// The new entry.
@@ -373,6 +372,7 @@ impl<P, L: Default> Lines<P, L> {
     }
 
     /// Whether a live entry is the head of its key's line.
+    #[cfg(test)]
     pub fn is_head(&self, ticket: Ticket) -> bool {
         self.live(ticket).is_some_and(|entry| entry.prev == NONE)
     }

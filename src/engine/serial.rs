@@ -61,7 +61,8 @@ pub enum Entered<H> {
 
 impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, LOCKS> {
     /// Adds a serializer with `options`; with `lease`, its turns hold the key's lease in the
-    /// store (the lock named [`SERIALIZE_PREFIX`] + key). Its number, for the calls below.
+    /// store (the lock named [`SERIALIZE_PREFIX`] + key), taken as many at a time as the
+    /// serializer's concurrency, whatever `lease` says. Its number, for the calls below.
     ///
     /// # Errors
     /// A lease option out of range.
@@ -74,6 +75,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             // (Never asked of an engine without locks: its host has no store.)
             return Err(OptionError::StaleMs(0.0));
         }
+        // N at a time: each turn holds one of the key's N slots, in every isolate.
+        let lease = lease.map(|lease| lease.with_concurrency(options.concurrency() as f64));
         let turns = lease.map(Turns::new).transpose()?;
         let calls_at_start = turns.is_none();
         self.serializers.push(Serial {

@@ -46,6 +46,7 @@ pub struct Begin<L> {
 
 /// What to do once a turn's acquisition ended, from [`Turns::acquired`].
 #[derive(Debug, PartialEq, Eq)]
+#[cfg(test)]
 pub enum Acquired<L> {
     /// Run the work with this lease.
     Run(L),
@@ -117,6 +118,7 @@ impl<L> Turns<L> {
 
     /// A turn's acquisition ended with `lease` (`None`: the wait ended, nothing held);
     /// `abandoned`: its deadline passed or its caller cancelled it meanwhile.
+    #[cfg(test)]
     pub fn acquired(lease: Option<L>, abandoned: bool) -> Acquired<L> {
         match (lease, abandoned) {
             (Some(lease), false) => Acquired::Run(lease),

@@ -11,7 +11,7 @@ use core::fmt;
 use super::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
 use super::slots::Slots;
 use crate::engine::deadlines::Deadlines;
-use crate::engine::key::{validate_key, KeyError};
+use crate::engine::key::KeyError;
 use crate::engine::messages;
 use crate::engine::queue::{LineId, Lines, Pushed, Ticket};
 
@@ -87,7 +87,7 @@ pub enum EnqueueError {
         /// The serializer's bound.
         max_pending: usize,
     },
-    /// [`MAX_ENTRIES`](crate::machine::MAX_ENTRIES) works are queued already, under every key
+    /// [`MAX_ENTRIES`](crate::engine::MAX_ENTRIES) works are queued already, under every key
     /// together.
     TooManyWorks,
     /// The line named is idle (a front end's stale id); nothing was queued.
@@ -252,11 +252,6 @@ impl<P> SerializerCore<P> {
         }
     }
 
-    /// Most works of one key that run at once.
-    pub fn concurrency(&self) -> usize {
-        self.options.concurrency()
-    }
-
     /// A work just pushed at the end of `line`: its turn comes at once when fewer than
     /// `concurrency` works are ahead of it; else it is the first whose turn has not come, if
     /// no other is.
@@ -283,6 +278,7 @@ impl<P> SerializerCore<P> {
     ///
     /// # Errors
     /// A bad key or deadline, or too many works; nothing was queued.
+    #[cfg(test)]
     pub fn open(
         &mut self,
         key: &str,
@@ -290,7 +286,7 @@ impl<P> SerializerCore<P> {
         timeout_ms: Option<f64>,
         coalesce: Coalesce,
     ) -> Result<Pushed, EnqueueError> {
-        validate_key(key).map_err(EnqueueError::InvalidKey)?;
+        crate::engine::key::validate_key(key).map_err(EnqueueError::InvalidKey)?;
         let timeout_ms = self.timeout_given(timeout_ms)?;
         self.open_key(std::rc::Rc::from(key), payload, timeout_ms, coalesce)
     }
@@ -322,6 +318,7 @@ impl<P> SerializerCore<P> {
     /// # Errors
     /// A bad deadline, a key at `maxPending` (counted in [`Stats::refused`]), too many works,
     /// or an idle line; nothing was queued.
+    #[cfg(test)]
     pub fn enqueue_on(
         &mut self,
         line: LineId,
@@ -374,6 +371,7 @@ impl<P> SerializerCore<P> {
     ///
     /// # Errors
     /// A bad deadline; nothing was joined.
+    #[cfg(test)]
     pub fn join(
         &mut self,
         line: LineId,
@@ -459,6 +457,7 @@ impl<P> SerializerCore<P> {
     /// Starts the line's first work that has not started, if its turn has come: it runs from
     /// `now` until its deadline, in the lowest free slot. `None` when that work's turn has not
     /// come, or every work of the line has started (or the line is idle).
+    #[cfg(test)]
     pub fn start_next(&mut self, line: LineId, now: f64) -> Option<Started<'_, P>> {
         let ticket = self.lines.line_data(line)?.unstarted?;
         self.start(ticket, now)
@@ -602,6 +601,7 @@ impl<P> SerializerCore<P> {
 
     /// [`finish`](Self::finish) for the head of a line (at `concurrency` 1, the work whose turn
     /// it is).
+    #[cfg(test)]
     pub fn finish_head(&mut self, line: LineId) -> Option<Released> {
         let head = self.lines.head(line)?;
         self.finish(head)
@@ -669,6 +669,7 @@ impl<P> SerializerCore<P> {
 
     /// The running work with the earliest deadline at or before `now`, abandoned as timed out
     /// (with a shared timer); `None` when no deadline has passed. Call until `None`.
+    #[cfg(test)]
     pub fn expire(&mut self, now: f64) -> Option<Ticket> {
         let (deadline, ticket) = self.earliest_entry()?;
         if deadline > now {
@@ -677,12 +678,6 @@ impl<P> SerializerCore<P> {
         self.deadlines.pop();
         self.abandon(ticket, Abandon::TimedOut);
         Some(ticket)
-    }
-
-    /// The running work with the earliest deadline, whatever the time (with a shared timer):
-    /// the one to give up on when no timer can be armed for it.
-    pub fn earliest(&mut self) -> Option<Ticket> {
-        self.earliest_entry().map(|(_, ticket)| ticket)
     }
 
     /// The earliest deadline of a running work, and that work (with a shared timer).
@@ -700,11 +695,6 @@ impl<P> SerializerCore<P> {
     /// The head of a busy line.
     pub fn head(&self, line: LineId) -> Option<Ticket> {
         self.lines.head(line)
-    }
-
-    /// The last work of a busy line.
-    pub fn last(&self, line: LineId) -> Option<Ticket> {
-        self.lines.last(line)
     }
 
     /// The line a queued or running work is in.
@@ -733,11 +723,6 @@ impl<P> SerializerCore<P> {
         matches!(self.lines.get(ticket), Some(job) if matches!(job.state, State::Running { .. } | State::Abandoned))
     }
 
-    /// The slot a started work holds (0 for one that has not started).
-    pub fn slot_of(&self, ticket: Ticket) -> Option<u16> {
-        self.lines.get(ticket).map(|job| job.slot)
-    }
-
     /// Whether a work was abandoned (timed out, or its caller gave up while it ran) and has not
     /// left its line yet.
     pub fn is_abandoned(&self, ticket: Ticket) -> bool {
@@ -748,11 +733,6 @@ impl<P> SerializerCore<P> {
     /// serializer's.
     pub fn timeout_of(&self, ticket: Ticket) -> Option<f64> {
         self.lines.get(ticket).map(|job| job.timeout_ms)
-    }
-
-    /// Whether a work is the head of its line.
-    pub fn is_head(&self, ticket: Ticket) -> bool {
-        self.lines.is_head(ticket)
     }
 
     /// The work right ahead of `ticket` in its line.

@@ -62,8 +62,6 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
         lease: LockOptions,
         locks: LockManager<S, C, R>,
     ) -> Result<Self, OptionError> {
-        // N at a time: each turn holds one of the key's N slots, in every isolate.
-        let lease = lease.with_concurrency(options.concurrency() as f64);
         let serial = Serial::new(Rc::clone(&locks.exec), options, Some(lease))?;
         Ok(StoreSerializer { serial, locks })
     }

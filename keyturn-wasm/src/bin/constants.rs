@@ -2,7 +2,7 @@
 //! shares with Rust, from their one source — the `keyturn` crate's constants and texts, and
 //! this crate's codes. `build.sh` runs this into `pkg/`.
 
-use keyturn::machine::messages;
+use keyturn::engine::messages;
 use keyturn::{
     DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_CONCURRENCY, MAX_KEY_BYTES,
     MAX_LOCAL_STREAK_MS, MAX_TIMEOUT_MS, SERIALIZE_PREFIX,
