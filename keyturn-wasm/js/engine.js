@@ -28,6 +28,7 @@ import {
   FIELD_AT,
   FIELD_HANDLE,
   FIELD_KEEP,
+  FIELD_KEY_TOLD,
   FIELD_METHOD,
   FIELD_MORE,
   FIELD_MS,
@@ -86,6 +87,8 @@ export class Host {
     this.now = now;
     /** This isolate's id in tokens, asked of the engine once (see `KeyturnLock.token`). */
     this.isolateId = /** @type {string | undefined} */ (undefined);
+    /** The store call's key the engine last gave (see `details`). */
+    this.key = '';
     this.last = 0;
     this.perCall = perCall;
     /** @type {ReturnType<typeof setTimeout> | undefined} the one timer, off Workers */
@@ -187,7 +190,7 @@ export class Host {
       if (kind === EFFECT_WAKE) this.wake(fields[at + FIELD_AT], fields[at + FIELD_KEEP] === 1);
       else if (kind === EFFECT_FORGET) this.forget(handle, fields[at + FIELD_METHOD], fields[at + FIELD_MS]);
       else if (this.perCall && handle >= 0 && handle !== this.origin) this.post(kind, /** @type {Target} */ (instance.get(handle)));
-      else if (kind === EFFECT_STORE) this.call(fields[at + FIELD_OP], fields[at + FIELD_METHOD], fields[at + FIELD_MS], handle, this.details(fields[at + FIELD_METHOD]));
+      else if (kind === EFFECT_STORE) this.storeCall(fields[at + FIELD_OP], fields[at + FIELD_METHOD], fields[at + FIELD_MS], handle);
       else /** @type {Target} */ (instance.get(handle))?.effect(this, kind);
       kind = this.fields()[at + FIELD_MORE] === 1 ? engine.next() : EFFECT_NONE;
     }
@@ -231,10 +234,42 @@ export class Host {
    * @returns {[string, string | undefined, unknown]}
    */
   details(method) {
-    const { engine } = this;
-    const record = method === METHOD_CREATE || method === METHOD_REPLACE ? engine.detail(DETAIL_RECORD) : undefined;
-    const version = method === METHOD_REPLACE || method === METHOD_CHANGED ? engine.detail(DETAIL_VERSION) : undefined;
-    return [engine.detail(DETAIL_KEY), record, version];
+    return [this.storeKey(), this.record(method), this.version(method)];
+  }
+
+  /** The key of the store call just asked for: the one the engine last gave, unless it says this is another. */
+  storeKey() {
+    if (this.read(FIELD_KEY_TOLD) !== 1) this.key = this.engine.detail(DETAIL_KEY);
+    return this.key;
+  }
+
+  /**
+   * The record the store call just asked for writes, if its method writes one.
+   * @param {number} method
+   * @returns {string | undefined}
+   */
+  record(method) {
+    return method === METHOD_CREATE || method === METHOD_REPLACE ? this.engine.detail(DETAIL_RECORD) : undefined;
+  }
+
+  /**
+   * The version the store call just asked for names, if its method names one.
+   * @param {number} method
+   * @returns {unknown}
+   */
+  version(method) {
+    return method === METHOD_REPLACE || method === METHOD_CHANGED ? this.engine.detail(DETAIL_VERSION) : undefined;
+  }
+
+  /**
+   * The store call just asked for, made now (`call`) with its details.
+   * @param {number} op
+   * @param {number} method
+   * @param {number} ms
+   * @param {number} owner
+   */
+  storeCall(op, method, ms, owner) {
+    this.call(op, method, ms, owner, this.storeKey(), this.record(method), this.version(method));
   }
 
   /**
@@ -251,7 +286,7 @@ export class Host {
     const box = target.box;
     (box.mail ??= []).push(() => {
       if (details !== undefined) {
-        this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], details);
+        this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], ...details);
         return;
       }
       this.posted = fields;
@@ -289,6 +324,39 @@ export class Host {
     this.origin = handle;
     try {
       f();
+    } finally {
+      this.origin = origin;
+    }
+  }
+
+  /**
+   * `event(kind, a, b)` as from the own request of the call held as `handle` (`as`, without a
+   * closure for a lock's every call).
+   * @param {number} handle
+   * @param {number} kind
+   * @param {number} a
+   * @param {number} b
+   */
+  eventAs(handle, kind, a, b) {
+    const origin = this.origin;
+    this.origin = handle;
+    try {
+      this.event(kind, a, b);
+    } finally {
+      this.origin = origin;
+    }
+  }
+
+  /**
+   * `apply(kind)` as from the own request of the call held as `handle`.
+   * @param {number} handle
+   * @param {number} kind
+   */
+  applyAs(handle, kind) {
+    const origin = this.origin;
+    this.origin = handle;
+    try {
+      this.apply(kind);
     } finally {
       this.origin = origin;
     }
@@ -377,9 +445,11 @@ export class Host {
    * @param {number} method
    * @param {number} ms a watch's length
    * @param {number} owner
-   * @param {[string, string | undefined, unknown]} details
+   * @param {string} key
+   * @param {string | undefined} record
+   * @param {unknown} version
    */
-  call(op, method, ms, owner, [key, record, version]) {
+  call(op, method, ms, owner, key, record, version) {
     const { store } = this;
     /** @type {unknown} */
     let answer;
@@ -393,7 +463,15 @@ export class Host {
       answer = Promise.reject(error);
     }
     Promise.resolve(answer).then(
-      (value) => this.as(owner, () => this.answered(op, method, value, owner)),
+      (value) => {
+        const origin = this.origin;
+        this.origin = owner;
+        try {
+          this.answered(op, method, value, owner);
+        } finally {
+          this.origin = origin;
+        }
+      },
       (error) => this.as(owner, () => this.failed(op, method, owner, error)),
     );
   }

@@ -291,7 +291,7 @@ export class KeyturnLock {
     if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
     return new Promise((resolve, reject) => {
       const call = new LockCall(host, resolve, reject);
-      host.as(call.handle, () => host.event(EVENT_RENEW, this.#id, call.handle));
+      host.eventAs(call.handle, EVENT_RENEW, this.#id, call.handle);
     }).then((heldUntil) => {
       if (heldUntil === false) return false;
       this.#heldUntil = /** @type {number} */ (heldUntil);
@@ -312,9 +312,10 @@ export class KeyturnLock {
   release() {
     const host = this.#host;
     if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
+    // (A release's call resolves with nothing: its promise is the caller's as it is.)
     const released = new Promise((resolve, reject) => {
       const call = new LockCall(host, resolve, reject);
-      host.as(call.handle, () => host.event(EVENT_RELEASE, this.#id, call.handle));
+      host.eventAs(call.handle, EVENT_RELEASE, this.#id, call.handle);
     });
     // Its handle is named no more: the engine forgot the lock (its signal was told).
     if (this.#handle !== -1) {
@@ -322,7 +323,7 @@ export class KeyturnLock {
       this.#handle = -1;
     }
     clearTimeout(this.#own.timer);
-    return released.then(() => undefined);
+    return /** @type {Promise<void>} */ (released);
   }
 }
 
@@ -449,7 +450,7 @@ export class Locks {
         }
         call.id = h.read(FIELD_ID);
         signal?.addEventListener('abort', call);
-        h.as(call.handle, () => h.apply(kind));
+        h.applyAs(call.handle, kind);
       });
     } catch (error) {
       return Promise.reject(host === undefined ? error : host.instance.failed(error));

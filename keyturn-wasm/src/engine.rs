@@ -261,11 +261,13 @@ impl Engine {
         }
     }
 
-    /// What `which` names (`wire::detail`): a part of the last store call. (Lock's only: a
-    /// wasm export answering a JS value brings the externref table's code along.)
+    /// What `which` names (`wire::detail`): a part of the last store call (its key is told
+    /// from then on: see `field::KEY_TOLD`). (Lock's only: a wasm export answering a JS value
+    /// brings the externref table's code along.)
     #[cfg(feature = "lock")]
-    pub fn detail(&self, which: f64) -> JsValue {
+    pub fn detail(&mut self, which: f64) -> JsValue {
         if which == detail::KEY {
+            self.details.told.clone_from(&self.details.key);
             return JsValue::from_str(self.details.key.as_deref().unwrap_or_default());
         } else if which == detail::RECORD {
             return JsValue::from_str(&self.details.record);
