@@ -488,24 +488,24 @@ export class Host {
     let kind;
     try {
       if (method === METHOD_READ) {
-        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
         else {
           const { value: text, version } = /** @type {{ value?: unknown, version?: unknown }} */ (value);
           if (typeof value !== 'object' || typeof text !== 'string' || typeof version !== 'string') {
             return this.wrong(op, method, owner, '{ value: string, version: string } or null', value);
           }
           const record = parsed(text);
-          kind = this.engine.answer(op, ANSWER_READ, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
+          kind = this.engine.answer(op, ANSWER_READ, version, true, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
         }
       } else if (method === METHOD_CREATE || method === METHOD_REPLACE) {
         if (typeof value !== 'string' && value !== null && value !== undefined) return this.wrong(op, method, owner, 'a version string or null', value);
         // (The engine times a write's answer from when it was sent; what else this answer
         // moves — a hand-on, a waiter's write — is stamped now.)
-        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, typeof value === 'string', undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
       } else {
         // A watch: changed or not, the record is read again; an answer not a boolean failed.
         const answer = value === true ? ANSWER_CHANGED : value === false ? ANSWER_UNCHANGED : ANSWER_FAILED;
-        kind = this.engine.answer(op, answer, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        kind = this.engine.answer(op, answer, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
       }
       this.apply(kind);
     } catch (error) {
@@ -547,7 +547,7 @@ export class Host {
     const target = /** @type {{ failure?: unknown } | undefined} */ (owner >= 0 ? this.instance.get(owner) : undefined);
     if (target !== undefined && target.failure === undefined) target.failure = error;
     try {
-      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), performance.now()));
+      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), performance.now()));
     } catch (trapped) {
       this.instance.failed(trapped);
     }

@@ -69,6 +69,12 @@ const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'st
 const lostReason = (template, name) => new DOMException(`keyturn: ${fill(template, { name })}`, 'AbortError');
 
 /**
+ * The box of every call off Workers, where nothing is posted (frozen: a post to it throws).
+ * @type {Box}
+ */
+const UNPOSTED = Object.freeze({ mail: undefined, doors: undefined });
+
+/**
  * A call about locks that answers one promise: an acquisition, a renewal, a release.
  */
 class LockCall {
@@ -88,8 +94,11 @@ class LockCall {
     /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
     this.timer = undefined;
     /** @type {Box} on Workers: what is posted to it, and its door (in its caller's request) */
-    this.box = { mail: undefined, doors: undefined };
-    if (host.perCall) this.box.doors = [new Door(host, this.box, this.handle)];
+    this.box = UNPOSTED;
+    if (host.perCall) {
+      this.box = { mail: undefined, doors: undefined };
+      this.box.doors = [new Door(host, this.box, this.handle)];
+    }
   }
 
   /**

@@ -356,16 +356,18 @@ impl Engine {
         self.next_effect()
     }
 
-    /// What the store answered to `op`: `kind` with a version (or `undefined`) — for a read
-    /// (`READ`), the record's version and its fields as `JSON.parse` found them (`undefined`
-    /// where absent, NaN where of another type), or no version for no record. The kind of the
-    /// first effect. A write's answer is timed by the engine from when it was sent.
+    /// What the store answered to `op`: `kind` with a version (`versioned`; else `undefined`,
+    /// said by the JS so that no call back into it asks) — for a read (`READ`), the record's
+    /// version and its fields as `JSON.parse` found them (`undefined` where absent, NaN where
+    /// of another type), or no version for no record. The kind of the first effect. A write's
+    /// answer is timed by the engine from when it was sent.
     #[allow(clippy::too_many_arguments)]
     pub fn answer(
         &mut self,
         op: f64,
         kind: f64,
         version: JsValue,
+        versioned: bool,
         format: Option<f64>,
         state: Option<String>,
         token: Option<String>,
@@ -378,7 +380,7 @@ impl Engine {
         mono: f64,
     ) -> f64 {
         if let Some(op) = self.engine.op(op) {
-            let version = (!version.is_undefined()).then_some(version);
+            let version = versioned.then_some(version);
             let answer = match version {
                 Some(version) if kind == answer::READ => interop::read(
                     version, format, state, token, fence, record_at, lease, asks, n,
