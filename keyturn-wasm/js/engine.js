@@ -28,6 +28,7 @@ import {
   FIELD_AT,
   FIELD_HANDLE,
   FIELD_KEEP,
+  FIELD_KEY_TOLD,
   FIELD_METHOD,
   FIELD_MORE,
   FIELD_MS,
@@ -86,6 +87,8 @@ export class Host {
     this.now = now;
     /** This isolate's id in tokens, asked of the engine once (see `KeyturnLock.token`). */
     this.isolateId = /** @type {string | undefined} */ (undefined);
+    /** The store call's key the engine last gave (see `details`). */
+    this.key = '';
     this.last = 0;
     this.perCall = perCall;
     /** @type {ReturnType<typeof setTimeout> | undefined} the one timer, off Workers */
@@ -187,7 +190,7 @@ export class Host {
       if (kind === EFFECT_WAKE) this.wake(fields[at + FIELD_AT], fields[at + FIELD_KEEP] === 1);
       else if (kind === EFFECT_FORGET) this.forget(handle, fields[at + FIELD_METHOD], fields[at + FIELD_MS]);
       else if (this.perCall && handle >= 0 && handle !== this.origin) this.post(kind, /** @type {Target} */ (instance.get(handle)));
-      else if (kind === EFFECT_STORE) this.call(fields[at + FIELD_OP], fields[at + FIELD_METHOD], fields[at + FIELD_MS], handle, this.details(fields[at + FIELD_METHOD]));
+      else if (kind === EFFECT_STORE) this.storeCall(fields[at + FIELD_OP], fields[at + FIELD_METHOD], fields[at + FIELD_MS], handle);
       else /** @type {Target} */ (instance.get(handle))?.effect(this, kind);
       kind = this.fields()[at + FIELD_MORE] === 1 ? engine.next() : EFFECT_NONE;
     }
@@ -231,10 +234,42 @@ export class Host {
    * @returns {[string, string | undefined, unknown]}
    */
   details(method) {
-    const { engine } = this;
-    const record = method === METHOD_CREATE || method === METHOD_REPLACE ? engine.detail(DETAIL_RECORD) : undefined;
-    const version = method === METHOD_REPLACE || method === METHOD_CHANGED ? engine.detail(DETAIL_VERSION) : undefined;
-    return [engine.detail(DETAIL_KEY), record, version];
+    return [this.storeKey(), this.record(method), this.version(method)];
+  }
+
+  /** The key of the store call just asked for: the one the engine last gave, unless it says this is another. */
+  storeKey() {
+    if (this.read(FIELD_KEY_TOLD) !== 1) this.key = this.engine.detail(DETAIL_KEY);
+    return this.key;
+  }
+
+  /**
+   * The record the store call just asked for writes, if its method writes one.
+   * @param {number} method
+   * @returns {string | undefined}
+   */
+  record(method) {
+    return method === METHOD_CREATE || method === METHOD_REPLACE ? this.engine.detail(DETAIL_RECORD) : undefined;
+  }
+
+  /**
+   * The version the store call just asked for names, if its method names one.
+   * @param {number} method
+   * @returns {unknown}
+   */
+  version(method) {
+    return method === METHOD_REPLACE || method === METHOD_CHANGED ? this.engine.detail(DETAIL_VERSION) : undefined;
+  }
+
+  /**
+   * The store call just asked for, made now (`call`) with its details.
+   * @param {number} op
+   * @param {number} method
+   * @param {number} ms
+   * @param {number} owner
+   */
+  storeCall(op, method, ms, owner) {
+    this.call(op, method, ms, owner, this.storeKey(), this.record(method), this.version(method));
   }
 
   /**
@@ -284,7 +319,7 @@ export class Host {
    */
   done({ kind, target, fields, details }) {
     if (details !== undefined) {
-      this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], details);
+      this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], ...details);
       return;
     }
     this.posted = fields;
@@ -305,6 +340,39 @@ export class Host {
     this.origin = handle;
     try {
       f();
+    } finally {
+      this.origin = origin;
+    }
+  }
+
+  /**
+   * `event(kind, a, b)` as from the own request of the call held as `handle` (`as`, without a
+   * closure for a lock's every call).
+   * @param {number} handle
+   * @param {number} kind
+   * @param {number} a
+   * @param {number} b
+   */
+  eventAs(handle, kind, a, b) {
+    const origin = this.origin;
+    this.origin = handle;
+    try {
+      this.event(kind, a, b);
+    } finally {
+      this.origin = origin;
+    }
+  }
+
+  /**
+   * `apply(kind)` as from the own request of the call held as `handle`.
+   * @param {number} handle
+   * @param {number} kind
+   */
+  applyAs(handle, kind) {
+    const origin = this.origin;
+    this.origin = handle;
+    try {
+      this.apply(kind);
     } finally {
       this.origin = origin;
     }
@@ -393,9 +461,11 @@ export class Host {
    * @param {number} method
    * @param {number} ms a watch's length
    * @param {number} owner
-   * @param {[string, string | undefined, unknown]} details
+   * @param {string} key
+   * @param {string | undefined} record
+   * @param {unknown} version
    */
-  call(op, method, ms, owner, [key, record, version]) {
+  call(op, method, ms, owner, key, record, version) {
     const { store } = this;
     /** @type {unknown} */
     let answer;
@@ -409,7 +479,15 @@ export class Host {
       answer = Promise.reject(error);
     }
     Promise.resolve(answer).then(
-      (value) => this.as(owner, () => this.answered(op, method, value, owner)),
+      (value) => {
+        const origin = this.origin;
+        this.origin = owner;
+        try {
+          this.answered(op, method, value, owner);
+        } finally {
+          this.origin = origin;
+        }
+      },
       (error) => this.as(owner, () => this.failed(op, method, owner, error)),
     );
   }
@@ -426,24 +504,24 @@ export class Host {
     let kind;
     try {
       if (method === METHOD_READ) {
-        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
         else {
           const { value: text, version } = /** @type {{ value?: unknown, version?: unknown }} */ (value);
           if (typeof value !== 'object' || typeof text !== 'string' || typeof version !== 'string') {
             return this.wrong(op, method, owner, '{ value: string, version: string } or null', value);
           }
           const record = parsed(text);
-          kind = this.engine.answer(op, ANSWER_READ, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
+          kind = this.engine.answer(op, ANSWER_READ, version, true, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
         }
       } else if (method === METHOD_CREATE || method === METHOD_REPLACE) {
         if (typeof value !== 'string' && value !== null && value !== undefined) return this.wrong(op, method, owner, 'a version string or null', value);
         // (The engine times a write's answer from when it was sent; what else this answer
         // moves — a hand-on, a waiter's write — is stamped now.)
-        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, typeof value === 'string', undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
       } else {
         // A watch: changed or not, the record is read again; an answer not a boolean failed.
         const answer = value === true ? ANSWER_CHANGED : value === false ? ANSWER_UNCHANGED : ANSWER_FAILED;
-        kind = this.engine.answer(op, answer, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        kind = this.engine.answer(op, answer, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
       }
       this.apply(kind);
     } catch (error) {
@@ -485,7 +563,7 @@ export class Host {
     const target = /** @type {{ failure?: unknown } | undefined} */ (owner >= 0 ? this.instance.get(owner) : undefined);
     if (target !== undefined && target.failure === undefined) target.failure = error;
     try {
-      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), performance.now()));
+      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), performance.now()));
     } catch (trapped) {
       this.instance.failed(trapped);
     }

@@ -69,6 +69,12 @@ const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'st
 const lostReason = (template, name) => new DOMException(`keyturn: ${fill(template, { name })}`, 'AbortError');
 
 /**
+ * The box of every call off Workers, where nothing is posted (frozen: a post to it throws).
+ * @type {Box}
+ */
+const UNPOSTED = Object.freeze({ mail: undefined, doors: undefined });
+
+/**
  * A call about locks that answers one promise: an acquisition, a renewal, a release.
  */
 class LockCall {
@@ -88,8 +94,11 @@ class LockCall {
     /** @type {ReturnType<typeof setTimeout> | undefined} on Workers: its own timer */
     this.timer = undefined;
     /** @type {Box} on Workers: what is posted to it, and its door (in its caller's request) */
-    this.box = { mail: undefined, doors: undefined };
-    if (host.perCall) this.box.doors = [new Door(host, this.box, this.handle)];
+    this.box = UNPOSTED;
+    if (host.perCall) {
+      this.box = { mail: undefined, doors: undefined };
+      this.box.doors = [new Door(host, this.box, this.handle)];
+    }
   }
 
   /**
@@ -291,7 +300,7 @@ export class KeyturnLock {
     if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
     return new Promise((resolve, reject) => {
       const call = new LockCall(host, resolve, reject);
-      host.as(call.handle, () => host.event(EVENT_RENEW, this.#id, call.handle));
+      host.eventAs(call.handle, EVENT_RENEW, this.#id, call.handle);
     }).then((heldUntil) => {
       if (heldUntil === false) return false;
       this.#heldUntil = /** @type {number} */ (heldUntil);
@@ -312,9 +321,10 @@ export class KeyturnLock {
   release() {
     const host = this.#host;
     if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
+    // (A release's call resolves with nothing: its promise is the caller's as it is.)
     const released = new Promise((resolve, reject) => {
       const call = new LockCall(host, resolve, reject);
-      host.as(call.handle, () => host.event(EVENT_RELEASE, this.#id, call.handle));
+      host.eventAs(call.handle, EVENT_RELEASE, this.#id, call.handle);
     });
     // Its handle is named no more: the engine forgot the lock (its signal was told).
     if (this.#handle !== -1) {
@@ -322,7 +332,7 @@ export class KeyturnLock {
       this.#handle = -1;
     }
     clearTimeout(this.#own.timer);
-    return released.then(() => undefined);
+    return /** @type {Promise<void>} */ (released);
   }
 }
 
@@ -449,7 +459,7 @@ export class Locks {
         }
         call.id = h.read(FIELD_ID);
         signal?.addEventListener('abort', call);
-        h.as(call.handle, () => h.apply(kind));
+        h.applyAs(call.handle, kind);
       });
     } catch (error) {
       return Promise.reject(host === undefined ? error : host.instance.failed(error));

@@ -255,11 +255,13 @@ impl Engine {
         }
     }
 
-    /// What `which` names (`wire::detail`): a part of the last store call. (Lock's only: a
-    /// wasm export answering a JS value brings the externref table's code along.)
+    /// What `which` names (`wire::detail`): a part of the last store call (its key is told
+    /// from then on: see `field::KEY_TOLD`). (Lock's only: a wasm export answering a JS value
+    /// brings the externref table's code along.)
     #[cfg(feature = "lock")]
-    pub fn detail(&self, which: f64) -> JsValue {
+    pub fn detail(&mut self, which: f64) -> JsValue {
         if which == detail::KEY {
+            self.details.told.clone_from(&self.details.key);
             return JsValue::from_str(self.details.key.as_deref().unwrap_or_default());
         } else if which == detail::RECORD {
             return JsValue::from_str(&self.details.record);
@@ -348,16 +350,18 @@ impl Engine {
         self.next_effect()
     }
 
-    /// What the store answered to `op`: `kind` with a version (or `undefined`) — for a read
-    /// (`READ`), the record's version and its fields as `JSON.parse` found them (`undefined`
-    /// where absent, NaN where of another type), or no version for no record. The kind of the
-    /// first effect. A write's answer is timed by the engine from when it was sent.
+    /// What the store answered to `op`: `kind` with a version (`versioned`; else `undefined`,
+    /// said by the JS so that no call back into it asks) — for a read (`READ`), the record's
+    /// version and its fields as `JSON.parse` found them (`undefined` where absent, NaN where
+    /// of another type), or no version for no record. The kind of the first effect. A write's
+    /// answer is timed by the engine from when it was sent.
     #[allow(clippy::too_many_arguments)]
     pub fn answer(
         &mut self,
         op: f64,
         kind: f64,
         version: JsValue,
+        versioned: bool,
         format: Option<f64>,
         state: Option<String>,
         token: Option<String>,
@@ -370,7 +374,7 @@ impl Engine {
         mono: f64,
     ) -> f64 {
         if let Some(op) = self.engine.op(op) {
-            let version = (!version.is_undefined()).then_some(version);
+            let version = versioned.then_some(version);
             let answer = match version {
                 Some(version) if kind == answer::READ => interop::read(
                     version, format, state, token, fence, record_at, lease, asks, n,

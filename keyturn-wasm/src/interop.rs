@@ -14,12 +14,14 @@ use crate::wire::{answer, effect, field, method, outcome, refused, why};
 pub type Register = [f64; field::LEN];
 
 /// What an effect carries besides numbers: a store call's key (none before the first), record
-/// and version.
+/// and version; and the key last handed to the JS, which keeps it (a lock's store calls are
+/// of one key, and a string out of the module costs a crossing and its decoding).
 #[derive(Debug)]
 pub struct Details<V> {
     pub key: Option<std::rc::Rc<str>>,
     pub record: String,
     pub version: Option<V>,
+    pub told: Option<std::rc::Rc<str>>,
 }
 
 impl<V> Default for Details<V> {
@@ -28,6 +30,7 @@ impl<V> Default for Details<V> {
             key: None,
             record: String::new(),
             version: None,
+            told: None,
         }
     }
 }
@@ -140,6 +143,11 @@ pub fn load<V>(
             set(register, field::HANDLE, handle(owner));
             set(register, field::OP, op.pack());
             set(register, field::METHOD, method_code(call.method()));
+            let told = details
+                .told
+                .as_ref()
+                .is_some_and(|told| std::rc::Rc::ptr_eq(told, &key) || **told == *key);
+            set(register, field::KEY_TOLD, if told { 1.0 } else { 0.0 });
             details.key = Some(key);
             match call {
                 StoreCall::Create { value } => details.record = value,

@@ -35,8 +35,8 @@ pub mod effect {
             SETTLE = 3.0,
             /// Abort a running work's signal: `HANDLE`, `CODE` (a why).
             ABORT = 4.0,
-            /// Make a store call: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS` (a watch's);
-            /// the key, the record and the version are `detail`s.
+            /// Make a store call: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS` (a watch's),
+            /// `KEY_TOLD`; the key, the record and the version are `detail`s.
             STORE = 5.0,
             /// A store call passed its bound: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS`.
             FORGET = 6.0,
@@ -95,10 +95,12 @@ pub mod field {
             LEFT = 17.0,
             /// Whether a timer keeps the host alive (1) or only guards (0).
             KEEP = 18.0,
+            /// A store call's key is the one `detail(KEY)` last answered (1), or another (0).
+            KEY_TOLD = 19.0,
         }
     }
     /// The register's length.
-    pub const LEN: usize = 19;
+    pub const LEN: usize = 20;
 }
 
 /// How a call ended (`OUTCOME_*`).

@@ -216,18 +216,24 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     /// The next thing for the host to do, if any. Call until `None` after every event.
     pub fn poll(&mut self) -> Option<Effect<V, H>> {
         let effect = self.effects.pop_front();
-        if effect.is_none() && LOCKS && !self.config.timer_per_call {
+        if effect.is_none() && self.keep_changed() {
             // Whether the one timer keeps the host alive follows whether anything waits on it.
-            let keep = self.keeps_alive();
-            if keep != self.woken_keep && self.woken_at.is_finite() {
-                self.woken_keep = keep;
-                return Some(Effect::Wake {
-                    at: self.woken_at,
-                    keep,
-                });
-            }
+            self.woken_keep = !self.woken_keep;
+            return Some(Effect::Wake {
+                at: self.woken_at,
+                keep: self.woken_keep,
+            });
         }
         effect
+    }
+
+    /// With one timer for all, armed: whether it must now keep the host alive where it did not,
+    /// or no longer.
+    fn keep_changed(&self) -> bool {
+        LOCKS
+            && !self.config.timer_per_call
+            && self.woken_at.is_finite()
+            && self.keeps_alive() != self.woken_keep
     }
 
     /// Whether anything waits on the engine's timer: an acquisition, or a store call in flight
@@ -237,9 +243,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         self.leg_ops > 0 || self.acquiring > 0
     }
 
-    /// Whether effects wait to be polled.
+    /// Whether effects wait to be polled (a change of whether the one timer keeps the host
+    /// alive among them).
     pub fn has_effects(&self) -> bool {
-        !self.effects.is_empty()
+        !self.effects.is_empty() || self.keep_changed()
     }
 
     /// When the engine next needs [`tick`](Self::tick), on the monotonic clock: the earliest

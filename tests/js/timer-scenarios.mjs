@@ -43,6 +43,12 @@ const scenarios = {
     await holder.release();
     await (await waiter).release();
   },
+  // Uncontended acquisitions and releases: a store call's bound keeps the process alive only
+  // while the call is in flight.
+  async 'uncontended acquisitions and releases'() {
+    const store = new MemoryStore();
+    for (let i = 0; i < 3; i++) await (await acquireLock(store, 'n')).release();
+  },
   // A script whose top-level await waits for a lock held elsewhere: the wait keeps it alive.
   async 'a wait that keeps its script alive'() {
     const store = new MemoryStore();

@@ -16,6 +16,7 @@ const scenarios = [
   'a renewed turn and a timed-out one',
   'withLock beside a long waiter',
   'a waiter served after a release',
+  'uncontended acquisitions and releases',
   'a wait that keeps its script alive',
   'a deadline and an abort',
 ];
