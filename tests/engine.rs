@@ -1,7 +1,10 @@
-//! The engine alone, natively, with no executor: what it says when the host refuses a timer.
+//! The engine alone, natively, with no executor: what it says when the host refuses a timer, and
+//! which of its wake-ups may come early.
 
-use keyturn::engine::{Config, Effect, Engine, Entered, Now, Outcome, Ticket, Why};
-use keyturn::{Coalesce, SeededRandom, SerializerOptions};
+use keyturn::engine::{
+    read_answer, Answer, Config, Effect, Engine, Entered, Now, Outcome, StoreCall, Ticket, Why,
+};
+use keyturn::{Coalesce, LockOptions, SeededRandom, SerializerOptions};
 
 const PER_CALL: Config = Config {
     timer_per_call: true,
@@ -190,5 +193,101 @@ fn a_lock_waiter_in_line_here_whose_own_timer_is_refused_keeps_waiting_and_is_se
             }
         )),
         "the waiter is served: {handed:?}"
+    );
+}
+
+/// A store call of `effects`: its op and call.
+fn store_call(effects: &[Effect<u64, u32>]) -> (Ticket, StoreCall<u64>) {
+    effects
+        .iter()
+        .find_map(|effect| match effect {
+            Effect::Store { op, call, .. } => Some((*op, call.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a store call: {effects:?}"))
+}
+
+/// The one timer's last `Wake` in `effects`: its time and whether it may come early.
+fn wake(effects: &[Effect<u64, u32>]) -> Option<(f64, bool)> {
+    effects.iter().rev().find_map(|effect| match effect {
+        Effect::Wake { at, early, .. } => Some((*at, *early)),
+        _ => None,
+    })
+}
+
+#[test]
+fn only_a_pause_between_polls_may_wake_the_host_early() {
+    const SHARED: Config = Config {
+        timer_per_call: false,
+        contexts_end: false,
+        store_tells_changes: false,
+    };
+    let random = SeededRandom::new(11);
+    let (mut a, mut b) = (
+        Engine::<u64, u32>::new(SHARED),
+        Engine::<u64, u32>::new(SHARED),
+    );
+    // Another isolate holds the name.
+    a.acquire("k", LockOptions::default(), 1, at(0.0), &random)
+        .expect("acquire");
+    let asked = effects(&mut a);
+    let (op, StoreCall::Create { value }) = store_call(&asked) else {
+        panic!("a create: {asked:?}")
+    };
+    assert_eq!(
+        wake(&asked).map(|(_, early)| early),
+        Some(false),
+        "a store call's bound is never early: {asked:?}"
+    );
+    a.answer(op, Answer::Created(Some(1)), at(1.0), &random);
+    effects(&mut a);
+    // This one finds it held (asking for it), and polls, served by one record.
+    let mut record = (1u64, value);
+    b.acquire("k", LockOptions::default(), 1, at(2.0), &random)
+        .expect("acquire");
+    let mut now = 2.0;
+    let mut wakes = Vec::new();
+    for _ in 0..400 {
+        let asked = effects(&mut b);
+        if let Some(woken) = wake(&asked) {
+            wakes.push(woken);
+        }
+        let store = asked.iter().find_map(|effect| match effect {
+            Effect::Store { op, call, .. } => Some((*op, call.clone())),
+            _ => None,
+        });
+        match store {
+            Some((op, StoreCall::Create { .. })) => {
+                b.answer(op, Answer::Created(None), at(now), &random)
+            }
+            Some((op, StoreCall::Read)) => b.answer(
+                op,
+                read_answer(Some((record.0, record.1.as_str()))),
+                at(now),
+                &random,
+            ),
+            Some((op, StoreCall::Replace { version, value })) if version == record.0 => {
+                record = (record.0 + 1, value);
+                b.answer(op, Answer::Replaced(Some(record.0)), at(now), &random)
+            }
+            Some((op, _)) => b.answer(op, Answer::Replaced(None), at(now), &random),
+            None => {
+                let Some(next) = b.poll_timeout() else { break };
+                if next > 2500.0 {
+                    break;
+                }
+                now = next;
+                b.tick(at(now), &random);
+            }
+        }
+    }
+    let polls: Vec<_> = wakes.iter().filter(|(when, _)| *when < 2000.0).collect();
+    assert!(
+        polls.iter().filter(|(_, early)| *early).count() >= 3,
+        "jittered pauses between polls may come early: {wakes:?}"
+    );
+    assert!(
+        wakes.iter().any(|(when, early)| *when >= 2000.0 && !early),
+        "the wake at the record's lease end is not early: {wakes:?}"
     );
 }

@@ -26,6 +26,7 @@ import {
   EVENT_TICK,
   EVENT_TIMER_REFUSED,
   FIELD_AT,
+  FIELD_EARLY,
   FIELD_HANDLE,
   FIELD_KEEP,
   FIELD_KEY_TOLD,
@@ -44,7 +45,7 @@ import {
   fill,
 } from './constants.js';
 import { describe } from './arguments.js';
-import { clear, keepAlive, timerDelay } from './timers.js';
+import { aboutDelay, clear, keepAlive, timerDelay } from './timers.js';
 
 /** @typedef {import('./instance.js').Instance} Instance */
 
@@ -187,7 +188,7 @@ export class Host {
       const fields = this.fields();
       const at = this.at;
       const handle = fields[at + FIELD_HANDLE];
-      if (kind === EFFECT_WAKE) this.wake(fields[at + FIELD_AT], fields[at + FIELD_KEEP] === 1);
+      if (kind === EFFECT_WAKE) this.wake(fields[at + FIELD_AT], fields[at + FIELD_KEEP] === 1, fields[at + FIELD_EARLY] === 1);
       else if (kind === EFFECT_FORGET) this.forget(handle, fields[at + FIELD_METHOD], fields[at + FIELD_MS]);
       else if (this.perCall && handle >= 0 && handle !== this.origin) this.post(kind, /** @type {Target} */ (instance.get(handle)));
       else if (kind === EFFECT_STORE) this.storeCall(fields[at + FIELD_OP], fields[at + FIELD_METHOD], fields[at + FIELD_MS], handle);
@@ -381,15 +382,18 @@ export class Host {
   /**
    * The one timer, armed for `at` (monotonic; Infinity: cleared), keeping a Node or Deno
    * process alive (`keep`: something waits on it) or only guarding. A new timer first, so a
-   * refusal (past a platform's quota) leaves the old one.
+   * refusal (past a platform's quota) leaves the old one. A pause between polls (`early`) is
+   * armed for its time as it is, not rounded up.
    * @param {number} at
    * @param {boolean} keep
+   * @param {boolean} early
    */
-  wake(at, keep) {
+  wake(at, keep, early) {
     if (at !== this.timerAt) {
       const old = this.timer;
       try {
-        this.timer = at === Infinity ? undefined : setTimeout(this.tick, timerDelay(at - performance.now()));
+        const ms = at - performance.now();
+        this.timer = at === Infinity ? undefined : setTimeout(this.tick, early ? aboutDelay(ms) : timerDelay(ms));
       } catch (error) {
         this.refused(error, -1, -1);
         return;

@@ -24,6 +24,14 @@ export const clear = (timer) => {
 export const timerDelay = (ms) => Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(ms)));
 
 /**
+ * The delay of a timer that may fire up to a millisecond early (a pause between polls): `ms`
+ * as it is — Node honours a fraction, browsers round it down — where rounding it up would make
+ * every poll after it later too.
+ * @param {number} ms
+ */
+export const aboutDelay = (ms) => Math.min(MAX_TIMEOUT_MS, Math.max(1, ms));
+
+/**
  * Whether `timer` keeps the process alive (`on`): Node's timers have `ref`/`unref`; Deno's are
  * numbers with `Deno.refTimer`/`Deno.unrefTimer`; elsewhere nothing is kept alive by a timer.
  * @param {ReturnType<typeof setTimeout>} timer

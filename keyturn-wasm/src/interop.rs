@@ -180,9 +180,10 @@ pub fn load<V>(
             set(register, field::CODE, lost_code(why));
             effect::LOCK_LOST
         }
-        Effect::Wake { at, keep } => {
+        Effect::Wake { at, keep, early } => {
             set(register, field::AT, at);
             set(register, field::KEEP, if keep { 1.0 } else { 0.0 });
+            set(register, field::EARLY, if early { 1.0 } else { 0.0 });
             effect::WAKE
         }
         Effect::Arm {

@@ -45,7 +45,7 @@ pub mod effect {
             /// Keep a timer in the call's own context: `HANDLE`, `AT`, `KEEP` (as `WAKE`'s).
             ARM = 8.0,
             /// Arm the one timer for all at `AT` (Infinity: clear it), keeping the host alive
-            /// (`KEEP`) or not.
+            /// (`KEEP`) or not, and not firing before `AT` unless `EARLY`.
             WAKE = 9.0,
         }
     }
@@ -97,10 +97,13 @@ pub mod field {
             KEEP = 18.0,
             /// A store call's key is the one `detail(KEY)` last answered (1), or another (0).
             KEY_TOLD = 19.0,
+            /// Whether the one timer may fire up to a millisecond early (1) or not before its
+            /// time (0).
+            EARLY = 20.0,
         }
     }
     /// The register's length.
-    pub const LEN: usize = 20;
+    pub const LEN: usize = 21;
 }
 
 /// How a call ended (`OUTCOME_*`).

@@ -98,6 +98,10 @@ pub enum Effect<V, H> {
         /// guards (a work's deadline, a renewal) keeps nothing alive, as `keyed-serializer.js`'s
         /// unref'd timer does not.
         keep: bool,
+        /// Whether it may fire up to a millisecond before `at`: a pause between polls, which a
+        /// host rounding its delay up to whole milliseconds would only make later, and every
+        /// poll after it. Otherwise it must not fire before `at` (a deadline, a lease's end).
+        early: bool,
     },
     /// With a timer per call ([`Config::timer_per_call`](super::Config::timer_per_call)): the
     /// call of `handle` keeps a timer of its own, in its own context, that calls

@@ -139,6 +139,9 @@ pub enum Step<V> {
     Sleep {
         /// When to come back.
         until: f64,
+        /// A jittered pause between polls, bounded by nothing else: it may end up to a
+        /// millisecond early (see [`Effect::Wake`](crate::engine::Effect::Wake)).
+        early: bool,
     },
     /// Over a store that tells changes ([`LockCore::set_store_tells_changes`]): the head of a
     /// line found the name held by another isolate. `store.changed(name, version, until −

@@ -42,6 +42,8 @@ pub(crate) enum Run {
     Call(Ticket),
     /// Paused until then (between polls).
     Sleep(f64),
+    /// Paused until then between polls, a pause that may end up to a millisecond early.
+    Pause(f64),
     /// In line here, until woken or then.
     Wait(f64),
     /// Watching the record (the op) until then.
@@ -472,7 +474,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let ticket = found.ticket;
         let run = std::mem::replace(&mut found.run, Run::Idle);
         match run {
-            Run::Sleep(_) | Run::Wait(_) => {}
+            Run::Sleep(_) | Run::Pause(_) | Run::Wait(_) => {}
             Run::Watch(op, _) => {
                 // Its time came, unchanged: the record is read again; the watch's answer, if it
                 // comes, is not wanted.
@@ -593,8 +595,12 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 value,
                 bound_ms,
             } => self.send(leg, StoreCall::Replace { version, value }, bound_ms, now),
-            Step::Sleep { until } => {
-                found.run = Run::Sleep(until);
+            Step::Sleep { until, early } => {
+                found.run = if early {
+                    Run::Pause(until)
+                } else {
+                    Run::Sleep(until)
+                };
                 self.push_timer(until, Timer::Leg(leg));
                 self.arm_leg(leg, until);
             }

@@ -128,6 +128,8 @@ pub struct Engine<V, H, const LOCKS: bool = true> {
     /// last said ([`Effect::Wake`]).
     woken_at: f64,
     woken_keep: bool,
+    /// Whether the one timer's time is a pause between polls, which may end a little early.
+    woken_early: bool,
     /// Legs acquiring (not holding yet), and store calls in flight for legs: what the host
     /// waits on.
     acquiring: usize,
@@ -208,6 +210,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             acting: None,
             woken_at: f64::INFINITY,
             woken_keep: false,
+            woken_early: false,
             acquiring: 0,
             leg_ops: 0,
         }
@@ -222,6 +225,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             return Some(Effect::Wake {
                 at: self.woken_at,
                 keep: self.woken_keep,
+                early: self.woken_early,
             });
         }
         effect
@@ -454,14 +458,27 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     }
 
     pub(crate) fn push_timer(&mut self, at: f64, timer: Timer) {
-        if !self.config.timer_per_call {
-            self.wake_by(at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS)));
-        }
         let live = self.ops.len() + 2 * self.legs.len() + 16;
         let (ops, legs, serializers) = (&self.ops, &self.legs, &self.serializers);
         self.timers.push(at, timer, live, |entry| {
             timer_live(ops, legs, serializers, entry)
         });
+        if !self.config.timer_per_call {
+            self.wake_by(at.min(self.last.mono + f64::from(MAX_TIMEOUT_MS)));
+        }
+    }
+
+    /// Whether the engine's first time, `at`, is a pause between polls that may end up to a
+    /// millisecond early: the first timer, a leg's pause.
+    fn pause_at(&mut self, at: f64) -> bool {
+        let first = self.first_timer();
+        let legs = &self.legs;
+        first.is_some_and(|(first, timer)| {
+            first == at
+                && matches!(timer, Timer::Leg(leg) if legs
+                    .get(leg)
+                    .is_some_and(|leg| matches!(leg.run, locking::Run::Pause(_))))
+        })
     }
 
     fn first_timer(&mut self) -> Option<(f64, Timer)> {
@@ -557,9 +574,11 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if at < self.woken_at {
             self.woken_at = at;
             self.woken_keep = LOCKS && self.keeps_alive();
+            self.woken_early = LOCKS && self.pause_at(at);
             self.effects.push_back(Effect::Wake {
                 at,
                 keep: self.woken_keep,
+                early: self.woken_early,
             });
         }
     }
@@ -569,9 +588,11 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if self.woken_at.is_finite() && self.poll_timeout().is_none() {
             self.woken_at = f64::INFINITY;
             self.woken_keep = false;
+            self.woken_early = false;
             self.effects.push_back(Effect::Wake {
                 at: f64::INFINITY,
                 keep: false,
+                early: false,
             });
         }
     }
@@ -641,7 +662,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                     locking::Run::Call(op) => {
                         self.ops.get(op).map_or(f64::INFINITY, |op| op.bound_at)
                     }
-                    locking::Run::Sleep(until) | locking::Run::Wait(until) => until,
+                    locking::Run::Sleep(until)
+                    | locking::Run::Pause(until)
+                    | locking::Run::Wait(until) => until,
                     locking::Run::Watch(_, until) => until,
                     locking::Run::Idle => f64::INFINITY,
                 });
@@ -666,7 +689,9 @@ fn timer_live<H>(
             .is_some_and(|found| found.orphan_at == at),
         Timer::Op(op) => ops.get(op).is_some_and(|op| op.bound_at == at),
         Timer::Leg(leg) => legs.get(leg).is_some_and(|leg| match leg.run {
-            locking::Run::Sleep(until) | locking::Run::Wait(until) => until == at,
+            locking::Run::Sleep(until) | locking::Run::Pause(until) | locking::Run::Wait(until) => {
+                until == at
+            }
             locking::Run::Watch(_, until) => until == at,
             _ => false,
         }),

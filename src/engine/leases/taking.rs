@@ -198,12 +198,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         };
         attempt.token = token;
         if yield_first {
-            let pause =
-                (MAX_POLL_MS * (0.5 + random.unit() / 2.0)).min(attempt.deadline - now.mono);
+            let jittered = MAX_POLL_MS * (0.5 + random.unit() / 2.0);
+            let pause = jittered.min(attempt.deadline - now.mono);
             if pause > 0.0 {
                 attempt.call = Call::Sleep;
                 return Step::Sleep {
                     until: now.mono + pause,
+                    early: pause == jittered,
                 };
             }
         }
@@ -640,13 +641,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             .look_at
             .filter(|at| *at > now.mono)
             .map_or(f64::INFINITY, |at| at - now.mono);
-        let pause = (attempt.poll * (0.5 + random.unit() / 2.0))
-            .min(attempt.deadline - now.mono)
-            .min(look_at);
+        let jittered = attempt.poll * (0.5 + random.unit() / 2.0);
+        let pause = jittered.min(attempt.deadline - now.mono).min(look_at);
         attempt.poll = (attempt.poll * 2.0).min(MAX_POLL_MS);
         attempt.call = Call::Sleep;
         Step::Sleep {
             until: now.mono + pause,
+            early: pause == jittered,
         }
     }
 }

@@ -95,7 +95,7 @@ fn until_held(
     loop {
         step = drive(core, store, "k", ticket, step, *now, random);
         match step {
-            Step::Sleep { until } => {
+            Step::Sleep { until, .. } => {
                 *now = until;
                 step = core.step(ticket, Answer::Woke, at(*now), random);
             }
@@ -434,7 +434,7 @@ fn waiters_share_one_timer_and_a_holder_past_its_lease_is_put_out_for_the_next()
     // The next takes the record over once stale, as another isolate would.
     let step = core.step(long, Answer::Woke, at(500.0), &random);
     let step = drive(&mut core, &store, "k", long, step, 500.0, &random);
-    let Step::Sleep { until } = step else {
+    let Step::Sleep { until, .. } = step else {
         panic!("{step:?}")
     };
     let step = core.step(long, Answer::Woke, at(until), &random);
@@ -902,7 +902,7 @@ fn a_head_watches_the_version_it_read_until_the_record_turns_stale() {
     assert!(matches!(step, Step::Watch { .. }), "{step:?}");
     // A watch that failed is not the acquisition's failure: it polls next, with jitter.
     let step = core.step(b, Answer::Failed, at(600.0), &random);
-    let Step::Sleep { until } = step else {
+    let Step::Sleep { until, .. } = step else {
         panic!("{step:?}")
     };
     assert!(until > 600.0 && until <= 600.0 + 25.0);
@@ -1117,7 +1117,7 @@ fn an_ask_whose_isolate_died_costs_the_name_one_offer() {
         &random,
     );
     assert!(
-        matches!(step, Step::Sleep { until } if until <= 110.0),
+        matches!(step, Step::Sleep { until, .. } if until <= 110.0),
         "{step:?}"
     );
     assert!(matches!(
