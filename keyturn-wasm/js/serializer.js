@@ -509,7 +509,7 @@ export class Serializer {
     const callers = call?.callers;
     if (callers !== undefined) callers.settleWith(job);
     this.entered(job, result, line);
-    if (this.inContext) host.as(job.handle, () => host.apply(kind));
+    if (this.inContext) host.applyAs(job.handle, kind);
     else host.apply(kind);
     return callers === undefined ? result : callers.add(job, signal, onLateSettle);
   }
