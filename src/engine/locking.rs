@@ -1109,18 +1109,21 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         }
     }
 
+    /// With a timer per call: the timer a leg's timed step at `at` needs is armed. (With one
+    /// timer for all, pushing that time on the heap woke it by then.)
     fn arm_leg(&mut self, leg: Ticket, at: f64) {
+        if !self.config.timer_per_call {
+            return;
+        }
         if let Some(owner) = self.leg_owner(leg) {
             self.arm(owner, at);
         } else if let Some(handle) = self.legs.get(leg).and_then(|found| found.on_behalf) {
             // A lease given back on a call's behalf: that call's timer bounds its store calls.
-            if self.config.timer_per_call {
-                self.effects.push_back(Effect::Arm {
-                    handle,
-                    at,
-                    keep: true,
-                });
-            }
+            self.effects.push_back(Effect::Arm {
+                handle,
+                at,
+                keep: true,
+            });
         }
     }
 
