@@ -1029,7 +1029,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             |lease| Held {
                 slot,
                 fence: lease.fence,
-                token_count: token_count(lease.token),
+                token_count: lease.count,
                 held_until: lease.held_until,
             },
         )
@@ -1424,23 +1424,6 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             _ => {}
         }
     }
-}
-
-/// The count in one of this isolate's tokens: its last 16 hex digits.
-fn token_count(token: &str) -> u64 {
-    token
-        .as_bytes()
-        .get(super::asks::ASK_ID_LEN..)
-        .map_or(0, |digits| {
-            digits.iter().fold(0u64, |count, digit| {
-                let value = match digit {
-                    b'0'..=b'9' => digit - b'0',
-                    b'a'..=b'f' => digit - b'a' + 10,
-                    _ => 0,
-                };
-                count.wrapping_mul(16).wrapping_add(u64::from(value))
-            })
-        })
 }
 
 /// A read's answer, as a host found it: the version and the record's text.
