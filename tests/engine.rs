@@ -1,5 +1,6 @@
-//! The engine alone, natively, with no executor: what it says when the host refuses a timer, and
-//! which of its wake-ups may come early.
+//! The engine alone, natively, with no executor: what it says when the host refuses a timer,
+//! which of its wake-ups may come early, and how a change of whether its one timer keeps the host
+//! alive is taken.
 
 use keyturn::engine::{
     read_answer, Answer, Config, Effect, Engine, Entered, Now, Outcome, StoreCall, Ticket, Why,
@@ -290,4 +291,37 @@ fn only_a_pause_between_polls_may_wake_the_host_early() {
         wakes.iter().any(|(when, early)| *when >= 2000.0 && !early),
         "the wake at the record's lease end is not early: {wakes:?}"
     );
+}
+
+#[test]
+fn a_change_of_whether_the_one_timer_keeps_the_host_alive_is_taken_by_poll_keep_or_poll() {
+    const SHARED: Config = Config {
+        timer_per_call: false,
+        contexts_end: false,
+        store_tells_changes: false,
+    };
+    let random = SeededRandom::new(5);
+    let mut engine = Engine::<u64, u32>::new(SHARED);
+    engine
+        .acquire("k", LockOptions::default(), 1, at(0.0), &random)
+        .expect("acquire");
+    let asked = effects(&mut engine);
+    assert!(
+        matches!(asked.last(), Some(Effect::Wake { keep: true, .. })),
+        "a store call in flight keeps the host alive: {asked:?}"
+    );
+    let (op, _) = store_call(&asked);
+    engine.answer(op, Answer::Created(Some(1)), at(1.0), &random);
+    // The effect before the change first, then the change alone, taken: poll says it no more.
+    assert!(engine.poll_keep().is_none(), "an effect is left first");
+    assert!(matches!(
+        engine.poll(),
+        Some(Effect::Settle {
+            handle: 1,
+            outcome: Outcome::Held(_)
+        })
+    ));
+    assert_eq!(engine.poll_keep(), Some(false), "nothing waits on it now");
+    assert!(engine.poll().is_none() && !engine.has_effects());
+    assert_eq!(engine.poll_keep(), None);
 }

@@ -17,7 +17,6 @@ import {
   ANSWER_REPLACED,
   ANSWER_UNCHANGED,
   DETAIL_KEY,
-  DETAIL_RECORD,
   DETAIL_VERSION,
   EFFECT_FORGET,
   EFFECT_NONE,
@@ -25,6 +24,7 @@ import {
   EFFECT_WAKE,
   EVENT_TICK,
   EVENT_TIMER_REFUSED,
+  FIELD_ALIVE,
   FIELD_AT,
   FIELD_EARLY,
   FIELD_HANDLE,
@@ -34,6 +34,8 @@ import {
   FIELD_MORE,
   FIELD_MS,
   FIELD_OP,
+  FIELD_RECORD,
+  FIELD_RECORD_LEN,
   MESSAGES,
   METHOD_CHANGED,
   METHOD_CREATE,
@@ -84,6 +86,8 @@ export class Host {
     this.memory = glue.initSync().memory;
     this.at = this.engine.query(QUERY_REGISTER, 0, undefined, undefined) / 8;
     this.register = new Float64Array(this.memory.buffer);
+    /** The module's memory as bytes (see `fields`). */
+    this.bytes = new Uint8Array(this.memory.buffer);
     this.store = store;
     this.now = now;
     /** This isolate's id in tokens, asked of the engine once (see `KeyturnLock.token`). */
@@ -188,6 +192,9 @@ export class Host {
       const fields = this.fields();
       const at = this.at;
       const handle = fields[at + FIELD_HANDLE];
+      const alive = fields[at + FIELD_ALIVE];
+      // (Before the effect: what it does may call the engine, whose later changes come after.)
+      if (alive !== 0 && this.timer !== undefined) keepAlive(this.timer, alive === 1);
       if (kind === EFFECT_WAKE) this.wake(fields[at + FIELD_AT], fields[at + FIELD_KEEP] === 1, fields[at + FIELD_EARLY] === 1);
       else if (kind === EFFECT_FORGET) this.forget(handle, fields[at + FIELD_METHOD], fields[at + FIELD_MS]);
       else if (this.perCall && handle >= 0 && handle !== this.origin) this.post(kind, /** @type {Target} */ (instance.get(handle)));
@@ -250,7 +257,12 @@ export class Host {
    * @returns {string | undefined}
    */
   record(method) {
-    return method === METHOD_CREATE || method === METHOD_REPLACE ? this.engine.detail(DETAIL_RECORD) : undefined;
+    if (method !== METHOD_CREATE && method !== METHOD_REPLACE) return undefined;
+    // Read where the module keeps it: no call into it, nor out of it to make the string.
+    let bytes = this.bytes;
+    if (bytes.length === 0) bytes = this.bytes = new Uint8Array(this.memory.buffer);
+    const at = this.read(FIELD_RECORD);
+    return UTF8.decode(bytes.subarray(at, at + this.read(FIELD_RECORD_LEN)));
   }
 
   /**
@@ -508,24 +520,24 @@ export class Host {
     let kind;
     try {
       if (method === METHOD_READ) {
-        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        if (value === null || value === undefined) kind = this.engine.answer(op, ANSWER_READ, undefined, false, this.wall(), mono);
         else {
           const { value: text, version } = /** @type {{ value?: unknown, version?: unknown }} */ (value);
           if (typeof value !== 'object' || typeof text !== 'string' || typeof version !== 'string') {
             return this.wrong(op, method, owner, '{ value: string, version: string } or null', value);
           }
           const record = parsed(text);
-          kind = this.engine.answer(op, ANSWER_READ, version, true, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
+          kind = this.engine.answerRead(op, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
         }
       } else if (method === METHOD_CREATE || method === METHOD_REPLACE) {
         if (typeof value !== 'string' && value !== null && value !== undefined) return this.wrong(op, method, owner, 'a version string or null', value);
         // (The engine times a write's answer from when it was sent; what else this answer
         // moves — a hand-on, a waiter's write — is stamped now.)
-        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, typeof value === 'string', undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, typeof value === 'string', this.wall(), mono);
       } else {
         // A watch: changed or not, the record is read again; an answer not a boolean failed.
         const answer = value === true ? ANSWER_CHANGED : value === false ? ANSWER_UNCHANGED : ANSWER_FAILED;
-        kind = this.engine.answer(op, answer, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), mono);
+        kind = this.engine.answer(op, answer, undefined, false, this.wall(), mono);
       }
       this.apply(kind);
     } catch (error) {
@@ -567,7 +579,7 @@ export class Host {
     const target = /** @type {{ failure?: unknown } | undefined} */ (owner >= 0 ? this.instance.get(owner) : undefined);
     if (target !== undefined && target.failure === undefined) target.failure = error;
     try {
-      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, this.wall(), performance.now()));
+      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, false, this.wall(), performance.now()));
     } catch (trapped) {
       this.instance.failed(trapped);
     }
@@ -635,6 +647,9 @@ export class Door {
     open?.();
   }
 }
+
+/** The records a store call writes are UTF-8 in the module's memory. */
+const UTF8 = new TextDecoder();
 
 /**
  * A record's text as `JSON.parse` reads it: its fields, or none for a text that is not a JSON

@@ -70,6 +70,19 @@ impl Engine {
     /// The next effect into the register: its kind.
     fn next_effect(&mut self) -> f64 {
         let effect = self.engine.poll();
+        #[cfg(feature = "lock")]
+        {
+            // A change of whether the one timer keeps the host alive, due right after this
+            // effect, goes with it: no crossing of its own (a Wake says its own).
+            let keep = match effect {
+                None | Some(keyturn::engine::Effect::Wake { .. }) => None,
+                Some(_) => self.engine.poll_keep(),
+            };
+            self.set(
+                field::ALIVE,
+                keep.map_or(0.0, |keep| if keep { 1.0 } else { -1.0 }),
+            );
+        }
         let more = self.engine.has_effects();
         interop::load(&mut self.register, &mut self.details, effect, more)
     }
@@ -263,8 +276,6 @@ impl Engine {
         if which == detail::KEY {
             self.details.told.clone_from(&self.details.key);
             return JsValue::from_str(self.details.key.as_deref().unwrap_or_default());
-        } else if which == detail::RECORD {
-            return JsValue::from_str(&self.details.record);
         } else if which == detail::VERSION {
             return self.details.version.clone().unwrap_or_default();
         } else if which == detail::ISOLATE {
@@ -351,17 +362,37 @@ impl Engine {
     }
 
     /// What the store answered to `op`: `kind` with a version (`versioned`; else `undefined`,
-    /// said by the JS so that no call back into it asks) — for a read (`READ`), the record's
-    /// version and its fields as `JSON.parse` found them (`undefined` where absent, NaN where
-    /// of another type), or no version for no record. The kind of the first effect. A write's
-    /// answer is timed by the engine from when it was sent.
-    #[allow(clippy::too_many_arguments)]
+    /// said by the JS so that no call back into it asks) — a read (`READ`) that found no record
+    /// has none; one that found a record is `answer_read`'s. The kind of the first effect. A
+    /// write's answer is timed by the engine from when it was sent.
     pub fn answer(
         &mut self,
         op: f64,
         kind: f64,
         version: JsValue,
         versioned: bool,
+        wall: f64,
+        mono: f64,
+    ) -> f64 {
+        if let Some(op) = self.engine.op(op) {
+            let answer = match versioned.then_some(version) {
+                None if kind == answer::READ => keyturn::engine::Answer::Read(None),
+                version => interop::answer(kind, version),
+            };
+            self.engine.answer(op, answer, at(wall, mono), &self.random);
+        }
+        self.next_effect()
+    }
+
+    /// What the store answered to the read `op` that found a record: its version and its
+    /// fields as `JSON.parse` found them (`undefined` where absent, NaN where of another type).
+    /// The kind of the first effect.
+    #[allow(clippy::too_many_arguments)]
+    #[wasm_bindgen(js_name = answerRead)]
+    pub fn answer_read(
+        &mut self,
+        op: f64,
+        version: JsValue,
         format: Option<f64>,
         state: Option<String>,
         token: Option<String>,
@@ -374,14 +405,9 @@ impl Engine {
         mono: f64,
     ) -> f64 {
         if let Some(op) = self.engine.op(op) {
-            let version = versioned.then_some(version);
-            let answer = match version {
-                Some(version) if kind == answer::READ => interop::read(
-                    version, format, state, token, fence, record_at, lease, asks, n,
-                ),
-                None if kind == answer::READ => keyturn::engine::Answer::Read(None),
-                version => interop::answer(kind, version),
-            };
+            let answer = interop::read(
+                version, format, state, token, fence, record_at, lease, asks, n,
+            );
             self.engine.answer(op, answer, at(wall, mono), &self.random);
         }
         self.next_effect()

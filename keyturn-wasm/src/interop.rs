@@ -14,8 +14,9 @@ use crate::wire::{answer, effect, field, method, outcome, refused, why};
 pub type Register = [f64; field::LEN];
 
 /// What an effect carries besides numbers: a store call's key (none before the first), record
-/// and version; and the key last handed to the JS, which keeps it (a lock's store calls are
-/// of one key, and a string out of the module costs a crossing and its decoding).
+/// (kept here while the JS reads it from the module's memory) and version; and the key last
+/// handed to the JS, which keeps it (a lock's store calls are of one key, and a string out of
+/// the module costs a crossing and its decoding).
 #[derive(Debug)]
 pub struct Details<V> {
     pub key: Option<std::rc::Rc<str>>,
@@ -161,6 +162,13 @@ pub fn load<V>(
                     set(register, field::MS, ms);
                 }
             }
+            // The record to write, where the JS reads it in the module's memory: no crossing.
+            set(
+                register,
+                field::RECORD,
+                details.record.as_ptr() as usize as f64,
+            );
+            set(register, field::RECORD_LEN, details.record.len() as f64);
             effect::STORE
         }
         Effect::Forget {

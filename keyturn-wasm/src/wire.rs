@@ -36,7 +36,8 @@ pub mod effect {
             /// Abort a running work's signal: `HANDLE`, `CODE` (a why).
             ABORT = 4.0,
             /// Make a store call: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS` (a watch's),
-            /// `KEY_TOLD`; the key, the record and the version are `detail`s.
+            /// `KEY_TOLD`, `RECORD` and `RECORD_LEN` (a write's); the key and the version are
+            /// `detail`s.
             STORE = 5.0,
             /// A store call passed its bound: `HANDLE` (its call's, or -1), `OP`, `METHOD`, `MS`.
             FORGET = 6.0,
@@ -100,10 +101,17 @@ pub mod field {
             /// Whether the one timer may fire up to a millisecond early (1) or not before its
             /// time (0).
             EARLY = 20.0,
+            /// Before this effect is done, the one timer for all starts keeping the host alive
+            /// (1) or stops (-1), as a `WAKE` of its time would say; 0: no change.
+            ALIVE = 21.0,
+            /// Where a store call's record to write is in the module's memory (a byte address),
+            /// and its length in bytes (UTF-8): there until the next call into the module.
+            RECORD = 22.0,
+            RECORD_LEN = 23.0,
         }
     }
     /// The register's length.
-    pub const LEN: usize = 21;
+    pub const LEN: usize = 24;
 }
 
 /// How a call ended (`OUTCOME_*`).
@@ -203,7 +211,7 @@ pub mod event {
     }
 }
 
-/// What a store answered, for `answer(op, kind, version, wall, mono)` (`ANSWER_*`).
+/// What a store answered, for `answer(op, kind, version, versioned, wall, mono)` (`ANSWER_*`).
 pub mod answer {
     codes! {
         /// Answer kinds.
@@ -218,7 +226,7 @@ pub mod answer {
             UNCHANGED = 3.0,
             /// The call failed (threw, rejected, answered something else).
             FAILED = 4.0,
-            /// A read: the record's version and fields, or no version for no record.
+            /// A read that found no record (one that found a record is `answerRead`'s).
             READ = 5.0,
         }
     }
@@ -262,8 +270,6 @@ pub mod detail {
         CODES {
             /// The last STORE effect's key.
             KEY = 1.0,
-            /// The last STORE effect's record to write.
-            RECORD = 2.0,
             /// The last STORE effect's version.
             VERSION = 3.0,
             /// This isolate's id in tokens.

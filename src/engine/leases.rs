@@ -274,6 +274,8 @@ pub enum Answer<V> {
 pub struct LeaseView<'a> {
     /// The token in the record (shared within a hand-off batch).
     pub token: &'a str,
+    /// The count in that token.
+    pub count: u64,
     /// This holder's fence.
     pub fence: u64,
     /// Until when nobody may take the lease over, on the writer's wall clock.
@@ -361,9 +363,24 @@ impl Stamp {
     }
 }
 
+/// A token of this isolate — its id, then a count in 16 hex digits — and that count, which its
+/// holder is told without reading the digits back.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Token {
+    text: String,
+    count: u64,
+}
+
+impl core::ops::Deref for Token {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
 /// A held lease: the record this holder wrote (or was handed), and how it stands.
 struct Lease<V> {
-    token: String,
+    token: Token,
     fence: u64,
     /// The fence the record carries: `fence`, or the highest one of a batch.
     record_fence: u64,
@@ -1000,7 +1017,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     /// A token no acquisition or hand-off has had: this isolate's id, then 16 hex digits of a
     /// count (so no two writes of this isolate share one, and another isolate's id differs —
     /// random, as versions in `RedisStore` are). No random draw per acquisition.
-    fn new_token(&mut self, random: &impl Random) -> String {
+    fn new_token(&mut self, random: &impl Random) -> Token {
         let id = self.ask_id(random);
         self.tokens = self.tokens.wrapping_add(1);
         let mut token = String::with_capacity(2 * ASK_ID_LEN);
@@ -1011,7 +1028,10 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 .rev()
                 .map(|digit| char::from(HEX[((self.tokens >> (4 * digit)) & 15) as usize])),
         );
-        token
+        Token {
+            text: token,
+            count: self.tokens,
+        }
     }
 }
 

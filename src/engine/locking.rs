@@ -1029,7 +1029,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             |lease| Held {
                 slot,
                 fence: lease.fence,
-                token_count: token_count(lease.token),
+                token_count: lease.count,
                 held_until: lease.held_until,
             },
         )
@@ -1109,18 +1109,21 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         }
     }
 
+    /// With a timer per call: the timer a leg's timed step at `at` needs is armed. (With one
+    /// timer for all, pushing that time on the heap woke it by then.)
     fn arm_leg(&mut self, leg: Ticket, at: f64) {
+        if !self.config.timer_per_call {
+            return;
+        }
         if let Some(owner) = self.leg_owner(leg) {
             self.arm(owner, at);
         } else if let Some(handle) = self.legs.get(leg).and_then(|found| found.on_behalf) {
             // A lease given back on a call's behalf: that call's timer bounds its store calls.
-            if self.config.timer_per_call {
-                self.effects.push_back(Effect::Arm {
-                    handle,
-                    at,
-                    keep: true,
-                });
-            }
+            self.effects.push_back(Effect::Arm {
+                handle,
+                at,
+                keep: true,
+            });
         }
     }
 
@@ -1421,23 +1424,6 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             _ => {}
         }
     }
-}
-
-/// The count in one of this isolate's tokens: its last 16 hex digits.
-fn token_count(token: &str) -> u64 {
-    token
-        .as_bytes()
-        .get(super::asks::ASK_ID_LEN..)
-        .map_or(0, |digits| {
-            digits.iter().fold(0u64, |count, digit| {
-                let value = match digit {
-                    b'0'..=b'9' => digit - b'0',
-                    b'a'..=b'f' => digit - b'a' + 10,
-                    _ => 0,
-                };
-                count.wrapping_mul(16).wrapping_add(u64::from(value))
-            })
-        })
 }
 
 /// A read's answer, as a host found it: the version and the record's text.

@@ -218,17 +218,26 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
 
     /// The next thing for the host to do, if any. Call until `None` after every event.
     pub fn poll(&mut self) -> Option<Effect<V, H>> {
-        let effect = self.effects.pop_front();
-        if effect.is_none() && self.keep_changed() {
-            // Whether the one timer keeps the host alive follows whether anything waits on it.
-            self.woken_keep = !self.woken_keep;
-            return Some(Effect::Wake {
-                at: self.woken_at,
-                keep: self.woken_keep,
-                early: self.woken_early,
-            });
+        if let Some(effect) = self.effects.pop_front() {
+            return Some(effect);
         }
-        effect
+        self.poll_keep().map(|keep| Effect::Wake {
+            at: self.woken_at,
+            keep,
+            early: self.woken_early,
+        })
+    }
+
+    /// With one timer for all, armed, and no effect left: whether it now keeps the host alive,
+    /// if that changed — the [`Effect::Wake`] [`poll`](Self::poll) would give next, of the time
+    /// already said, taken. A host may do it along with the effect it polled last.
+    pub fn poll_keep(&mut self) -> Option<bool> {
+        if !self.effects.is_empty() || !self.keep_changed() {
+            return None;
+        }
+        // Whether the one timer keeps the host alive follows whether anything waits on it.
+        self.woken_keep = !self.woken_keep;
+        Some(self.woken_keep)
     }
 
     /// With one timer for all, armed: whether it must now keep the host alive where it did not,

@@ -44,7 +44,7 @@ impl<V> Lease<V> {
     /// Whether `record` is this lease's record as the store has it: held, with its token and
     /// fence (at any time: an unknown write of its own may have moved it).
     pub(super) fn owns(&self, record: &Result<Record, NotARecord>) -> bool {
-        matches!(record, Ok(found) if found.held && found.token == self.token && found.fence == self.record_fence)
+        matches!(record, Ok(found) if found.held && found.token == *self.token && found.fence == self.record_fence)
     }
 
     /// Goes on from the record the store has, found to be this lease's: its version, and the
@@ -107,6 +107,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         match &self.lines.get(ticket)?.state {
             State::Holding(lease) if !lease.lapsed => Some(LeaseView {
                 token: &lease.token,
+                count: lease.token.count,
                 fence: lease.fence,
                 held_until: lease.held_until(),
                 ends_at: lease.ends_at(),

@@ -24,6 +24,7 @@
 //! reads the record first, and releases only a record that is still this lease's.
 
 use super::holding::{Phase, REFRESHES};
+use super::Token;
 use super::{
     batch_fences, is_written, next_fence, promised, Answer, Entry, Guard, Lease, LockCore,
     NameState, Now, Stamp, State, Step,
@@ -54,7 +55,7 @@ enum AfterRelease {
     /// The next waiter gets `fence`; fences up to `last_fence` are reserved for those behind.
     /// The record promises `lease` (the next waiter's `staleMs`).
     HandOff {
-        token: String,
+        token: Token,
         fence: u64,
         /// The last fence owed to a waiter known now.
         owed: u64,
@@ -69,7 +70,7 @@ enum AfterRelease {
 /// `lease`, and was written at `stamp`.
 pub(super) struct Batch<V> {
     pub(super) version: V,
-    token: String,
+    token: Token,
     /// Fences up to this one are owed to the waiters known at the write; the rest are spare.
     owed: u64,
     last_fence: u64,
@@ -89,7 +90,7 @@ impl<V: Clone> Batch<V> {
     /// used).
     pub(super) fn new(
         version: V,
-        token: String,
+        token: Token,
         (owed, last_fence): (u64, u64),
         stamp: Stamp,
         lease: u64,

@@ -23,11 +23,11 @@
 //! offers them the name in turn.
 
 use super::releasing::Batch;
-use super::Lease;
 use super::{
     batch_fences, is_written, next_fence, promised, Answer, Entry, LockCore, Now, Stamp, State,
     Step,
 };
+use super::{Lease, Token};
 use crate::engine::asks::{AskId, Asks};
 use crate::engine::options::{LockOptions, MAX_BATCH, MAX_POLL_MS, TAKEOVERS};
 use crate::engine::queue::Ticket;
@@ -42,7 +42,7 @@ pub(super) struct Attempt {
     pub(super) deadline: f64,
     pub(super) options: LockOptions,
     /// Made when the attempt starts ([`LockCore::new_token`]).
-    token: String,
+    token: Token,
     takeovers: u32,
     poll: f64,
     /// A record is known to be there: polls read instead of create.
@@ -114,7 +114,7 @@ impl Attempt {
         Attempt {
             deadline,
             options,
-            token: String::new(),
+            token: Token::default(),
             takeovers: 0,
             poll: FIRST_POLL_MS,
             exists: false,
