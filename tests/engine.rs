@@ -208,25 +208,36 @@ fn store_call(effects: &[Effect<u64, u32>]) -> (Ticket, StoreCall<u64>) {
         .unwrap_or_else(|| panic!("a store call: {effects:?}"))
 }
 
-/// The one timer's last `Wake` in `effects`: its time and whether it may come early.
+/// The last timer `effects` arm (the one timer's `Wake`, or a call's `Arm`): its time and
+/// whether it may come early.
 fn wake(effects: &[Effect<u64, u32>]) -> Option<(f64, bool)> {
     effects.iter().rev().find_map(|effect| match effect {
-        Effect::Wake { at, early, .. } => Some((*at, *early)),
+        Effect::Wake { at, early, .. } | Effect::Arm { at, early, .. } => Some((*at, *early)),
         _ => None,
     })
 }
 
 #[test]
 fn only_a_pause_between_polls_may_wake_the_host_early() {
-    const SHARED: Config = Config {
+    pauses_may_come_early(Config {
         timer_per_call: false,
         contexts_end: false,
         store_tells_changes: false,
-    };
+    });
+}
+
+#[test]
+fn only_a_pause_between_polls_may_fire_a_calls_own_timer_early() {
+    pauses_may_come_early(PER_CALL);
+}
+
+/// Another isolate holds a name; this one polls for it until its lease ends. Each pause between
+/// polls may come early; the store calls' bounds and the lease's end may not.
+fn pauses_may_come_early(config: Config) {
     let random = SeededRandom::new(11);
     let (mut a, mut b) = (
-        Engine::<u64, u32>::new(SHARED),
-        Engine::<u64, u32>::new(SHARED),
+        Engine::<u64, u32>::new(config),
+        Engine::<u64, u32>::new(config),
     );
     // Another isolate holds the name.
     a.acquire("k", LockOptions::default(), 1, at(0.0), &random)
@@ -244,13 +255,16 @@ fn only_a_pause_between_polls_may_wake_the_host_early() {
     effects(&mut a);
     // This one finds it held (asking for it), and polls, served by one record.
     let mut record = (1u64, value);
-    b.acquire("k", LockOptions::default(), 1, at(2.0), &random)
+    let call = b
+        .acquire("k", LockOptions::default(), 1, at(2.0), &random)
         .expect("acquire");
     let mut now = 2.0;
     let mut wakes = Vec::new();
+    let mut armed = f64::INFINITY;
     for _ in 0..400 {
         let asked = effects(&mut b);
         if let Some(woken) = wake(&asked) {
+            armed = woken.0;
             wakes.push(woken);
         }
         let store = asked.iter().find_map(|effect| match effect {
@@ -273,12 +287,15 @@ fn only_a_pause_between_polls_may_wake_the_host_early() {
             }
             Some((op, _)) => b.answer(op, Answer::Replaced(None), at(now), &random),
             None => {
-                let Some(next) = b.poll_timeout() else { break };
-                if next > 2500.0 {
+                if armed > 2500.0 {
                     break;
                 }
-                now = next;
-                b.tick(at(now), &random);
+                now = armed;
+                armed = f64::INFINITY;
+                match config.timer_per_call {
+                    true => b.fired(None, call, at(now), &random),
+                    false => b.tick(at(now), &random),
+                }
             }
         }
     }

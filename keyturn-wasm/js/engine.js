@@ -432,21 +432,23 @@ export class Host {
   /**
    * A call's own timer for the engine (Workers: armed in its own request's context, so that it
    * fires though the request that woke the engine ended): `fired` is called when it fires. It
-   * keeps a Node or Deno process alive (`keep`) as `wake`'s does. What the host threw, if it
-   * refused the timer (see `refused`).
+   * keeps a Node or Deno process alive (`keep`) and may fire early (`early`) as `wake`'s does.
+   * What the host threw, if it refused the timer (see `refused`).
    * @param {{ timer?: ReturnType<typeof setTimeout> }} owner
    * @param {number} at
    * @param {boolean} keep
+   * @param {boolean} early
    * @param {() => void} fired
    * @returns {unknown}
    */
-  arm(owner, at, keep, fired) {
+  arm(owner, at, keep, early, fired) {
     clear(owner.timer);
     try {
+      const ms = at - performance.now();
       owner.timer = setTimeout(() => {
         owner.timer = undefined;
         this.fire(at, fired);
-      }, timerDelay(at - performance.now()));
+      }, early ? aboutDelay(ms) : timerDelay(ms));
       keepAlive(owner.timer, keep);
     } catch (error) {
       owner.timer = undefined;

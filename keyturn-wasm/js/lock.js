@@ -15,6 +15,7 @@ import {
   EVENT_RENEW,
   EVENT_WATCH,
   FIELD_AT,
+  FIELD_EARLY,
   FIELD_KEEP,
   FIELD_CODE,
   FIELD_FENCE,
@@ -110,7 +111,7 @@ class LockCall {
     if (kind === EFFECT_SETTLE) {
       this.settle(host.field(FIELD_CODE), host);
     } else if (kind === EFFECT_ARM) {
-      const refusal = host.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, () => host.as(this.handle, () => host.event(EVENT_FIRED_CALL, this.id, 0)));
+      const refusal = host.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.as(this.handle, () => host.event(EVENT_FIRED_CALL, this.id, 0)));
       if (refusal !== undefined) host.refused(refusal, -1, this.id);
     }
   }
@@ -284,7 +285,7 @@ export class KeyturnLock {
       this.#controller?.abort(lostReason(template, this.#name));
     } else if (kind === EFFECT_ARM) {
       const handle = this.#handle;
-      const refusal = host.arm(this.#own, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, () => host.as(handle, () => host.event(EVENT_FIRED_CALL, this.#id, 0)));
+      const refusal = host.arm(this.#own, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.as(handle, () => host.event(EVENT_FIRED_CALL, this.#id, 0)));
       if (refusal !== undefined) host.refused(refusal, -1, this.#id);
     }
   }

@@ -33,6 +33,7 @@ import {
   EVENT_START,
   EVENT_START_WORK,
   FIELD_AT,
+  FIELD_EARLY,
   FIELD_KEEP,
   FIELD_CODE,
   FIELD_FENCE,
@@ -225,7 +226,7 @@ export class Job {
     else if (kind === EFFECT_START) serializer.begin(this, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_REPORT) === 1);
     else if (kind === EFFECT_SETTLE) this.settle(host.field(FIELD_CODE), host);
     else if (kind === EFFECT_ABORT) this.abort(host.field(FIELD_CODE));
-    else if (kind === EFFECT_ARM) serializer.arm(/** @type {TimedJob} */ (/** @type {unknown} */ (this)), host.field(FIELD_AT), host.field(FIELD_KEEP) === 1);
+    else if (kind === EFFECT_ARM) serializer.arm(/** @type {TimedJob} */ (/** @type {unknown} */ (this)), host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1);
   }
 
   /**
@@ -756,10 +757,11 @@ export class Serializer {
    * @param {TimedJob} job
    * @param {number} at
    * @param {boolean} keep
+   * @param {boolean} early
    */
-  arm(job, at, keep) {
+  arm(job, at, keep, early) {
     const host = this.host;
-    const refusal = host.arm(job, at, keep, () => this.own(job, EVENT_FIRED_WORK));
+    const refusal = host.arm(job, at, keep, early, () => this.own(job, EVENT_FIRED_WORK));
     if (refusal !== undefined) host.refused(refusal, this.id, job.ticket);
   }
 

@@ -198,10 +198,12 @@ pub fn load<V>(
             handle: h,
             at,
             keep,
+            early,
         } => {
             set(register, field::HANDLE, f64::from(h));
             set(register, field::AT, at);
             set(register, field::KEEP, if keep { 1.0 } else { 0.0 });
+            set(register, field::EARLY, if early { 1.0 } else { 0.0 });
             effect::ARM
         }
     }

@@ -43,7 +43,8 @@ pub mod effect {
             FORGET = 6.0,
             /// Abort a lock's signal: `HANDLE`, `CODE` (a why).
             LOCK_LOST = 7.0,
-            /// Keep a timer in the call's own context: `HANDLE`, `AT`, `KEEP` (as `WAKE`'s).
+            /// Keep a timer in the call's own context: `HANDLE`, `AT`, `KEEP`, `EARLY` (as
+            /// `WAKE`'s).
             ARM = 8.0,
             /// Arm the one timer for all at `AT` (Infinity: clear it), keeping the host alive
             /// (`KEEP`) or not, and not firing before `AT` unless `EARLY`.
@@ -98,8 +99,8 @@ pub mod field {
             KEEP = 18.0,
             /// A store call's key is the one `detail(KEY)` last answered (1), or another (0).
             KEY_TOLD = 19.0,
-            /// Whether the one timer may fire up to a millisecond early (1) or not before its
-            /// time (0).
+            /// Whether a timer may fire up to a millisecond early (1) or not before its time
+            /// (0).
             EARLY = 20.0,
             /// Before this effect is done, the one timer for all starts keeping the host alive
             /// (1) or stops (-1), as a `WAKE` of its time would say; 0: no change.

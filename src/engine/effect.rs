@@ -115,6 +115,8 @@ pub enum Effect<V, H> {
         /// Whether its caller waits on it (an acquisition, a renewal, a release, a work's
         /// lease), as [`Wake`](Effect::Wake)'s `keep`.
         keep: bool,
+        /// Whether it may fire up to a millisecond early, as [`Wake`](Effect::Wake)'s `early`.
+        early: bool,
     },
 }
 

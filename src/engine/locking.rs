@@ -1123,6 +1123,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 handle,
                 at,
                 keep: true,
+                early: false,
             });
         }
     }

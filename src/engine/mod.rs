@@ -574,8 +574,60 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 }),
         };
         if let Some((handle, keep)) = armed {
-            self.effects.push_back(Effect::Arm { handle, at, keep });
+            let early = self.pauses_until(owner, at);
+            self.effects.push_back(Effect::Arm {
+                handle,
+                at,
+                keep,
+                early,
+            });
         }
+    }
+
+    /// Whether `owner`'s time `at` is one of its legs' pauses between polls, which may end up to
+    /// a millisecond early.
+    fn pauses_until(&self, owner: Owner, at: f64) -> bool {
+        self.owner_legs(owner).into_iter().any(|leg| {
+            self.legs
+                .get(leg)
+                .is_some_and(|found| found.run == locking::Run::Pause(at))
+        })
+    }
+
+    /// The legs `owner` takes or holds a lease with (none without locks).
+    fn owner_legs(&self, owner: Owner) -> Vec<Ticket> {
+        let mut legs = Vec::new();
+        if !LOCKS {
+            return legs;
+        }
+        let race = match owner {
+            Owner::Work(serializer, work) => {
+                let Some(found) = self
+                    .serializers
+                    .get(serializer as usize)
+                    .and_then(|serial| serial.core.payload(work))
+                else {
+                    return legs;
+                };
+                legs.extend(found.leg);
+                found.race
+            }
+            Owner::Call(call) => match self.calls.get(call).map(|found| found.kind) {
+                Some(CallKind::Acquire { leg, race }) => {
+                    legs.extend(leg);
+                    race
+                }
+                Some(CallKind::Lock(leg) | CallKind::Renew(leg) | CallKind::Release(leg)) => {
+                    legs.push(leg);
+                    None
+                }
+                None => None,
+            },
+        };
+        if let Some(race) = race.and_then(|race| self.races.get(race)) {
+            legs.extend(race.legs.iter().copied());
+        }
+        legs
     }
 
     /// With one timer for all: it must fire by `at`.
@@ -630,17 +682,11 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     /// the deadline of those running ahead of it.
     fn need(&mut self, owner: Owner) -> Option<f64> {
         let mut at = f64::INFINITY;
-        let mut legs = Vec::new();
+        let legs = self.owner_legs(owner);
         match owner {
             Owner::Work(serializer, work) => {
                 let serial = self.serializers.get(serializer as usize)?;
-                let found = serial.core.payload(work)?;
-                if LOCKS {
-                    legs.extend(found.leg);
-                    if let Some(race) = found.race.and_then(|race| self.races.get(race)) {
-                        legs.extend(race.legs.iter().copied());
-                    }
-                }
+                serial.core.payload(work)?;
                 if let Some(deadline) = serial.core.deadline_of(work) {
                     at = at.min(deadline);
                 }
@@ -652,17 +698,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 }
             }
             Owner::Call(_) if !LOCKS => return None,
-            Owner::Call(call) => match self.calls.get(call)?.kind {
-                CallKind::Acquire { leg, race } => {
-                    legs.extend(leg);
-                    if let Some(race) = race.and_then(|race| self.races.get(race)) {
-                        legs.extend(race.legs.iter().copied());
-                    }
-                }
-                CallKind::Lock(leg) | CallKind::Renew(leg) | CallKind::Release(leg) => {
-                    legs.push(leg)
-                }
-            },
+            Owner::Call(call) => {
+                self.calls.get(call)?;
+            }
         }
         for leg in legs {
             if let Some(found) = self.legs.get(leg) {
