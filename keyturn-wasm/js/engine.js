@@ -344,23 +344,7 @@ export class Host {
   }
 
   /**
-   * Runs `f` as from the own request of the call held as `handle`.
-   * @param {number} handle
-   * @param {() => void} f
-   */
-  as(handle, f) {
-    const origin = this.origin;
-    this.origin = handle;
-    try {
-      f();
-    } finally {
-      this.origin = origin;
-    }
-  }
-
-  /**
-   * `event(kind, a, b)` as from the own request of the call held as `handle` (`as`, without a
-   * closure for a lock's every call).
+   * `event(kind, a, b)` as from the own request of the call held as `handle`.
    * @param {number} handle
    * @param {number} kind
    * @param {number} a
@@ -506,7 +490,15 @@ export class Host {
           this.origin = origin;
         }
       },
-      (error) => this.as(owner, () => this.failed(op, method, owner, error)),
+      (error) => {
+        const origin = this.origin;
+        this.origin = owner;
+        try {
+          this.failed(op, method, owner, error);
+        } finally {
+          this.origin = origin;
+        }
+      },
     );
   }
 

@@ -111,7 +111,7 @@ class LockCall {
     if (kind === EFFECT_SETTLE) {
       this.settle(host.field(FIELD_CODE), host);
     } else if (kind === EFFECT_ARM) {
-      const refusal = host.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.as(this.handle, () => host.event(EVENT_FIRED_CALL, this.id, 0)));
+      const refusal = host.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.eventAs(this.handle, EVENT_FIRED_CALL, this.id, 0));
       if (refusal !== undefined) host.refused(refusal, -1, this.id);
     }
   }
@@ -163,7 +163,7 @@ class Acquisition extends LockCall {
 
   /** Its signal aborted: it rejects at once; what a store call in flight takes is given back. */
   handleEvent() {
-    this.host.as(this.handle, () => this.host.event(EVENT_ABORT, this.id, 0));
+    this.host.eventAs(this.handle, EVENT_ABORT, this.id, 0);
   }
 
   /**
@@ -267,7 +267,7 @@ export class KeyturnLock {
       // Released, the engine names it no more: held for the answer only (it comes at once).
       const handle = this.#handle === -1 ? instance.hold(this) : this.#handle;
       const host = this.#host;
-      host.as(handle, () => host.event(EVENT_WATCH, this.#id, handle));
+      host.eventAs(handle, EVENT_WATCH, this.#id, handle);
       if (handle !== this.#handle) instance.letGo(handle);
     }
     return this.#controller.signal;
@@ -285,7 +285,7 @@ export class KeyturnLock {
       this.#controller?.abort(lostReason(template, this.#name));
     } else if (kind === EFFECT_ARM) {
       const handle = this.#handle;
-      const refusal = host.arm(this.#own, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.as(handle, () => host.event(EVENT_FIRED_CALL, this.#id, 0)));
+      const refusal = host.arm(this.#own, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.eventAs(handle, EVENT_FIRED_CALL, this.#id, 0));
       if (refusal !== undefined) host.refused(refusal, -1, this.#id);
     }
   }
@@ -315,7 +315,7 @@ export class KeyturnLock {
    */
   keepRenewed(keep) {
     const host = this.#host;
-    host.as(this.#handle, () => host.event(EVENT_KEEP_RENEWED, this.#id, keep ? 1 : 0));
+    host.eventAs(this.#handle, EVENT_KEEP_RENEWED, this.#id, keep ? 1 : 0);
   }
 
   /** Gives the lock back: one store call at most; the engine decides what it writes. */
