@@ -4,6 +4,7 @@
 
 use keyturn::engine::{
     read_answer, Answer, Config, Effect, Engine, Entered, Now, Outcome, StoreCall, Ticket, Why,
+    ORPHAN_MS,
 };
 use keyturn::{Coalesce, LockOptions, SeededRandom, SerializerOptions};
 
@@ -53,6 +54,21 @@ fn running() -> (Engine<u64, u32>, Ticket, SeededRandom) {
         "the running work's deadline is armed in its own context: {started:?}"
     );
     (engine, first, random)
+}
+
+#[test]
+fn the_work_behind_a_running_one_watches_its_deadline_after_the_work_itself_would() {
+    let (mut engine, _first, _random) = running();
+    enter(&mut engine, 2);
+    let armed = effects(&mut engine);
+    // Its own request handles its own deadline first: on Workers, timed out from the waiter's
+    // request instead, with its timer spent, it would be cancelled as hung before it heard.
+    assert!(
+        armed
+            .iter()
+            .any(|e| matches!(e, Effect::Arm { handle: 2, at, .. } if *at == 1000.0 + ORPHAN_MS)),
+        "{armed:?}"
+    );
 }
 
 #[test]

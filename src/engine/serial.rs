@@ -847,13 +847,17 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     }
 
     /// When the works running (or abandoned) at the head of `line` next need the engine: the
-    /// earliest deadline of a running one, or when an abandoned one leaves its line
-    /// ([`ORPHAN_MS`] on, so that a live caller handles its own first). At the deadline itself,
-    /// not after it: the timer armed for it then serves the waiter's own deadline, which is
-    /// never earlier, with no timer armed again.
+    /// earliest deadline of a running one, or when an abandoned one leaves its line — each
+    /// [`ORPHAN_MS`] on, so that a live caller handles its own first. Not at the deadline
+    /// itself: on Workers, a waiter's timer that fired first would time the work out from the
+    /// waiter's request, and the work's own request, its timer spent and nothing else pending,
+    /// would be cancelled as hung before it heard.
     pub(crate) fn earliest_ahead(&self, serializer: u32, line: LineId) -> Option<f64> {
         let serial = self.serializers.get(serializer as usize)?;
-        let running = serial.core.earliest_running_deadline(line);
+        let running = serial
+            .core
+            .earliest_running_deadline(line)
+            .map(|at| at + ORPHAN_MS);
         let orphan = serial
             .core
             .head(line)

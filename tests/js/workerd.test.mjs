@@ -44,6 +44,14 @@ test('the serializer across concurrent requests in workerd: each work runs in it
   assert.ok(Date.now() - started >= 600, 'the hung work held the key until its deadline');
 });
 
+test('the request of a hung work hears its timeout in workerd, round after round on one isolate, never cancelled as hung', async () => {
+  for (let round = 0; round < 8; round++) {
+    const responses = await Promise.all([1, 2, 3].map((n) => mf.dispatchFetch(`http://worker/serialize?n=${round}-${n}${n === 2 ? '&hang=1' : ''}`)));
+    const bodies = await Promise.all(responses.map((response) => response.text()));
+    assert.deepEqual(responses.map((response) => response.status), [200, 503, 200], `round ${round}: ${bodies.join(' | ')}`);
+  }
+});
+
 test('concurrency 3 across concurrent requests in workerd: at most three run at once, started in call order, each in its own request', async () => {
   const responses = await Promise.all(Array.from({ length: 40 }, (_, n) => mf.dispatchFetch(`http://worker/concurrency?n=${n}`)));
   const bodies = await Promise.all(responses.map((response) => response.json()));
