@@ -481,25 +481,29 @@ export class Host {
       answer = Promise.reject(error);
     }
     Promise.resolve(answer).then(
-      (value) => {
-        const origin = this.origin;
-        this.origin = owner;
-        try {
-          this.answered(op, method, value, owner);
-        } finally {
-          this.origin = origin;
-        }
-      },
-      (error) => {
-        const origin = this.origin;
-        this.origin = owner;
-        try {
-          this.failed(op, method, owner, error);
-        } finally {
-          this.origin = origin;
-        }
-      },
+      (value) => this.heard(op, method, owner, true, value),
+      (error) => this.heard(op, method, owner, false, error),
     );
+  }
+
+  /**
+   * The store call `op` settled — with `value` (`ok`) or failed with it — as from its owner's
+   * own request.
+   * @param {number} op
+   * @param {number} method
+   * @param {number} owner
+   * @param {boolean} ok
+   * @param {unknown} value
+   */
+  heard(op, method, owner, ok, value) {
+    const origin = this.origin;
+    this.origin = owner;
+    try {
+      if (ok) this.answered(op, method, value, owner);
+      else this.failed(op, method, owner, value);
+    } finally {
+      this.origin = origin;
+    }
   }
 
   /**
