@@ -28,13 +28,14 @@ if [ "$(wasm-snip --version 2>/dev/null | awk '{ print $2 }' || true)" != "$WASM
   cargo install wasm-snip --version "$WASM_SNIP_VERSION" --locked
 fi
 
-# Browsers and their drivers for the wasm tests, Redis for the store tests: Debian's packages;
-# geckodriver from crates.io.
+# Browsers and their drivers for the wasm tests, Redis and PostgreSQL for the store tests: Debian's
+# packages; geckodriver from crates.io.
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 command -v firefox >/dev/null || missing+=(firefox-esr)
 command -v redis-server >/dev/null || missing+=(redis-server) # the Redis store's tests
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql) # PostgresStore's tests
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -56,7 +57,7 @@ if [ "$(worker-build --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' |
 fi
 
 # Node dev dependencies (wasm-opt from npm's binaryen, esbuild, typescript, miniflare and
-# wrangler for workerd, the redis client), as the lock says.
+# wrangler for workerd, the clients and local engines of the store tests), as the lock says.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing node dev dependencies"
   npm ci --no-audit --no-fund --loglevel=error
