@@ -1,14 +1,17 @@
 // SqliteStore on real SQLite engines in this process: the store contract
 // (tests/runtimes/contract.mjs) over better-sqlite3 — rows as objects and as arrays — and over
-// libSQL with a `file:` database; then what the store refuses: bad table names, bad answers and
+// libSQL with a `file:` database, over bun:sqlite in Bun and node:sqlite in Deno (Node 20 has
+// none); the README's example as written, and each driver's line of it as its test runs it; then what the store refuses: bad table names, bad answers and
 // drivers that throw (each a LockStoreError, never a busy or a throw), a missing table, and a
 // row that is not a keyturn record, which is never released. D1 and Durable Object SQL:
 // tests/js/sqlite-workerd.test.mjs; two processes over one file: tests/js/sqlite-cross-process.test.mjs.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import Database from 'better-sqlite3';
 import { createClient } from '@libsql/client';
@@ -16,6 +19,7 @@ import { acquireLock, LockStoreError, SqliteStore } from 'keyturn';
 
 import { contract } from '../runtimes/contract.mjs';
 
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'keyturn-sqlite-'));
 const keepAlive = setInterval(() => {}, 1000);
 after(() => {
@@ -225,5 +229,54 @@ describe('SqliteStore refuses', () => {
     const version = await store.create(key, `it's "quoted"`);
     assert.deepEqual(await store.read(key), { value: `it's "quoted"`, version });
     assert.equal(db.prepare('SELECT count(*) AS n FROM keyturn_locks').get().n, 1);
+  });
+});
+
+describe('SqliteStore in other runtimes (tests/runtimes/sqlite-runtimes.mjs)', () => {
+  const bun = join(root, 'node_modules/.bin/bun');
+  const deno = join(root, 'node_modules/.bin/deno');
+  const runs = [
+    ['bun:sqlite in Bun', bun, [join(root, 'tests/runtimes/sqlite-runtimes.mjs'), dir]],
+    ['node:sqlite in Deno', deno, ['run', '--quiet', '--no-prompt', `--allow-read=${root},${dir}`, `--allow-write=${dir}`, join(root, 'tests/runtimes/sqlite-runtimes.mjs'), dir]],
+  ];
+  for (const [label, binary, args] of runs) {
+    test(`passes the store contract on ${label}`, { skip: !existsSync(binary) && `no ${binary} (scripts/setup.sh installs it)` }, () => {
+      const result = spawnSync(binary, args, {
+        encoding: 'utf8',
+        timeout: 300_000,
+        env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(dir, 'deno-dir') },
+      });
+      assert.equal(result.status, 0, result.stderr);
+      assert.deepEqual(JSON.parse(result.stdout.trim().split('\n').pop()), { failures: [] });
+    });
+  }
+});
+
+describe('the README on SqliteStore', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const [, code] = readme.match(/^```js sqlite\n([\s\S]*?)^```$/m) ?? [];
+
+  test('its example runs as written over better-sqlite3 and prints what it says', () => {
+    assert.ok(code, 'a ```js sqlite block');
+    const project = mkdtempSync(join(dir, 'readme-'));
+    symlinkSync(join(root, 'node_modules'), join(project, 'node_modules'));
+    writeFileSync(join(project, 'example.mjs'), code);
+    const result = spawnSync(process.execPath, ['example.mjs'], { cwd: project, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, `${code.match(/console\.log\(.*\); \/\/ (.*)$/m)[1]}\n`);
+    assert.ok(existsSync(join(project, 'locks.db')));
+  });
+
+  test('each driver\'s query in it is the one its test runs, word for word', () => {
+    const runBy = {
+      'D1': 'tests/workerd/sqlite-worker.mjs',
+      'Durable Objects': 'tests/workerd/sqlite-worker.mjs',
+      'libSQL / Turso': 'tests/runtimes/sqlite-keyturn-process.mjs',
+      'node:sqlite': 'tests/runtimes/sqlite-runtimes.mjs',
+      'bun:sqlite': 'tests/runtimes/sqlite-runtimes.mjs',
+    };
+    const lines = [...code.matchAll(/^\/\/ ([^:(]+(?::sqlite)?): +(\(sql.*)$/gm)].map(([, driver, query]) => [driver.trim(), query]);
+    assert.deepEqual(lines.map(([driver]) => driver), Object.keys(runBy));
+    for (const [driver, query] of lines) assert.ok(readFileSync(join(root, runBy[driver]), 'utf8').includes(query), `${driver}: ${query} in ${runBy[driver]}`);
   });
 });

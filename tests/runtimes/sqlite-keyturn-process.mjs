@@ -19,7 +19,8 @@ import { semaphoreLoops } from '../js/semaphore-loops.mjs';
 const { url } = JSON.parse(process.argv[2]);
 // A busy timeout: the other process may hold the file's write lock for a statement.
 const client = createClient({ url, timeout: 10_000 });
-const query = (sql, args) => client.execute({ sql, args }).then((result) => result.rows);
+// The README's libSQL query, as written there.
+const query = (sql, args) => client.execute({ sql, args }).then((r) => r.rows);
 const store = new SqliteStore(query);
 const say = (answer) => process.stdout.write(`${JSON.stringify(answer)}\n`);
 const held = [];

@@ -12,14 +12,15 @@ import { acquireLock, withLock, SqliteStore } from '../../pkg/workerd.js';
 import { contract } from '../runtimes/contract.mjs';
 import { semaphoreLoops } from '../js/semaphore-loops.mjs';
 
-/** The README's D1 query: D1 answers a result whose `results` are the rows, as objects. */
-const d1 = (db) => (sql, params) => db.prepare(sql).bind(...params).all().then((result) => result.results);
+/** The README's D1 query, as written there: D1 answers a result whose `results` are the rows. */
+const d1 = (env) => (sql, params) => env.DB.prepare(sql).bind(...params).all().then((r) => r.results);
 
 /** A Durable Object whose own SQL storage holds its locks: the contract runs inside it. */
 export class SqlLocks extends DurableObject {
   async fetch() {
-    // The README's Durable Object query: a cursor, its rows as objects.
-    const query = (sql, params) => this.ctx.storage.sql.exec(sql, ...params).toArray();
+    // The README's Durable Object query, as written there: a cursor, its rows as objects.
+    const { ctx } = this;
+    const query = (sql, params) => ctx.storage.sql.exec(sql, ...params).toArray();
     await new SqliteStore(query).setup();
     return Response.json({ failures: await contract(() => new SqliteStore(query), acquireLock) });
   }
@@ -34,12 +35,12 @@ export default {
     const url = new URL(request.url);
     if (url.pathname === '/contract') {
       if (url.searchParams.get('store') === 'do') return env.SQL_LOCKS.get(env.SQL_LOCKS.idFromName('contract')).fetch(request);
-      const query = d1(env.DB);
+      const query = d1(env);
       await new SqliteStore(query).setup();
       return Response.json({ failures: await contract(() => new SqliteStore(query), acquireLock) });
     }
     if (store === undefined) {
-      store = new SqliteStore(d1(env.DB));
+      store = new SqliteStore(d1(env));
       await store.setup();
     }
     const body = await request.json();
