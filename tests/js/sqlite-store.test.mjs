@@ -177,9 +177,9 @@ describe('SqliteStore refuses', () => {
     ['undefined', undefined, /undefined, not no row or one/],
     ['a number', 1, /number, not no row or one/],
     ['two rows', [{ version: 'a', value: 'x' }, { version: 'b', value: 'y' }], /2 rows, not no row or one/],
-    ['a row without the columns', [{}], /1 rows, not/],
-    ['a row of numbers', [{ value: 1, version: 2 }], /1 rows, not/],
-    ['null as a row', [null], /1 rows, not/],
+    ['a row without the columns', [{}], /1 row, not/],
+    ['a row of numbers', [{ value: 1, version: 2 }], /1 row, not/],
+    ['null as a row', [null], /1 row, not/],
   ];
   for (const [label, answer, message] of answers) {
     test(`an answer that is ${label}: a LockStoreError from every method, and from acquireLock`, async () => {
@@ -196,8 +196,8 @@ describe('SqliteStore refuses', () => {
 
   test('a write answered with a version it did not write is a LockStoreError, not a win', async () => {
     const store = new SqliteStore(() => [{ version: 'someone else' }]);
-    await assert.rejects(store.create('k', 'v'), /answered create with 1 rows, not the version it wrote/);
-    await assert.rejects(store.replace('k', 'v0', 'v'), /answered replace with 1 rows, not the version it wrote/);
+    await assert.rejects(store.create('k', 'v'), /SqliteStore\.create: the query answered 1 row, not the version it wrote/);
+    await assert.rejects(store.replace('k', 'v0', 'v'), /SqliteStore\.replace: the query answered 1 row, not the version it wrote/);
   });
 
   test('a driver that throws, synchronously or by rejecting, is a LockStoreError carrying its error — never a throw', async () => {

@@ -49,7 +49,7 @@ const column = (row, name, index) =>
 
 /** What an answer was, for a message: a driver's result object is named by its keys. */
 function shape(/** @type {unknown} */ answer) {
-  if (Array.isArray(answer)) return `${answer.length} rows`;
+  if (Array.isArray(answer)) return `${answer.length} row${answer.length === 1 ? '' : 's'}`;
   if (answer !== null && typeof answer === 'object') return `an object with ${Object.keys(answer).slice(0, 4).join(', ') || 'no keys'}`;
   return describe(answer);
 }
@@ -62,7 +62,7 @@ function shape(/** @type {unknown} */ answer) {
 function malformed(what, answer, expected) {
   // A result object where rows were wanted is the commonest slip: say where the rows are.
   const hint = answer !== null && typeof answer === 'object' && !Array.isArray(answer) ? ' (answer the rows: D1\'s `results`, libSQL\'s `rows`)' : '';
-  return new LockStoreError(`keyturn: SqliteStore's query answered ${what} with ${shape(answer)}, not ${expected}${hint}`);
+  return new LockStoreError(`keyturn: SqliteStore.${what}: the query answered ${shape(answer)}, not ${expected}${hint}`);
 }
 
 /**
@@ -72,7 +72,7 @@ function malformed(what, answer, expected) {
 function failed(what, cause) {
   if (cause instanceof LockStoreError) return cause;
   const message = cause instanceof Error ? cause.message : String(cause);
-  return new LockStoreError(`keyturn: SqliteStore ${what} failed: ${message}`, { cause });
+  return new LockStoreError(`keyturn: SqliteStore.${what}: ${message}`, { cause });
 }
 
 /** A lock store over SQLite; lock records are rows of `table` (default `keyturn_locks`). */
