@@ -240,7 +240,7 @@ describe('SqliteStore in other runtimes (tests/runtimes/sqlite-runtimes.mjs)', (
     ['node:sqlite in Deno', deno, ['run', '--quiet', '--no-prompt', `--allow-read=${root},${dir}`, `--allow-write=${dir}`, join(root, 'tests/runtimes/sqlite-runtimes.mjs'), dir]],
   ];
   for (const [label, binary, args] of runs) {
-    test(`passes the store contract on ${label}`, { skip: !existsSync(binary) && `no ${binary} (scripts/setup.sh installs it)` }, () => {
+    test(`passes the store contract on ${label}`, { skip: !existsSync(binary) && `no ${binary} (npm ci installs it: a devDependency)` }, () => {
       const result = spawnSync(binary, args, {
         encoding: 'utf8',
         timeout: 300_000,
