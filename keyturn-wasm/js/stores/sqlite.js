@@ -6,7 +6,8 @@
 //   D1:              (sql, params) => env.DB.prepare(sql).bind(...params).all().then((r) => r.results)
 //   Durable Objects: (sql, params) => ctx.storage.sql.exec(sql, ...params).toArray()
 //   libSQL / Turso:  (sql, args) => client.execute({ sql, args }).then((r) => r.rows)
-//   better-sqlite3:  (sql, params) => db.prepare(sql).all(...params)
+//   better-sqlite3:  (sql, params) => { const s = db.prepare(sql); return s.reader ? s.all(...params) : s.run(...params); }
+//                    (its `all` refuses setup's CREATE TABLE; the README's also prepares each once)
 //   node:sqlite:     (sql, params) => db.prepare(sql).all(...params)
 //   bun:sqlite:      (sql, params) => db.query(sql).all(...params)
 //
