@@ -457,3 +457,31 @@ export class DenoKvStore implements LockStore {
   /** When the handle has `watch` (`kv.watch`): a waiter for a name held elsewhere is woken by its release. */
   changed?: ((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined;
 }
+
+/**
+ * SQLite as a lock store over any driver: `query(sql, params)` runs one statement with `params`
+ * bound to its `?`s in order and answers its rows (objects by column name, or arrays of columns),
+ * or a promise of them. One dialect — SQLite 3.35 or later, for `RETURNING` — serves D1, the
+ * Durable Object SQL API, libSQL/Turso, `node:sqlite`, better-sqlite3 and `bun:sqlite`. Records
+ * are rows of `table` (default `keyturn_locks`: letters, digits and `_`, else a `RangeError`).
+ *
+ * Each method is one statement, atomic in the database: create is `INSERT … ON CONFLICT DO
+ * NOTHING RETURNING`, replace `UPDATE … WHERE key = ? AND version = ? RETURNING`. Versions are
+ * text chosen by the writer, so none repeats, even for a row deleted and created again.
+ *
+ * Not done: no `changed` (SQLite tells nobody of a write), so a lock over this store polls.
+ * Construction does no I/O; a fresh database needs `await store.setup()` once.
+ *
+ * # Errors
+ * Every method rejects — never throws — with `LockStoreError` (`cause`: the driver's error)
+ * when `query` throws, rejects, or answers anything but the rows asked for (a D1 or libSQL
+ * result object, not its rows, is refused); a missing table is one too.
+ */
+export class SqliteStore implements LockStore {
+  constructor(query: (sql: string, params: string[]) => unknown, options?: { table?: string | undefined });
+  /** Creates the table if it does not exist (idempotent); rejects with `LockStoreError` when that fails. */
+  setup(): Promise<void>;
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}
