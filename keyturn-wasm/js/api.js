@@ -8,3 +8,4 @@ export { R2Store } from './stores/r2.js';
 export { RedisStore } from './stores/redis.js';
 export { DurableObjectStore } from './stores/durable-object-store.js';
 export { DenoKvStore } from './stores/deno-kv.js';
+export { DynamoDbStore } from './stores/dynamodb.js';
