@@ -1,0 +1,82 @@
+// DynamoDbStore on dynalite (a server of this run's own on a loopback port, stopped by PID): an
+// uncontended acquire + release (`acquireLock`, then `release`) beside its floor — the same two
+// requests a cycle makes, two conditional PutItems of a record of the same size, issued
+// directly through the same client — alternating pair by pair (which of the two goes first
+// alternates too), so both see the same machine. Medians, and the store calls per cycle.
+//
+//   node bench/stores-dynamodb.mjs [pairs]     default 3000 pairs, after 300 unmeasured
+//
+// Not a test: it asserts nothing about speed.
+import { acquireLock, DynamoDbStore, lockStats } from 'keyturn';
+
+import { createTable, dynamoClient, startDynalite } from '../tests/runtimes/dynalite-server.mjs';
+
+const pairs = Number(process.argv[2] ?? 3000);
+const warm = 300;
+const TABLE = 'keyturn-locks';
+
+const server = await startDynalite();
+try {
+  const client = await dynamoClient(server.endpoint);
+  await createTable(client, TABLE);
+  const store = new DynamoDbStore(client, { table: TABLE });
+
+  // The floor: what a cycle sends, without keyturn — a held record put over the free one by its
+  // version, then a free one over it by the version just written. The records are as long as
+  // keyturn's (its token is 32 hex digits; its fence, 16 digits).
+  const record = (state, token, fence) => JSON.stringify({ keyturn: 1, state, token, fence, at: Date.now(), lease: 2000 });
+  let version = 0;
+  let current = `floor-${++version}`;
+  await client.putItem({ TableName: TABLE, Item: { pk: { S: 'floor' }, value: { S: record('free', '', 0) }, version: { S: current } } });
+  let fence = 1_700_000_000_000_000;
+  const put = async (value) => {
+    const next = `floor-${++version}`.padEnd(32, '0');
+    await client.putItem({
+      TableName: TABLE,
+      Item: { pk: { S: 'floor' }, value: { S: value }, version: { S: next } },
+      ConditionExpression: '#ver = :ver',
+      ExpressionAttributeNames: { '#ver': 'version' },
+      ExpressionAttributeValues: { ':ver': { S: current } },
+    });
+    current = next;
+  };
+  const floorCycle = async () => {
+    fence += 1;
+    const token = crypto.randomUUID().replaceAll('-', '');
+    await put(record('held', token, fence));
+    await put(record('free', '', fence));
+  };
+  const keyturnCycle = async () => {
+    const lock = await acquireLock(store, 'keyturn');
+    await lock.release();
+  };
+
+  const keyturnTimes = [];
+  const floorTimes = [];
+  let calls = 0;
+  for (let i = 0; i < warm + pairs; i++) {
+    const order = i % 2 === 0 ? [[keyturnTimes, keyturnCycle], [floorTimes, floorCycle]] : [[floorTimes, floorCycle], [keyturnTimes, keyturnCycle]];
+    if (i === warm) calls = lockStats(store).storeCalls;
+    for (const [samples, cycle] of order) {
+      const started = performance.now();
+      await cycle();
+      if (i >= warm) samples.push(performance.now() - started);
+    }
+  }
+  calls = (lockStats(store).storeCalls - calls) / pairs;
+  const quantileUs = (samples, q) => [...samples].sort((a, b) => a - b)[Math.floor((samples.length - 1) * q)] * 1000;
+  const k = quantileUs(keyturnTimes, 0.5);
+  const f = quantileUs(floorTimes, 0.5);
+  console.log(`DynamoDbStore on dynalite, node ${process.version}, ${pairs} pairs alternating`);
+  console.log('');
+  console.log('cycle                                        median µs   p25 µs   p75 µs  calls');
+  const line = (label, samples, count) =>
+    console.log(`${label.padEnd(44)} ${quantileUs(samples, 0.5).toFixed(0).padStart(9)} ${quantileUs(samples, 0.25).toFixed(0).padStart(8)} ${quantileUs(samples, 0.75).toFixed(0).padStart(8)}  ${count.toFixed(2).padStart(5)}`);
+  line('acquireLock + release (DynamoDbStore)', keyturnTimes, calls);
+  line('two conditional PutItems, same client (floor)', floorTimes, 2);
+  console.log('');
+  console.log(`keyturn ÷ floor: ${(k / f).toFixed(3)}× (budget ≤ 1.15×), ${((k - f)).toFixed(0)} µs more a cycle`);
+  client.destroy();
+} finally {
+  server.stop();
+}
