@@ -2,7 +2,8 @@
 // uncontended acquire + release (`acquireLock`, then `release`) beside its floor — the same two
 // requests a cycle makes, two conditional PutItems of a record of the same size, issued
 // directly through the same client — alternating pair by pair (which of the two goes first
-// alternates too), so both see the same machine. Medians, and the store calls per cycle.
+// alternates too), so both see the same machine. Medians, and the store calls per cycle; and,
+// after every 4th pair, the two writes through DynamoDbStore's own `replace`, without a lock.
 //
 //   node bench/stores-dynamodb.mjs [pairs]     default 3000 pairs, after 300 unmeasured
 //
@@ -46,6 +47,16 @@ try {
     await put(record('held', token, fence));
     await put(record('free', '', fence));
   };
+  // Between the two: the same two writes through DynamoDbStore's own replace, no lock — what the
+  // store adds to the floor, apart from the lock's own work.
+  let storeVersion = await store.create('store', record('free', '', 0));
+  const storeCycle = async () => {
+    fence += 1;
+    const token = crypto.randomUUID().replaceAll('-', '');
+    storeVersion = await store.replace('store', storeVersion, record('held', token, fence));
+    storeVersion = await store.replace('store', storeVersion, record('free', '', fence));
+    if (storeVersion === null) throw new Error('uncontended CAS failed');
+  };
   const keyturnCycle = async () => {
     const lock = await acquireLock(store, 'keyturn');
     await lock.release();
@@ -53,9 +64,12 @@ try {
 
   const keyturnTimes = [];
   const floorTimes = [];
+  const storeTimes = [];
   let calls = 0;
   for (let i = 0; i < warm + pairs; i++) {
     const order = i % 2 === 0 ? [[keyturnTimes, keyturnCycle], [floorTimes, floorCycle]] : [[floorTimes, floorCycle], [keyturnTimes, keyturnCycle]];
+    // The store's own cycle, after every 4th pair, apart from them: the pairs stay pairs.
+    if (i % 4 === 3) order.push([storeTimes, storeCycle]);
     if (i === warm) calls = lockStats(store).storeCalls;
     for (const [samples, cycle] of order) {
       const started = performance.now();
@@ -74,6 +88,7 @@ try {
     console.log(`${label.padEnd(44)} ${quantileUs(samples, 0.5).toFixed(0).padStart(9)} ${quantileUs(samples, 0.25).toFixed(0).padStart(8)} ${quantileUs(samples, 0.75).toFixed(0).padStart(8)}  ${count.toFixed(2).padStart(5)}`);
   line('acquireLock + release (DynamoDbStore)', keyturnTimes, calls);
   line('two conditional PutItems, same client (floor)', floorTimes, 2);
+  line('the two through DynamoDbStore.replace', storeTimes, 2);
   console.log('');
   console.log(`keyturn ÷ floor: ${(k / f).toFixed(3)}× (budget ≤ 1.15×), ${((k - f)).toFixed(0)} µs more a cycle`);
   client.destroy();
