@@ -5,14 +5,24 @@
 // alternates too), so both see the same machine. Medians, and the store calls per cycle; and,
 // after every 4th pair, the two writes through DynamoDbStore's own `replace`, without a lock.
 //
-//   node bench/stores-dynamodb.mjs [pairs]     default 3000 pairs, after 300 unmeasured
+// Then a hand-off as bench/cross-isolate.mjs takes it: A holds a name 30 ms while B waits (two
+// package instances, the ESM entry and the CommonJS one, each with its own client): B's wait
+// after A's release, and the store calls of the whole exchange. The store has no `changed`: B polls.
+//
+//   node bench/stores-dynamodb.mjs [pairs]     default 3000 pairs, after 300 unmeasured; 40 hand-offs
 //
 // Not a test: it asserts nothing about speed.
+import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
+
 import { acquireLock, DynamoDbStore, lockStats } from 'keyturn';
 
 import { createTable, dynamoClient, startDynalite } from '../tests/runtimes/dynalite-server.mjs';
 
+const b = createRequire(import.meta.url)('keyturn');
 const pairs = Number(process.argv[2] ?? 3000);
+const HOLD_MS = 30;
+const HAND_OFFS = 40;
 const warm = 300;
 const TABLE = 'keyturn-locks';
 
@@ -91,7 +101,31 @@ try {
   line('the two through DynamoDbStore.replace', storeTimes, 2);
   console.log('');
   console.log(`keyturn ÷ floor: ${(k / f).toFixed(3)}× (budget ≤ 1.15×), ${((k - f)).toFixed(0)} µs more a cycle`);
+
+  const clientB = await dynamoClient(server.endpoint);
+  const storeB = new b.DynamoDbStore(clientB, { table: TABLE });
+  const exchangeCalls = () => lockStats(store).storeCalls + b.lockStats(storeB).storeCalls;
+  const waits = [];
+  const spent = [];
+  for (let i = 0; i < HAND_OFFS; i++) {
+    const before = exchangeCalls();
+    const name = `hand-off-${i}`;
+    const held = await acquireLock(store, name);
+    const asked = b.acquireLock(storeB, name, { waitMs: 1000 });
+    await sleep(HOLD_MS);
+    const released = performance.now();
+    await held.release();
+    const lock = await asked;
+    waits.push(performance.now() - released);
+    await lock.release();
+    spent.push(exchangeCalls() - before);
+  }
+  const ms = (q) => [...waits].sort((x, y) => x - y)[Math.floor((waits.length - 1) * q)];
+  const medianCalls = [...spent].sort((x, y) => x - y)[spent.length >> 1];
+  console.log('');
+  console.log(`a hand-off (A holds ${HOLD_MS} ms while B waits, polling), ${HAND_OFFS} cycles: B after the release p50 ${ms(0.5).toFixed(2)} ms, max ${ms(1).toFixed(2)} ms; ${medianCalls} calls per exchange (median)`);
   client.destroy();
+  clientB.destroy();
 } finally {
   server.stop();
 }
