@@ -4,6 +4,8 @@
 // directly through the same client — alternating pair by pair (which of the two goes first
 // alternates too), so both see the same machine. Medians, and the store calls per cycle; and,
 // after every 4th pair, the two writes through DynamoDbStore's own `replace`, without a lock.
+// Then where the difference goes: each cycle's time outside its requests, and the lock's own
+// work over a store that answers after setImmediate (no I/O).
 //
 // Then a hand-off as bench/cross-isolate.mjs takes it: A holds a name 30 ms while B waits (two
 // package instances, the ESM entry and the CommonJS one, each with its own client): B's wait
@@ -15,7 +17,7 @@
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { acquireLock, DynamoDbStore, lockStats } from 'keyturn';
+import { acquireLock, DynamoDbStore, lockStats, MemoryStore } from 'keyturn';
 
 import { createTable, dynamoClient, startDynalite } from '../tests/runtimes/dynalite-server.mjs';
 
@@ -101,6 +103,78 @@ try {
   line('the two through DynamoDbStore.replace', storeTimes, 2);
   console.log('');
   console.log(`keyturn ÷ floor: ${(k / f).toFixed(3)}× (budget ≤ 1.15×), ${((k - f)).toFixed(0)} µs more a cycle`);
+
+  // Where the difference goes: the same pairs (1000) with both sides' requests timed by a thin
+  // wrapper of the client — a cycle's time outside its requests; then the same two cycles over
+  // a MemoryStore whose answers come after setImmediate (no I/O, everything hot): the lock's own
+  // work beside two plain calls.
+  let inRequests = 0;
+  const timed = (method) => (input) => {
+    const started = performance.now();
+    return client[method](input).finally(() => {
+      inRequests += performance.now() - started;
+    });
+  };
+  const timedClient = { putItem: timed('putItem'), getItem: timed('getItem') };
+  const timedStore = new DynamoDbStore(timedClient, { table: TABLE });
+  const outside = { keyturn: [], floor: [] };
+  const timedCycles = {
+    keyturn: async () => {
+      const lock = await acquireLock(timedStore, 'timed');
+      await lock.release();
+    },
+    floor: async () => {
+      fence += 1;
+      for (const value of [record('held', crypto.randomUUID().replaceAll('-', ''), fence), record('free', '', fence)]) {
+        const next = `floor-${++version}`.padEnd(32, '0');
+        await timedClient.putItem({
+          TableName: TABLE,
+          Item: { pk: { S: 'floor' }, value: { S: value }, version: { S: next } },
+          ConditionExpression: '#ver = :ver',
+          ExpressionAttributeNames: { '#ver': 'version' },
+          ExpressionAttributeValues: { ':ver': { S: current } },
+        });
+        current = next;
+      }
+    },
+  };
+  for (let i = 0; i < warm + 1000; i++) {
+    for (const kind of i % 2 === 0 ? ['keyturn', 'floor'] : ['floor', 'keyturn']) {
+      inRequests = 0;
+      const started = performance.now();
+      await timedCycles[kind]();
+      if (i >= warm) outside[kind].push(performance.now() - started - inRequests);
+    }
+  }
+  const memory = new MemoryStore();
+  const later = (answer) => new Promise((resolve) => setImmediate(() => resolve(answer)));
+  const mock = {
+    create: (key, value) => memory.create(key, value).then(later),
+    read: (key) => memory.read(key).then(later),
+    replace: (key, at, value) => memory.replace(key, at, value).then(later),
+  };
+  let mockVersion = await memory.create('plain', record('free', '', 0));
+  const hot = { keyturn: [], plain: [] };
+  const hotCycles = {
+    keyturn: async () => {
+      const lock = await acquireLock(mock, 'keyturn');
+      await lock.release();
+    },
+    plain: async () => {
+      fence += 1;
+      mockVersion = await mock.replace('plain', mockVersion, record('held', crypto.randomUUID().replaceAll('-', ''), fence));
+      mockVersion = await mock.replace('plain', mockVersion, record('free', '', fence));
+    },
+  };
+  for (let i = 0; i < 30_000; i++) {
+    for (const kind of i % 2 === 0 ? ['keyturn', 'plain'] : ['plain', 'keyturn']) {
+      const started = performance.now();
+      await hotCycles[kind]();
+      if (i >= 10_000) hot[kind].push(performance.now() - started);
+    }
+  }
+  console.log(`outside its two requests, median: a keyturn cycle ${quantileUs(outside.keyturn, 0.5).toFixed(1)} µs, the floor ${quantileUs(outside.floor, 0.5).toFixed(1)} µs (1000 pairs)`);
+  console.log(`over MemoryStore answering after setImmediate: a keyturn cycle ${quantileUs(hot.keyturn, 0.5).toFixed(1)} µs, the two calls in plain JS ${quantileUs(hot.plain, 0.5).toFixed(1)} µs (20 000 pairs)`);
 
   const clientB = await dynamoClient(server.endpoint);
   const storeB = new b.DynamoDbStore(clientB, { table: TABLE });
