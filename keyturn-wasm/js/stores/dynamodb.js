@@ -6,7 +6,8 @@
 // the null answer, so either is one request. Reads are strongly consistent: an eventually
 // consistent read could show a holder a record older than its own last write.
 //
-// The version is the writer's (as RedisStore's), so a write never reads back what it wrote.
+// The version is chosen by the writer (as RedisStore's: a random id and a count), so a write
+// knows it without asking DynamoDB to return the item.
 // An item at a key without the two string attributes is not ours: reading it is an error,
 // never a record a lock could take over, and no condition of ours matches it, so it is never
 // overwritten or released.
