@@ -434,8 +434,8 @@ export class RedisStore implements LockStore {
  * document client are not it) or unknown options; `RangeError` for a `table` that is not a
  * DynamoDB table name or a `keyAttribute` that is not an identifier (or is `value`/`version`).
  * A method rejects (never throws) with the client's error, or a `TypeError` for an answer that
- * is not DynamoDB's; `ConditionalCheckFailedException` is the `null` answer, unless the SDK had
- * retried the request (then the outcome is unknown and it is an error the lock reads back).
+ * is not DynamoDB's; `ConditionalCheckFailedException` is the `null` answer (when the SDK had
+ * retried the request, a consistent read first tells whether an earlier attempt applied it).
  */
 export class DynamoDbStore implements LockStore {
   constructor(

@@ -75,11 +75,15 @@ describe('DynamoDbStore over a scripted client', () => {
     assert.equal(versions.size, 52);
   });
 
-  test('a failed condition is null; sent more than once by the SDK (an answer lost, then retried), it is a failure the lock reads back', async () => {
+  test('a failed condition is null; sent more than once by the SDK, a consistent read tells whether an earlier attempt applied it', async () => {
     let attempts = 1;
-    const { client } = scripted(async (method) => {
-      if (method === 'putItem') throw conditionFailed(attempts);
-      return {};
+    let apply = false;
+    let stands; // the version the item holds
+    const { calls, client } = scripted(async (method, input) => {
+      if (method === 'getItem') return stands === undefined ? {} : { Item: { pk: { S: 'a' }, value: { S: 'v' }, version: { S: stands } } };
+      // The retried request: its first attempt applied (when `apply`), the last failed the condition.
+      if (apply) stands = input.Item.version.S;
+      throw conditionFailed(attempts);
     });
     const store = new DynamoDbStore(client, { table: 'locks' });
     assert.equal(await store.create('a', 'v'), null);
@@ -87,9 +91,22 @@ describe('DynamoDbStore over a scripted client', () => {
     // A failed condition without $metadata (another client's error) is the null answer too.
     attempts = undefined;
     assert.equal(await store.create('a', 'v'), null);
+    assert.equal(calls.filter((call) => call.method === 'getItem').length, 0, 'no read after a request sent once');
     attempts = 2;
-    await assert.rejects(store.create('a', 'v'), (error) => error.name === 'ConditionalCheckFailedException');
-    await assert.rejects(store.replace('a', '0'.repeat(32), 'v'), (error) => error.name === 'ConditionalCheckFailedException');
+    // Its own write stands: the write's version.
+    apply = true;
+    const created = await store.create('a', 'v');
+    assert.equal(created, stands);
+    const replaced = await store.replace('a', created, 'w');
+    assert.equal(replaced, stands);
+    assert.notEqual(replaced, created);
+    assert.deepEqual(calls.at(-1), { method: 'getItem', input: { TableName: 'locks', Key: { pk: { S: 'a' } }, ConsistentRead: true } });
+    // Another write stands, or none: null.
+    apply = false;
+    assert.equal(await store.create('a', 'v'), null);
+    assert.equal(await store.replace('a', replaced, 'x'), null);
+    stands = undefined;
+    assert.equal(await store.replace('a', replaced, 'x'), null);
   });
 
   test('a missing item is null; an item without the string attributes value and version is not the store\'s: a rejection, a LockStoreError through the lock', async () => {

@@ -1,26 +1,25 @@
 // A dynalite server of one's own (DynamoDB's API over LevelDB, in memory), for the tests and the
-// benchmark: its own process on a free loopback port, ready once it says it listens, stopped by
-// its PID (never another's). `dynamoClient` is the SDK's aggregated client pointed at it, with
+// benchmark: its own process (dynalite-main.cjs) on a free loopback port, ready once it says it
+// listens, stopped by its PID (never another's). `dynamoClient` is the SDK's aggregated client pointed at it, with
 // dummy credentials and a region: nothing leaves the machine.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 
 import { freePort } from './ports.mjs';
 
 const require = createRequire(import.meta.url);
 
-/** dynalite's command-line entry, or undefined when the package is not installed. */
-function dynaliteCli() {
+/** Whether dynalite is installed (a devDependency: `npm ci` installs it). */
+export function haveDynalite() {
   try {
-    return require.resolve('dynalite/cli.js');
+    require.resolve('dynalite');
+    return true;
   } catch {
-    return undefined;
+    return false;
   }
 }
-
-/** Whether dynalite is installed (a devDependency: `npm ci` installs it). */
-export const haveDynalite = () => dynaliteCli() !== undefined;
 
 /**
  * Starts dynalite on a free loopback port: `{ port, endpoint, process, stop(signal), exited }`.
@@ -29,7 +28,7 @@ export const haveDynalite = () => dynaliteCli() !== undefined;
  */
 export async function startDynalite({ createTableMs = 500 } = {}) {
   const port = await freePort();
-  const child = spawn(process.execPath, [dynaliteCli(), '--host', '127.0.0.1', '--port', String(port), '--createTableMs', String(createTableMs)], {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./dynalite-main.cjs', import.meta.url)), String(port), String(createTableMs)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -272,12 +272,14 @@ export class DynamoDbStore {
           return version;
         },
         (error) => {
-          // A failed condition is the null answer — unless the SDK sent the request more than
-          // once (its retries, after an answer lost): then the condition may have failed on
-          // this very write, applied by an earlier attempt, and the outcome is unknown. That is
-          // a failure, which the lock reads back (a record holding what this wrote is done).
-          if (named(error, 'ConditionalCheckFailedException') && attempts(error) <= 1) return null;
-          throw error;
+          if (!named(error, 'ConditionalCheckFailedException')) throw error;
+          // A failed condition is the null answer. But a request the SDK sent more than once (it
+          // retries after a dropped connection or a lost answer) may have failed its condition
+          // on this very write, applied by an earlier attempt: the item tells, as no other
+          // write carries this version. Another write standing there is null, whether or not
+          // this one applied first — a record overwritten since is no longer this writer's.
+          if (attempts(error) <= 1) return null;
+          return this.read(key).then((record) => (record !== null && record.version === version ? version : null));
         },
       );
     } catch (error) {
