@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
 
 import { acquireLock, DynamoDbStore, LockStoreError } from 'keyturn';
 
@@ -279,6 +280,58 @@ describe('DynamoDbStore on dynalite', { skip: !haveDynalite() && 'no dynalite (n
       await lock.renew().then((renewed) => assert.equal(renewed, false), (error) => assert.ok(error instanceof LockStoreError, error));
       await lock.release().catch((error) => assert.ok(error instanceof LockStoreError, error));
       assert.deepEqual((await client.getItem({ TableName: TABLE, Key: { pk: { S: 'account-8' } }, ConsistentRead: true })).Item, overwritten);
+    });
+
+    test('an answer lost after its write applied: the SDK sends the write again, its condition fails on that very write, and the store answers the write\'s version', async () => {
+      // An HTTP proxy in front of dynalite that forwards every request and, while `lose` > 0,
+      // drops the answer of a PutItem after dynalite applied it (the connection closed).
+      let lose = 0;
+      const puts = [];
+      const proxy = createServer((request, response) => {
+        const chunks = [];
+        request.on('data', (chunk) => chunks.push(chunk));
+        request.on('end', () => {
+          const body = Buffer.concat(chunks);
+          const put = request.headers['x-amz-target'] === 'DynamoDB_20120810.PutItem';
+          const upstream = httpRequest(server.endpoint, { method: 'POST', headers: request.headers }, (answer) => {
+            const parts = [];
+            answer.on('data', (chunk) => parts.push(chunk));
+            answer.on('end', () => {
+              if (put) puts.push(JSON.parse(Buffer.concat(parts).toString() || '{}').__type ?? 'applied');
+              if (put && lose > 0) {
+                lose -= 1;
+                request.socket.destroy();
+                return;
+              }
+              response.writeHead(answer.statusCode, answer.headers);
+              response.end(Buffer.concat(parts));
+            });
+          });
+          upstream.end(body);
+        });
+      });
+      await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+      const proxied = await dynamoClient(`http://127.0.0.1:${proxy.address().port}`);
+      try {
+        const store = new DynamoDbStore(proxied, { table: TABLE });
+        const record = async (name) => JSON.parse((await store.read(name)).value);
+        lose = 1;
+        const lock = await acquireLock(store, 'answer-lost');
+        assert.ok(lock !== undefined, 'the create that applied counts');
+        assert.deepEqual(puts.map((outcome) => outcome.replace(/.*#/, '')), ['applied', 'ConditionalCheckFailedException'], 'sent twice: applied, then refused by its own write');
+        assert.equal((await record('answer-lost')).token, lock.token);
+        // The release's answer lost too: the name is free, and taken again at once.
+        lose = 1;
+        await lock.release();
+        assert.equal((await record('answer-lost')).state, 'free');
+        const again = await acquireLock(store, 'answer-lost', { waitMs: 0 });
+        assert.ok(again !== undefined && again.fence > lock.fence);
+        await again.release();
+        assert.equal(lose, 0);
+      } finally {
+        proxied.destroy();
+        proxy.close();
+      }
     });
 
     test('the README\'s example runs as written against dynalite (endpoint, region and credentials from the environment)', () => {
