@@ -55,6 +55,7 @@ bench: build
 	node bench/cross-isolate.mjs
 	node bench/stores.mjs
 	node bench/stores-sqlite.mjs
+	node bench/stores-dynamodb.mjs
 	node bench/serializer-store.mjs
 	node bench/claims.mjs
 	node bench/cold-start.mjs

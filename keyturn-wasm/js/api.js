@@ -9,3 +9,4 @@ export { RedisStore } from './stores/redis.js';
 export { DurableObjectStore } from './stores/durable-object-store.js';
 export { DenoKvStore } from './stores/deno-kv.js';
 export { SqliteStore } from './stores/sqlite.js';
+export { DynamoDbStore } from './stores/dynamodb.js';

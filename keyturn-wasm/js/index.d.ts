@@ -414,6 +414,57 @@ export class RedisStore implements LockStore {
 }
 
 /**
+ * DynamoDB as a lock store, over the aggregated `DynamoDB` client of `@aws-sdk/client-dynamodb`
+ * v3 (`new DynamoDB(config)`; the package imports nothing from the SDK). Each record is one item
+ * of `table`, `{ [keyAttribute]: name, value, version }` (strings), in a table whose only key is
+ * the string partition key `keyAttribute` (default `pk`). Create is a PutItem conditioned on
+ * `attribute_not_exists` of the key; replace, a PutItem conditioned on the version; reads are
+ * strongly consistent (`ConsistentRead`). Two requests an uncontended acquire and release.
+ *
+ * Construction makes no request: `await store.setup()` creates the table if it is missing. A
+ * call on a missing table fails (`LockStoreError` from the lock).
+ *
+ * Not guaranteed: an item at a lock's name that is not the store's (no string `value` and
+ * `version`) is never overwritten or released, but a lock over that name fails until it is
+ * gone; give the locks a table of their own. There is no `changed`: a waiter for a name held
+ * elsewhere polls, a read (one read capacity unit) per pause.
+ *
+ * # Errors
+ * `TypeError` for a client without `putItem`/`getItem` (the `DynamoDBClient` of `send` and the
+ * document client are not it) or unknown options; `RangeError` for a `table` that is not a
+ * DynamoDB table name or a `keyAttribute` that is not an identifier (or is `value`/`version`).
+ * A method rejects (never throws) with the client's error, or a `TypeError` for an answer that
+ * is not DynamoDB's; `ConditionalCheckFailedException` is the `null` answer (when the SDK had
+ * retried the request, a consistent read first tells whether an earlier attempt applied it).
+ */
+export class DynamoDbStore implements LockStore {
+  constructor(
+    client: {
+      putItem(input: object): Promise<unknown>;
+      getItem(input: object): Promise<unknown>;
+      describeTable?(input: object): Promise<unknown>;
+      createTable?(input: object): Promise<unknown>;
+    },
+    options: { table: string; keyAttribute?: string | undefined },
+  );
+  /**
+   * Creates the table if it is missing — string partition key `keyAttribute`, on-demand
+   * capacity (PAY_PER_REQUEST) — and resolves once it is ACTIVE. Idempotent, and safe to call
+   * from several processes at once. Needs `dynamodb:DescribeTable` (and `CreateTable` when the
+   * table is missing); the locks themselves need only `GetItem` and `PutItem`.
+   *
+   * # Errors
+   * `LockStoreError` (`cause`: the client's error) when a request fails, when the table exists
+   * with another key, or when it is not ACTIVE within 5 minutes; `TypeError` for a client
+   * without `describeTable` and `createTable`.
+   */
+  setup(): Promise<void>;
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+}
+
+/**
  * Durable Objects as a lock store: each lock name is routed to its own `LockDurableObject`
  * (`idFromName(prefix + name)`) over RPC. `prefix` defaults to `keyturn-lock:`.
  */
