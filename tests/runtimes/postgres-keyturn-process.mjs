@@ -3,7 +3,7 @@
 // driven by JSON lines on stdin, each answered by one JSON line on stdout:
 //   {"op":"semaphore","log",…}   holders of a name taken N at a time (tests/js/semaphore-loops.mjs),
 //                                each turn inserted into the table `log` on the server: its turns
-//   {"op":"hold","name","staleMs"}  takes `name` and never lets go: its fence and when (Date.now())
+//   {"op":"hold","name","staleMs"}  takes `name` and never lets go (nor renews): its fence
 // Used by tests/js/postgres-processes.test.mjs.
 //
 //   node tests/runtimes/postgres-keyturn-process.mjs '{"host":"127.0.0.1","port":5432,"table":"t","listen":true}'
@@ -32,7 +32,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   } else if (command.op === 'hold') {
     const lock = await acquireLock(store, command.name, { staleMs: command.staleMs });
     held.push(lock);
-    say({ fence: lock.fence, at: Date.now() });
+    say({ fence: lock.fence });
   }
 }
 process.exit(0);
