@@ -3,10 +3,16 @@
 // temporary directory, a loopback port of its own, stopped by PID) through pg, and on PGlite in
 // this process; setup, table names, a foreign row, and `changed` through LISTEN/NOTIFY — a write
 // notifies only while someone waits, and a waiter in another package instance is woken by the
-// release. Two processes over the server: tests/js/postgres-processes.test.mjs.
+// release; and the README's Postgres example, run as written against the server. Two processes
+// over the server: tests/js/postgres-processes.test.mjs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { PGlite } from '@electric-sql/pglite';
@@ -283,6 +289,23 @@ describe('PostgresStore on a postgresql server', { skip: !havePostgresServer() &
     return stores;
   });
   onEngine('pg', () => ({ query: pool.query, listen }));
+
+  test('the README\'s Postgres example runs as written against this server and prints what it says', () => {
+    const [, code] = readFileSync(new URL('../../README.md', import.meta.url), 'utf8').match(/^```js postgres\n([\s\S]*?)^```$/m) ?? [];
+    assert.ok(code, 'the README has a `js postgres` block');
+    // A directory of its own beside the repository's node_modules, as a project that installed pg.
+    const dir = mkdtempSync(join(tmpdir(), 'keyturn-pg-readme-'));
+    try {
+      symlinkSync(fileURLToPath(new URL('../../node_modules', import.meta.url)), join(dir, 'node_modules'));
+      writeFileSync(join(dir, 'example.mjs'), code);
+      const run = spawnSync(process.execPath, ['example.mjs'], { cwd: dir, encoding: 'utf8', timeout: 60_000, env: { ...process.env, DATABASE_URL: server.url } });
+      assert.equal(run.status, 0, run.stderr);
+      const said = [...code.matchAll(/console\.log\(.*\); \/\/ (.*)$/gm)].map(([, what]) => what);
+      assert.deepEqual(run.stdout.trim().split('\n'), said);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('PostgresStore on PGlite (in this process)', () => {
