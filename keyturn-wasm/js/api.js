@@ -6,5 +6,6 @@ export { ConcurrencyMismatch, KeyturnInstanceFailed, LockStoreError, LockUnavail
 export { MemoryStore } from './stores/memory.js';
 export { R2Store } from './stores/r2.js';
 export { RedisStore } from './stores/redis.js';
+export { PostgresStore } from './stores/postgres.js';
 export { DurableObjectStore } from './stores/durable-object-store.js';
 export { DenoKvStore } from './stores/deno-kv.js';

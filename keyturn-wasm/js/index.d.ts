@@ -414,6 +414,51 @@ export class RedisStore implements LockStore {
 }
 
 /**
+ * PostgreSQL as a lock store over any client: `query(text, params)` runs one statement with
+ * `$1…` parameters and resolves to its rows (an array of objects by column name). Records are
+ * rows of `table` (default `keyturn_locks`): create is `INSERT … ON CONFLICT DO NOTHING
+ * RETURNING`, replace an `UPDATE … WHERE key = $1 AND version = $2 RETURNING`, read a `SELECT`,
+ * each one statement and so atomic. Versions are made by the store (random, never repeated), so
+ * a record deleted and written again never takes an old version back.
+ *
+ * Construction does no I/O: `await store.setup()` creates the table once per database. Every
+ * failure of `query`, thrown or rejected, and every answer that is not the statement's rows,
+ * rejects with `LockStoreError` (`cause`: the client's error, or a `TypeError` saying what was
+ * wrong), as does a call on a database without the table. A row that is not a keyturn record
+ * is never released or overwritten: the lock refuses it. The store does not keep data safe
+ * beyond what the server keeps (its `synchronous_commit`, its replicas).
+ */
+export class PostgresStore implements LockStore {
+  /**
+   * @throws {TypeError} `query` is not a function, an option is unknown or of the wrong type.
+   * @throws {RangeError} `options.table` is not a lower-case identifier (`[a-z_][a-z0-9_]*`),
+   * optionally `schema.table`, of at most 63 characters.
+   */
+  constructor(
+    query: (text: string, params: unknown[]) => unknown[] | PromiseLike<unknown[]>,
+    options?: {
+      /** The table's name; default `keyturn_locks`. Also the NOTIFY channel's. */
+      table?: string | undefined;
+      /**
+       * LISTENs on `channel` on a connection of its own (quote it: `LISTEN "${channel}"`),
+       * calling `onNotify(payload)` for each notification; resolves, once listening, to a
+       * function that stops listening. With it the store has `changed`: a waiter marks the row
+       * it waits on, and a replace notifies (in its own statement) only a row so marked, so
+       * writes pay for NOTIFY only while someone waits. Without it the lock polls.
+       */
+      listen?: ((channel: string, onNotify: (payload?: string) => void) => Promise<(() => unknown) | void> | (() => unknown) | void) | undefined;
+    },
+  );
+  /** Creates the table if it does not exist (idempotent, safe from several processes at once); resolves once it is usable. Rejects with `LockStoreError`. */
+  setup(): Promise<void>;
+  create(key: string, value: string): Promise<string | null>;
+  read(key: string): Promise<{ value: string; version: string } | null>;
+  replace(key: string, version: string, value: string): Promise<string | null>;
+  /** With `options.listen` only (absent otherwise). A wait on a record that does not exist reads again every 25 ms: creates do not notify. */
+  changed?: ((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined;
+}
+
+/**
  * Durable Objects as a lock store: each lock name is routed to its own `LockDurableObject`
  * (`idFromName(prefix + name)`) over RPC. `prefix` defaults to `keyturn-lock:`.
  */
