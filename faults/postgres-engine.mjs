@@ -7,14 +7,18 @@
 // applied the write. Its store fault loses the last writes: a failover to a standby that missed
 // them (a crash-consistent copy of the server's directory taken 200 ms before the server dies,
 // started on its port — what an asynchronous replica lagging that much gives).
-import { rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { PostgresStore } from 'keyturn';
 import pg from 'pg';
 
+import { startPostgresServer } from '../tests/runtimes/postgres-server.mjs';
+import { childrenNamed } from './processes.mjs';
 import { FaultProxy } from './proxy.mjs';
-import { copyCluster, initCluster, removeCluster, startPostgresServer } from './postgres-server.mjs';
 
 const clientScript = fileURLToPath(new URL('./postgres-client-process.mjs', import.meta.url));
 
@@ -47,14 +51,53 @@ async function admin(port, text, params) {
 }
 
 /**
+ * Signals every process of a server — the postmaster and the backends it forked — by its PID: a
+ * SIGKILL or SIGSTOP of the postmaster alone leaves its backends serving their connections. The
+ * postmaster is stopped first, so that it forks nothing meanwhile and its children are still its
+ * own (a dead one's go to init) while they are listed; SIGCONT reaches the children first.
+ */
+function signalServer(server, name) {
+  const postmaster = server.process.pid;
+  const send = (pid, signal) => {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone meanwhile
+    }
+  };
+  if (server.process.exitCode !== null || server.process.signalCode !== null) return;
+  if (name !== 'SIGCONT') send(postmaster, 'SIGSTOP');
+  for (const pid of childrenNamed(postmaster, 'postgres')) send(pid, name);
+  send(postmaster, name);
+}
+
+/**
+ * A standby as of now: a copy of the server's data directory, taken while every process of the
+ * server is stopped — what a crash now would leave, which a server started on it recovers to.
+ * Answers the directory to start a server in (its `data` the copy), owned as the server's.
+ */
+function standbyOf(server) {
+  const dir = mkdtempSync(join(tmpdir(), 'keyturn-faults-standby-'));
+  const { uid, gid } = statSync(server.dir);
+  chownSync(dir, uid, gid);
+  signalServer(server, 'SIGSTOP');
+  try {
+    const copied = spawnSync('cp', ['-a', join(server.dir, 'data'), join(dir, 'data')], { encoding: 'utf8' });
+    if (copied.status !== 0) throw new Error(`copying ${server.dir} failed: ${copied.stderr}`);
+  } finally {
+    signalServer(server, 'SIGCONT');
+  }
+  return dir;
+}
+
+/**
  * `track(pid, command)` registers each postmaster started, for the harness to stop by its PID
  * (its backends go with it in `stop`). A store fault keeps the store away for more than
  * `maxClockSkewMs` after it lost data (the README's "What the lock promises").
  */
 export async function startPostgresEngine({ lease, sleep, track }) {
-  const cluster = initCluster();
-  const countersCluster = copyCluster(cluster, cluster.data, 'counters');
-  let [locks, counters] = await Promise.all([startPostgresServer({ data: cluster.data }), startPostgresServer({ data: countersCluster.data })]);
+  let locks = await startPostgresServer();
+  const counters = await startPostgresServer();
   for (const server of [locks, counters]) track(server.process.pid, 'postgres');
   await admin(counters.port, COUNTERS_SCHEMA);
   // The lock records' table, made once here, before any client runs (the store's documented call).
@@ -66,14 +109,14 @@ export async function startPostgresEngine({ lease, sleep, track }) {
   const slots = []; // per client slot: its proxies to each server (a reborn client keeps them)
   const proxiesOf = (slot) => [slots[slot].locks, slots[slot].counters];
   const awayMs = lease.maxClockSkewMs + 20;
-  let standbys = 0;
   /** The lock records' server killed, every process of it at once (a crashed machine). */
   const killLocks = async () => {
-    locks.signal('SIGKILL');
+    signalServer(locks, 'SIGKILL');
     await locks.exited;
   };
-  const restartLocks = async (data) => {
-    locks = await startPostgresServer({ data, port: locks.port });
+  /** A server on `dir`'s cluster (the same one, or a standby's) on the same port. */
+  const restartLocks = async (dir) => {
+    locks = await startPostgresServer({ dir, port: locks.port });
     track(locks.process.pid, 'postgres');
   };
   return {
@@ -88,12 +131,12 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     faults: {
       async 'server killed (kill -9), restarted'() {
         await killLocks();
-        await restartLocks(locks.data);
+        await restartLocks(locks.dir);
       },
       async 'server paused past the lease'() {
-        locks.signal('SIGSTOP');
+        signalServer(locks, 'SIGSTOP');
         await sleep(lease.staleMs * 1.5);
-        locks.signal('SIGCONT');
+        signalServer(locks, 'SIGCONT');
       },
       async 'connections cut past the lease'(slot) {
         await Promise.all(proxiesOf(slot).map((proxy) => proxy.blackhole(lease.staleMs * 1.5)));
@@ -105,20 +148,12 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     },
     storeFaults: {
       async 'failover, last writes missed'() {
-        // The standby: the server's directory as of now, copied while every process of the
-        // server is stopped (so the copy is what a crash now would leave).
-        locks.signal('SIGSTOP');
-        let standby;
-        try {
-          standby = copyCluster(cluster, locks.data, `standby-${++standbys}`);
-        } finally {
-          locks.signal('SIGCONT');
-        }
+        const standby = standbyOf(locks);
         await sleep(200); // the writes of these milliseconds reach the old primary only
-        const old = locks.data;
+        const old = locks.dir;
         await killLocks();
         await sleep(awayMs);
-        await restartLocks(standby.data);
+        await restartLocks(standby);
         rmSync(old, { recursive: true, force: true }); // the old primary's, never started again
       },
     },
@@ -133,10 +168,9 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     },
     async stop() {
       for (const slot of slots) for (const proxy of [slot.locks, slot.counters]) await proxy.close();
-      locks.signal('SIGKILL');
-      counters.signal('SIGKILL');
+      for (const server of [locks, counters]) signalServer(server, 'SIGKILL');
       await Promise.all([locks.exited, counters.exited]);
-      removeCluster(cluster);
+      for (const server of [locks, counters]) rmSync(server.dir, { recursive: true, force: true });
     },
   };
 }
