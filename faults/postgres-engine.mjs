@@ -8,7 +8,7 @@
 // them (a crash-consistent copy of the server's directory taken 200 ms before the server dies,
 // started on its port — what an asynchronous replica lagging that much gives).
 import { spawnSync } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,22 +72,44 @@ function signalServer(server, name) {
 }
 
 /**
- * A standby as of now: a copy of the server's data directory, taken while every process of the
- * server is stopped — what a crash now would leave, which a server started on it recovers to.
- * Answers the directory to start a server in (its `data` the copy), owned as the server's.
+ * A copy of the cluster in directory `from` (its `data`), in a new directory owned as `from` is,
+ * for a server to start in. With `frozen`, the server running on `from`, the copy is taken while
+ * every process of it is stopped: what a crash now would leave, which a server started on the
+ * copy recovers to (a standby as of now).
  */
-function standbyOf(server) {
-  const dir = mkdtempSync(join(tmpdir(), 'keyturn-faults-standby-'));
-  const { uid, gid } = statSync(server.dir);
+function copyCluster(from, frozen) {
+  const dir = mkdtempSync(join(tmpdir(), 'keyturn-faults-postgres-'));
+  const { uid, gid } = statSync(join(from, 'data'));
   chownSync(dir, uid, gid);
-  signalServer(server, 'SIGSTOP');
+  if (frozen !== undefined) signalServer(frozen, 'SIGSTOP');
   try {
-    const copied = spawnSync('cp', ['-a', join(server.dir, 'data'), join(dir, 'data')], { encoding: 'utf8' });
-    if (copied.status !== 0) throw new Error(`copying ${server.dir} failed: ${copied.stderr}`);
+    const copied = spawnSync('cp', ['-a', join(from, 'data'), join(dir, 'data')], { encoding: 'utf8' });
+    if (copied.status !== 0) throw new Error(`copying ${from} failed: ${copied.stderr}`);
   } finally {
-    signalServer(server, 'SIGCONT');
+    if (frozen !== undefined) signalServer(frozen, 'SIGCONT');
   }
+  // Its lock file names the running server: a server started on the copy would take it for a
+  // live one in its directory and refuse to start.
+  rmSync(join(dir, 'data', 'postmaster.pid'), { force: true });
   return dir;
+}
+
+/**
+ * The lock records' server, on a fresh cluster. initdb is most of a run's start on a busy
+ * machine: with KEYTURN_FAULTS_POSTGRES_TEMPLATE (a directory faults/profiles.mjs keeps for its
+ * runs) the cluster is a copy of the one kept there, which the first run makes.
+ */
+async function startFresh() {
+  const template = process.env.KEYTURN_FAULTS_POSTGRES_TEMPLATE;
+  if (template !== undefined && existsSync(join(template, 'data', 'PG_VERSION'))) return startPostgresServer({ dir: copyCluster(template) });
+  const server = await startPostgresServer();
+  if (template !== undefined) {
+    // Whole or not at all: a run stopped halfway leaves no half a cluster for the next one.
+    const copy = copyCluster(server.dir, server);
+    renameSync(join(copy, 'data'), join(template, 'data'));
+    rmSync(copy, { recursive: true, force: true });
+  }
+  return server;
 }
 
 /**
@@ -96,8 +118,9 @@ function standbyOf(server) {
  * `maxClockSkewMs` after it lost data (the README's "What the lock promises").
  */
 export async function startPostgresEngine({ lease, sleep, track }) {
-  let locks = await startPostgresServer();
-  const counters = await startPostgresServer();
+  let locks = await startFresh();
+  // The counters' server on a copy of the fresh cluster: one initdb a run at most, not two.
+  const counters = await startPostgresServer({ dir: copyCluster(locks.dir, locks) });
   for (const server of [locks, counters]) track(server.process.pid, 'postgres');
   await admin(counters.port, COUNTERS_SCHEMA);
   // The lock records' table, made once here, before any client runs (the store's documented call).
@@ -148,7 +171,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     },
     storeFaults: {
       async 'failover, last writes missed'() {
-        const standby = standbyOf(locks);
+        const standby = copyCluster(locks.dir, locks);
         await sleep(200); // the writes of these milliseconds reach the old primary only
         const old = locks.dir;
         await killLocks();

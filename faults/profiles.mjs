@@ -11,9 +11,12 @@
 //
 //   node faults/profiles.mjs short|long [--seconds N]
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const PLANTED_SECONDS = '8';
+const PLANTED_SECONDS = '6';
 
 const args = process.argv.slice(2);
 const profile = args[0];
@@ -34,11 +37,17 @@ const runs = [
   ...(profile === 'short' ? planted : []),
 ];
 
+// A fresh postgresql cluster for the Postgres runs to copy (faults/postgres-engine.mjs): initdb
+// once, not once a run.
+const postgresTemplate = mkdtempSync(join(tmpdir(), 'keyturn-faults-postgres-template-'));
+process.on('exit', () => rmSync(postgresTemplate, { recursive: true, force: true }));
+const env = { ...process.env, KEYTURN_FAULTS_POSTGRES_TEMPLATE: postgresTemplate };
+
 let failed = false;
 const totals = { operations: 0, faults: 0, violations: 0, engines: {}, planted: {} };
 for (const { engine, seconds: length, plant, flags = [] } of runs) {
   const started = performance.now();
-  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...flags, ...(plant ? ['--plant', plant, '--history', '/dev/null'] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const result = spawnSync(process.execPath, [run, '--engine', engine, '--seconds', length, ...flags, ...(plant ? ['--plant', plant, '--history', '/dev/null'] : [])], { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = result.stdout.trim().split('\n');
   let summary;
   try {

@@ -36,10 +36,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import { check } from './checker.mjs';
-import { startDurableObjectsEngine } from './durable-objects-engine.mjs';
-import { startPostgresEngine } from './postgres-engine.mjs';
 import { processStat } from './processes.mjs';
-import { startRedisEngine } from './redis-engine.mjs';
 import { faultTable } from './table.mjs';
 
 const args = process.argv.slice(2);
@@ -113,9 +110,14 @@ const tell = (slot, name) => kill(slots[slot].child.pid, name);
 
 /** Registers a process the engine started, to stop by its PID. */
 const track = (pid, command) => pids.set(pid, command);
-const starters = { redis: startRedisEngine, 'durable-objects': startDurableObjectsEngine, postgres: startPostgresEngine };
+// Only the engine run is loaded: Miniflare alone takes a second or more to import on a busy machine.
+const starters = {
+  redis: async () => (await import('./redis-engine.mjs')).startRedisEngine,
+  'durable-objects': async () => (await import('./durable-objects-engine.mjs')).startDurableObjectsEngine,
+  postgres: async () => (await import('./postgres-engine.mjs')).startPostgresEngine,
+};
 if (!(engineName in starters)) throw new Error(`--engine: one of ${Object.keys(starters).join(', ')}, not ${engineName}`);
-const engine = await starters[engineName]({ lease, sleep, tell, track });
+const engine = await (await starters[engineName]())({ lease, sleep, tell, track });
 
 /** The counters of a name's turns: one per slot of a semaphore name, for its locks' and its serializers' turns. */
 function counters(name) {
