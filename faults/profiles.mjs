@@ -1,8 +1,9 @@
 // The fault harness's two profiles, each a few runs of faults/run.mjs:
-// - `short` (`make faults`, which CI runs after `make test`): each engine once as it is and
-//   once with its store faults, each injected 10 times at least — no violation may be found —
-//   then the harness's self-test, one run over Redis and one over Postgres with each planted bug, each of which the
-//   checker must find (`fences` with the store faults, which it needs);
+// - `short` (`make faults`, which CI runs after `make test`; about 5 minutes): each engine —
+//   Redis, Durable Objects, Postgres — once as it is and once with its store faults, each
+//   injected 10 times at least — no violation may be found — then the harness's self-test, one
+//   run over Redis and one over Postgres with each planted bug, each of which the checker must
+//   find (`fences` with the store faults, which it needs);
 // - `long` (`make faults-long`): each engine for `--seconds` (default 360) as it is, and for
 //   half that with its store faults.
 // Prints each run's table (a run as it is that finds a violation keeps its history and says
