@@ -152,13 +152,16 @@ export async function use(env: { LOCKS: { idFromName(name: string): unknown; get
   const held: number = await withLock(store, 'board', (l: Lock) => l.fence + l.slot, { concurrency: 2 });
   const errors: Error[] = [new SerializedWorkTimeout('k', 1), new SerializedQueueFull('k', 1), new KeyturnInstanceFailed(new Error('x')), new LockStoreError('x'), new LockUnavailable('k', 1), new ConcurrencyMismatch('k', 2, 3)];
   const stores: LockStore[] = [new R2Store(env.BUCKET), new RedisStore(async () => null), new RedisStore(async () => null, { evalShaFn: async (sha: string, keys: string[], args: string[]) => (sha + keys.join() + args.join()).length }), new DurableObjectStore(env.LOCKS), new DenoKvStore({ get: async () => ({ value: null, versionstamp: null }), atomic: () => ({}) })];
+  const postgres = new PostgresStore(async (text: string, params: unknown[]) => [{ text, params }], { table: 'app.locks', listen: async (channel: string, onNotify: (payload?: string) => void) => () => onNotify(channel) });
+  stores.push(postgres, new PostgresStore((text: string) => [text]));
+  await postgres.setup();
   const options2: KeyedSerializerOptions & LockOptions = { timeoutMs: 1, waitMs: 1 };
   void [stats.started, errors, stores, options2, LockDurableObject, lockCounters.readBacksApplied];
   return fence + held + serialize.pending() + serialize.pending('k');
 }
 `;
 
-const everyType = 'createKeyedSerializer, DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull, KeyturnInstanceFailed, acquireLock, withLock, lockStats, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, ConcurrencyMismatch, MemoryStore, R2Store, RedisStore, DurableObjectStore, DenoKvStore, LockDurableObject, type Serialize, type SerializeOptions, type SerializerStats, type Turn, type KeyedSerializerOptions, type LockStore, type Lock, type LockOptions, type LockStats';
+const everyType = 'createKeyedSerializer, DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull, KeyturnInstanceFailed, acquireLock, withLock, lockStats, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, ConcurrencyMismatch, MemoryStore, R2Store, RedisStore, PostgresStore, DurableObjectStore, DenoKvStore, LockDurableObject, type Serialize, type SerializeOptions, type SerializerStats, type Turn, type KeyedSerializerOptions, type LockStore, type Lock, type LockOptions, type LockStats';
 
 const misuse = (importLine) => `${importLine}
 const serialize = createKeyedSerializer({ timeoutMs: '5' });

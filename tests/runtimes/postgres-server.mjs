@@ -15,15 +15,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { freePort } from './ports.mjs';
 
-/** The directory of the newest installed server's binaries (Debian's layout), or undefined. */
+/**
+ * The directory of the server's binaries: `KEYTURN_PG_BIN` if set, else the newest under
+ * Debian's /usr/lib/postgresql/<version>/bin, else what `pg_config --bindir` says; or undefined.
+ */
 function binDir() {
   if (process.env.KEYTURN_PG_BIN) return process.env.KEYTURN_PG_BIN;
   const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root)
-    .filter((name) => existsSync(join(root, name, 'bin', 'postgres')))
-    .sort((a, b) => Number(b) - Number(a));
-  return versions.length > 0 ? join(root, versions[0], 'bin') : undefined;
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((name) => existsSync(join(root, name, 'bin', 'postgres')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (versions.length > 0) return join(root, versions[0], 'bin');
+  const configured = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
+  return configured.status === 0 ? configured.stdout.trim() : undefined;
 }
 
 const BIN = binDir();

@@ -24,7 +24,10 @@
 // time on the server's clock) in the statement that reads its version, and a replace notifies,
 // in its own statement, only a row marked until later than now: a write pays for NOTIFY — which
 // serializes committing transactions that notify — only while someone waits, as RedisStore
-// publishes only to subscribers. A mark outlives its wait by nothing: it ends when the wait does.
+// publishes only to subscribers. A mark lasts its wait's bound (`ms`, itself bounded by the
+// lock's `storeTimeoutMs`): a wait answered sooner leaves the row notifying until then — a
+// notification nobody needs, harmless (a waiter told reads again), and cheaper than a write to
+// take the mark back, which could not tell whether another isolate's wait still needs it.
 import { LockStoreError } from '../errors.js';
 import { OptionNames, wrongType } from '../arguments.js';
 
@@ -53,6 +56,9 @@ const quoted = (table) =>
     .split('.')
     .map((part) => `"${part}"`)
     .join('.');
+
+/** What a CREATE TABLE IF NOT EXISTS that raced another can fail with (see `setup`). @type {Set<unknown>} */
+const RACED = new Set(['23505', '42710', '42P07']);
 
 const hex16 = (/** @type {number} */ n) => n.toString(16).padStart(16, '0');
 
@@ -123,12 +129,6 @@ export class PostgresStore {
   #writes = 0;
   /** @type {{ create: string, read: string, replace: string, mark: string, setup: string }} */
   #sql;
-  /**
-   * With `listen`: true once `key`'s record no longer has `version` (null: once it exists),
-   * false after `ms`. Without, there is none, and a lock over this store polls.
-   * @type {((key: string, version: string | null, ms: number) => Promise<boolean>) | undefined}
-   */
-  changed;
   /** Each key's waiters, told by a notification with the key as payload. @type {Map<string, Set<() => void>>} */
   #waiters = new Map();
   /** Waits in progress: the channel is listened to while there is one. */
@@ -166,7 +166,12 @@ export class PostgresStore {
       replace: `UPDATE ${t} SET value = $3, version = $4 WHERE key = $1 AND version = $2 RETURNING version, CASE WHEN watched > now() THEN pg_notify($5, $1) END AS told`,
       mark: `UPDATE ${t} SET watched = greatest(watched, now() + $2::float8 * interval '1 millisecond') WHERE key = $1 RETURNING version`,
     };
-    if (listen !== undefined) this.changed = (key, version, ms) => this.#changed(listen, key, version, ms);
+    // With `listen`: true once `key`'s record no longer has `version` (null: once it exists),
+    // false after `ms`. Without, no such property at all, and a lock over this store polls.
+    if (listen !== undefined) {
+      /** @type {(key: string, version: string | null, ms: number) => Promise<boolean>} */
+      this.changed = (key, version, ms) => this.#changed(listen, key, version, ms);
+    }
   }
 
   /**
@@ -179,8 +184,9 @@ export class PostgresStore {
       await this.#query(this.#sql.setup, []);
     } catch (error) {
       // Two CREATE TABLE IF NOT EXISTS racing: the loser can fail on the catalog's unique index
-      // (23505) instead of seeing the table; the table exists then, as a second try sees.
-      if (/** @type {{ code?: unknown }} */ (error)?.code !== '23505') throw failure('setup', error);
+      // (23505) or on the table's row type (42710, "type … already exists"), or find the table
+      // (42P07), instead of seeing it; the table exists then, as a second try sees.
+      if (!RACED.has(/** @type {{ code?: unknown }} */ (error)?.code)) throw failure('setup', error);
       try {
         await this.#query(this.#sql.setup, []);
       } catch (again) {
