@@ -152,7 +152,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
       return { script: clientScript, config: slots[slot].ports };
     },
     faults: {
-      async 'server killed (kill -9), restarted'() {
+      async 'server killed (kill -9) and restarted'() {
         await killLocks();
         await restartLocks(locks.dir);
       },
