@@ -8,7 +8,7 @@
 // them (a crash-consistent copy of the server's directory taken 200 ms before the server dies,
 // started on its port — what an asynchronous replica lagging that much gives).
 import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +17,6 @@ import { PostgresStore } from 'keyturn';
 import pg from 'pg';
 
 import { startPostgresServer } from '../tests/runtimes/postgres-server.mjs';
-import { childrenNamed } from './processes.mjs';
 import { FaultProxy } from './proxy.mjs';
 
 const clientScript = fileURLToPath(new URL('./postgres-client-process.mjs', import.meta.url));
@@ -51,12 +50,42 @@ async function admin(port, text, params) {
 }
 
 /**
- * Signals every process of a server — the postmaster and the backends it forked — by its PID: a
- * SIGKILL or SIGSTOP of the postmaster alone leaves its backends serving their connections. The
- * postmaster is stopped first, so that it forks nothing meanwhile and its children are still its
- * own (a dead one's go to init) while they are listed; SIGCONT reaches the children first.
+ * The processes of the server on `dir`'s cluster: every process named `postgres` working in its
+ * data directory (a postgres process's working directory is its cluster's), as `{ pid, state }`
+ * (`T`: stopped). The postmaster's children are not enough: one it forks while being signalled
+ * is not yet listed, and once it is dead they are init's.
  */
-function signalServer(server, name) {
+function serverProcesses(dir) {
+  let data;
+  try {
+    data = realpathSync(join(dir, 'data'));
+  } catch {
+    return []; // its directory removed: none left
+  }
+  const found = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/cwd`) !== data) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
+      found.push({ pid: Number(entry), state: stat[stat.lastIndexOf(')') + 2] });
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
+/**
+ * Signals every process of a server — the postmaster and the backends it forked — each by its
+ * PID, listed again until the signal has taken (SIGKILL: none left; SIGSTOP: every one
+ * stopped), so that none forked meanwhile is missed: a SIGKILL or SIGSTOP of the postmaster
+ * alone leaves its backends serving their connections, and one left over keeps the cluster's
+ * shared memory, so that no server starts on it again. The postmaster goes first (it forks
+ * nothing once stopped); SIGCONT reaches it last.
+ */
+async function signalServer(server, name) {
   const postmaster = server.process.pid;
   const send = (pid, signal) => {
     try {
@@ -65,10 +94,17 @@ function signalServer(server, name) {
       // gone meanwhile
     }
   };
-  if (server.process.exitCode !== null || server.process.signalCode !== null) return;
-  if (name !== 'SIGCONT') send(postmaster, 'SIGSTOP');
-  for (const pid of childrenNamed(postmaster, 'postgres')) send(pid, name);
-  send(postmaster, name);
+  const done = (left) => (name === 'SIGKILL' ? left.length === 0 : name === 'SIGSTOP' ? left.every(({ state }) => state === 'T') : true);
+  for (let round = 0; round < 200; round++) {
+    const found = serverProcesses(server.dir);
+    if (round > 0 && done(found)) return;
+    const pids = found.map(({ pid }) => pid).sort((a, b) => (a === postmaster ? -1 : b === postmaster ? 1 : 0));
+    if (name === 'SIGCONT') pids.reverse();
+    for (const pid of pids) send(pid, name);
+    if (name === 'SIGCONT') return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`postgres on port ${server.port}: ${name} did not take in a second`);
 }
 
 /**
@@ -77,16 +113,16 @@ function signalServer(server, name) {
  * every process of it is stopped: what a crash now would leave, which a server started on the
  * copy recovers to (a standby as of now).
  */
-function copyCluster(from, frozen) {
+async function copyCluster(from, frozen) {
   const dir = mkdtempSync(join(tmpdir(), 'keyturn-faults-postgres-'));
   const { uid, gid } = statSync(join(from, 'data'));
   chownSync(dir, uid, gid);
-  if (frozen !== undefined) signalServer(frozen, 'SIGSTOP');
+  if (frozen !== undefined) await signalServer(frozen, 'SIGSTOP');
   try {
     const copied = spawnSync('cp', ['-a', join(from, 'data'), join(dir, 'data')], { encoding: 'utf8' });
     if (copied.status !== 0) throw new Error(`copying ${from} failed: ${copied.stderr}`);
   } finally {
-    if (frozen !== undefined) signalServer(frozen, 'SIGCONT');
+    if (frozen !== undefined) await signalServer(frozen, 'SIGCONT');
   }
   // Its lock file names the running server: a server started on the copy would take it for a
   // live one in its directory and refuse to start.
@@ -101,11 +137,11 @@ function copyCluster(from, frozen) {
  */
 async function startFresh() {
   const template = process.env.KEYTURN_FAULTS_POSTGRES_TEMPLATE;
-  if (template !== undefined && existsSync(join(template, 'data', 'PG_VERSION'))) return startPostgresServer({ dir: copyCluster(template) });
+  if (template !== undefined && existsSync(join(template, 'data', 'PG_VERSION'))) return startPostgresServer({ dir: await copyCluster(template) });
   const server = await startPostgresServer();
   if (template !== undefined) {
     // Whole or not at all: a run stopped halfway leaves no half a cluster for the next one.
-    const copy = copyCluster(server.dir, server);
+    const copy = await copyCluster(server.dir, server);
     renameSync(join(copy, 'data'), join(template, 'data'));
     rmSync(copy, { recursive: true, force: true });
   }
@@ -120,7 +156,7 @@ async function startFresh() {
 export async function startPostgresEngine({ lease, sleep, track }) {
   let locks = await startFresh();
   // The counters' server on a copy of the fresh cluster: one initdb a run at most, not two.
-  const counters = await startPostgresServer({ dir: copyCluster(locks.dir, locks) });
+  const counters = await startPostgresServer({ dir: await copyCluster(locks.dir, locks) });
   for (const server of [locks, counters]) track(server.process.pid, 'postgres');
   await admin(counters.port, COUNTERS_SCHEMA);
   // The lock records' table, made once here, before any client runs (the store's documented call).
@@ -134,7 +170,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
   const awayMs = lease.maxClockSkewMs + 20;
   /** The lock records' server killed, every process of it at once (a crashed machine). */
   const killLocks = async () => {
-    signalServer(locks, 'SIGKILL');
+    await signalServer(locks, 'SIGKILL');
     await locks.exited;
   };
   /** A server on `dir`'s cluster (the same one, or a standby's) on the same port. */
@@ -157,9 +193,9 @@ export async function startPostgresEngine({ lease, sleep, track }) {
         await restartLocks(locks.dir);
       },
       async 'server paused past the lease'() {
-        signalServer(locks, 'SIGSTOP');
+        await signalServer(locks, 'SIGSTOP');
         await sleep(lease.staleMs * 1.5);
-        signalServer(locks, 'SIGCONT');
+        await signalServer(locks, 'SIGCONT');
       },
       async 'connections cut past the lease'(slot) {
         await Promise.all(proxiesOf(slot).map((proxy) => proxy.blackhole(lease.staleMs * 1.5)));
@@ -171,7 +207,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     },
     storeFaults: {
       async 'failover, last writes missed'() {
-        const standby = copyCluster(locks.dir, locks);
+        const standby = await copyCluster(locks.dir, locks);
         await sleep(200); // the writes of these milliseconds reach the old primary only
         const old = locks.dir;
         await killLocks();
@@ -191,7 +227,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     },
     async stop() {
       for (const slot of slots) for (const proxy of [slot.locks, slot.counters]) await proxy.close();
-      for (const server of [locks, counters]) signalServer(server, 'SIGKILL');
+      for (const server of [locks, counters]) await signalServer(server, 'SIGKILL').catch(() => {});
       await Promise.all([locks.exited, counters.exited]);
       for (const server of [locks, counters]) rmSync(server.dir, { recursive: true, force: true });
     },
