@@ -198,20 +198,25 @@ export class PostgresStore {
   // Each method answers a promise, never a throw: a client that throws is a rejection.
 
   /**
+   * Runs `text` and hands its rows to `answer`: one promise reaction for both the answer and
+   * the failure (what `answer` throws is already a LockStoreError).
+   * @template T
    * @param {string} text
    * @param {unknown[]} params
    * @param {string} what
-   * @returns {Promise<unknown>}
+   * @param {(rows: unknown) => T} answer
+   * @returns {Promise<T>}
    */
-  #run(text, params, what) {
+  #run(text, params, what, answer) {
     try {
-      return Promise.resolve(this.#query(text, params)).catch((error) => {
+      return Promise.resolve(this.#query(text, params)).then(answer, (error) => {
         throw failure(what, error);
       });
     } catch (error) {
       return Promise.reject(failure(what, error));
     }
   }
+
 
   #newVersion() {
     if (this.#id === '') {
@@ -230,7 +235,7 @@ export class PostgresStore {
    */
   create(key, value) {
     const version = this.#newVersion();
-    return this.#run(this.#sql.create, [key, value, version], 'create').then((rows) => this.#written(rows, version, 'create'));
+    return this.#run(this.#sql.create, [key, value, version], 'create', (rows) => this.#written(rows, version, 'create'));
   }
 
   /**
@@ -238,7 +243,7 @@ export class PostgresStore {
    * @returns {Promise<{ value: string, version: string } | null>}
    */
   read(key) {
-    return this.#run(this.#sql.read, [key], 'read').then((rows) => {
+    return this.#run(this.#sql.read, [key], 'read', (rows) => {
       const row = onlyRow(rows, 'read');
       return row === undefined ? null : { value: text(row, 'value', 'read'), version: text(row, 'version', 'read') };
     });
@@ -252,7 +257,7 @@ export class PostgresStore {
    */
   replace(key, version, value) {
     const next = this.#newVersion();
-    return this.#run(this.#sql.replace, [key, version, value, next, this.#table], 'replace').then((rows) => this.#written(rows, next, 'replace'));
+    return this.#run(this.#sql.replace, [key, version, value, next, this.#table], 'replace', (rows) => this.#written(rows, next, 'replace'));
   }
 
   /**
@@ -297,7 +302,7 @@ export class PostgresStore {
     let timer;
     try {
       await this.#listen(listen);
-      const row = onlyRow(await this.#run(this.#sql.mark, [key, bound], 'changed'), 'changed');
+      const row = await this.#run(this.#sql.mark, [key, bound], 'changed', (rows) => onlyRow(rows, 'changed'));
       const now = row === undefined ? null : text(row, 'version', 'changed');
       if (now !== version) return true;
       /** @type {Promise<boolean>} */
