@@ -111,10 +111,11 @@ async function signalServer(server, name) {
  * A copy of the cluster in directory `from` (its `data`), in a new directory owned as `from` is,
  * for a server to start in. With `frozen`, the server running on `from`, the copy is taken while
  * every process of it is stopped: what a crash now would leave, which a server started on the
- * copy recovers to (a standby as of now).
+ * copy recovers to (a standby as of now). The new directory goes into `made` at once.
  */
-async function copyCluster(from, frozen) {
+async function copyCluster(from, frozen, made) {
   const dir = mkdtempSync(join(tmpdir(), 'keyturn-faults-postgres-'));
+  made?.add(dir);
   const { uid, gid } = statSync(join(from, 'data'));
   chownSync(dir, uid, gid);
   if (frozen !== undefined) await signalServer(frozen, 'SIGSTOP');
@@ -154,9 +155,16 @@ async function startFresh() {
  * `maxClockSkewMs` after it lost data (the README's "What the lock promises").
  */
 export async function startPostgresEngine({ lease, sleep, track }) {
-  let locks = await startFresh();
+  // Every cluster directory made, removed at the end even when the run is stopped from outside
+  // (run.mjs then kills the servers and exits without stopping the engine).
+  const dirs = new Set();
+  process.once('exit', () => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  const own = (server) => (dirs.add(server.dir), server);
+  let locks = own(await startFresh());
   // The counters' server on a copy of the fresh cluster: one initdb a run at most, not two.
-  const counters = await startPostgresServer({ dir: await copyCluster(locks.dir, locks) });
+  const counters = own(await startPostgresServer({ dir: await copyCluster(locks.dir, locks, dirs) }));
   for (const server of [locks, counters]) track(server.process.pid, 'postgres');
   await admin(counters.port, COUNTERS_SCHEMA);
   // The lock records' table, made once here, before any client runs (the store's documented call).
@@ -207,7 +215,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
     },
     storeFaults: {
       async 'failover, last writes missed'() {
-        const standby = await copyCluster(locks.dir, locks);
+        const standby = await copyCluster(locks.dir, locks, dirs);
         await sleep(200); // the writes of these milliseconds reach the old primary only
         const old = locks.dir;
         await killLocks();
