@@ -36,9 +36,9 @@ serve:
 	WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false CLOUDFLARE_CF_FETCH_ENABLED=false \
 	  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $(PORT) $(VARS)
 
-# The fault harness (faults/README.md) over redis-server and workerd's Durable Objects: the short
-# profile (about 4 minutes; CI runs it after `make test`) with its self-test — planted bugs must
-# be found — and the long profile, whose table is the README's.
+# The fault harness (faults/README.md) over redis-server, workerd's Durable Objects and
+# postgresql: the short profile (about 5 minutes; CI runs it after `make test`) with its
+# self-test — planted bugs must be found — and the long profile, whose table is the README's.
 faults: build
 	node faults/profiles.mjs short
 
