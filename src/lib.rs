@@ -80,9 +80,10 @@ pub use engine::key::{
 };
 pub use engine::leases::{LockStats, FENCES_PER_MS};
 pub use engine::options::{
-    Coalesce, ConcurrencyOutOfRange, LockOptions, MaxPendingOutOfRange, OptionError,
-    SerializerOptionError, SerializerOptions, TimeoutOutOfRange, DEFAULT_TIMEOUT_MS, LOCK_STALE_MS,
-    LOCK_WAIT_MS, MAX_LOCAL_STREAK_MS, MAX_TIMEOUT_MS,
+    Coalesce, ConcurrencyOutOfRange, LockOptions, MaxPendingOutOfRange, OptionError, Rate,
+    RateOutOfRange, SerializerOptionError, SerializerOptions, TimeoutOutOfRange,
+    DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_LOCAL_STREAK_MS, MAX_RATE_LIMIT,
+    MAX_TIMEOUT_MS,
 };
 pub use engine::random::{Random, SeededRandom};
 pub use engine::slots::MAX_CONCURRENCY;

@@ -26,7 +26,7 @@ fn effects(engine: &mut Engine<u64, u32>) -> Vec<Effect<u64, u32>> {
 }
 
 fn enter(engine: &mut Engine<u64, u32>, handle: u32) -> Ticket {
-    match engine.enter(0, "k", handle, None, Coalesce::Never, at(0.0)) {
+    match engine.enter(0, "k", handle, None, Coalesce::Never, false, at(0.0)) {
         Ok(Entered::Queued(ticket)) => ticket,
         other => panic!("queued: {other:?}"),
     }

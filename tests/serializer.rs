@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use common::Executor;
 use keyturn::{
-    Coalesce, KeyError, KeyedSerializer, ManualClock, SerializeError, SerializerOptions,
+    Clock, Coalesce, KeyError, KeyedSerializer, ManualClock, SerializeError, SerializerOptions,
 };
 
 // ---- the Rust front end --------------------------------------------------------------------
@@ -664,4 +664,78 @@ fn a_work_whose_deadline_timer_is_refused_fails_with_the_refusal_and_the_key_mov
     );
     assert_eq!(next.borrow_mut().take().unwrap(), Ok("next"));
     assert_eq!(serializer.pending(), 0);
+}
+
+#[test]
+fn a_pace_holds_starts_back_and_try_run_is_refused_meanwhile() {
+    let clock = ManualClock::new();
+    let options = SerializerOptions::default().with_rate(2.0, 100.0).unwrap();
+    let serializer = Rc::new(KeyedSerializer::with_options(options, clock.clone()));
+    let executor = Executor::new();
+    let starts = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..5 {
+        let (clock, serializer, starts) = (clock.clone(), serializer.clone(), starts.clone());
+        executor.spawn_with_output(async move {
+            serializer
+                .run("k", |_| async move {
+                    starts.borrow_mut().push((i, clock.monotonic_ms()))
+                })
+                .await
+        });
+    }
+    executor.run_until_stalled();
+    assert_eq!(*starts.borrow(), [(0, 0.0), (1, 0.0)]);
+    // Works wait in line for their pace: a call that must start at once is refused, saying so.
+    let refused = {
+        let serializer = serializer.clone();
+        executor.spawn_with_output(async move { serializer.try_run("k", |_| async {}).await })
+    };
+    let free = {
+        let serializer = serializer.clone();
+        executor
+            .spawn_with_output(async move { serializer.try_run("other", |_| async { 7 }).await })
+    };
+    executor.run_until_stalled();
+    assert!(matches!(
+        refused.borrow_mut().take(),
+        Some(Err(SerializeError::Unavailable {
+            retry_after_ms: None,
+            ..
+        }))
+    ));
+    assert_eq!(free.borrow_mut().take(), Some(Ok(7)));
+    for _ in 0..3 {
+        clock.advance(50.0);
+        executor.run_until_stalled();
+    }
+    assert_eq!(
+        *starts.borrow(),
+        [(0, 0.0), (1, 0.0), (2, 100.0), (3, 100.0)]
+    );
+    clock.advance(50.0);
+    executor.run_until_stalled();
+    assert_eq!(*starts.borrow().last().unwrap(), (4, 200.0));
+    // Idle at 200: one start of the last 100 ms is the one at 200, so one more may start.
+    let try_run = || {
+        let serializer = serializer.clone();
+        executor.spawn_with_output(async move { serializer.try_run("k", |_| async {}).await })
+    };
+    let free_again = try_run();
+    executor.run_until_stalled();
+    assert_eq!(free_again.borrow_mut().take(), Some(Ok(())));
+    // Two starts at 200: the pace alone holds the next up, until 300.
+    clock.advance(10.0);
+    let paced = try_run();
+    executor.run_until_stalled();
+    match paced.borrow_mut().take() {
+        Some(Err(SerializeError::Unavailable {
+            retry_after_ms: Some(ms),
+            ..
+        })) => {
+            assert_eq!(ms, 90.0)
+        }
+        other => panic!("refused for its pace: {other:?}"),
+    }
+    let stats = serializer.stats();
+    assert_eq!((stats.started, stats.paced, stats.unavailable), (7, 2, 2));
 }

@@ -5,10 +5,13 @@
 import {
   MAX_CONCURRENCY,
   MAX_KEY_BYTES,
+  MAX_RATE_LIMIT,
   MAX_TIMEOUT_MS,
   MESSAGES,
   REFUSED_BAD_CONCURRENCY,
   REFUSED_BAD_MAX_PENDING,
+  REFUSED_BAD_RATE_LIMIT,
+  REFUSED_BAD_RATE_PERIOD,
   REFUSED_BAD_SKEW,
   REFUSED_BAD_STALE,
   REFUSED_BAD_STORE_TIMEOUT,
@@ -16,6 +19,7 @@ import {
   REFUSED_BAD_WAIT,
   REFUSED_KEY_EMPTY,
   REFUSED_KEY_TOO_LONG,
+  REFUSED_RATE_OVER_STORE,
   fill,
 } from './constants.js';
 
@@ -87,6 +91,16 @@ export function keyError(what, key, empty) {
  */
 export function optionalNumber(value, what) {
   if (value !== undefined && typeof value !== 'number') throw wrongType(what, 'a number or undefined', value);
+  return value;
+}
+
+/**
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {boolean | undefined}
+ */
+export function optionalBoolean(value, what) {
+  if (value !== undefined && typeof value !== 'boolean') throw wrongType(what, 'a boolean or undefined', value);
   return value;
 }
 
@@ -181,6 +195,24 @@ export class OptionNames {
   }
 }
 
+const RATE_FIELDS = new OptionNames(['limit', 'periodMs']);
+
+/**
+ * A serializer's `rate`: `undefined`, or an object with the numbers `limit` and `periodMs` and
+ * nothing else — a `TypeError` naming the field otherwise (their ranges are the engine's).
+ * @param {unknown} value
+ * @param {string} what
+ * @returns {{ limit: number, periodMs: number } | undefined}
+ */
+export function rateOption(value, what) {
+  if (value === undefined) return undefined;
+  RATE_FIELDS.check(value, what);
+  const { limit, periodMs } = /** @type {{ limit?: unknown, periodMs?: unknown }} */ (value);
+  if (typeof limit !== 'number') throw wrongType(`${what}.limit`, 'a number', limit);
+  if (typeof periodMs !== 'number') throw wrongType(`${what}.periodMs`, 'a number', periodMs);
+  return { limit, periodMs };
+}
+
 /**
  * Insertions, deletions, substitutions and swaps of neighbours between `a` and `b`.
  * @param {string} a
@@ -208,6 +240,7 @@ function editDistance(a, b) {
  * @property {number} [timeoutMs]
  * @property {number} [maxPending]
  * @property {number} [concurrency]
+ * @property {{ limit?: number, periodMs?: number }} [rate]
  * @property {number} [waitMs]
  * @property {number} [staleMs]
  * @property {number} [maxClockSkewMs]
@@ -234,6 +267,12 @@ export function refusalError(code, given, keyWhat) {
       return range(MESSAGES.maxPendingRange, 'maxPending', given.maxPending);
     case REFUSED_BAD_CONCURRENCY:
       return range(MESSAGES.concurrencyRange, 'concurrency', given.concurrency, MAX_CONCURRENCY);
+    case REFUSED_BAD_RATE_LIMIT:
+      return range(MESSAGES.concurrencyRange, 'rate.limit', given.rate?.limit, MAX_RATE_LIMIT);
+    case REFUSED_BAD_RATE_PERIOD:
+      return range(MESSAGES.timeoutRange, 'rate.periodMs', given.rate?.periodMs);
+    case REFUSED_RATE_OVER_STORE:
+      return typeError(MESSAGES.rateOverStore, {});
     case REFUSED_BAD_WAIT:
       return range(MESSAGES.waitRange, 'waitMs', given.waitMs);
     case REFUSED_BAD_STALE:

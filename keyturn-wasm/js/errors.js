@@ -38,6 +38,26 @@ export class SerializedQueueFull extends Error {
 }
 
 /**
+ * A call with `ifAvailable` whose work could not start at once: a work of its key is ahead of
+ * it, no slot is free, or the key's `rate` allows no start yet. It rejects with this at once and
+ * queues nothing; its work is never called. `retryAfterMs` is how long until the pace allows a
+ * start when the pace is all that held it up (an API's `Retry-After`), else `undefined`: how
+ * long a running work takes is not keyturn's to know.
+ */
+export class SerializedWorkUnavailable extends Error {
+  /**
+   * @param {string} key
+   * @param {number | undefined} retryAfterMs
+   */
+  constructor(key, retryAfterMs) {
+    super(fill(MESSAGES.unavailable, { key }));
+    this.name = 'SerializedWorkUnavailable';
+    this.key = key;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
  * A lock store failed (threw, rejected, or answered something that is not a store's answer).
  * Never a busy lock: that is `undefined` from `acquireLock`. The store's own error is `cause`.
  */

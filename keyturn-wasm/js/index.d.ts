@@ -38,6 +38,24 @@ export class SerializedQueueFull extends Error {
 }
 
 /**
+ * A call with `ifAvailable` whose work could not start at once — a work of its key is ahead of
+ * it, no slot is free, or the key's `rate` allows no start yet: it rejects with this at once,
+ * queues nothing, and its work is never called. What an API answers with 429.
+ */
+export class SerializedWorkUnavailable extends Error {
+  constructor(key: string, retryAfterMs: number | undefined);
+  readonly name: 'SerializedWorkUnavailable';
+  /** The key the call was refused for. */
+  readonly key: string;
+  /**
+   * How long until the key's pace allows a start, in milliseconds, when the pace is all that
+   * held the work up (a `Retry-After`); `undefined` when a work of the key is ahead of it or no
+   * slot is free — how long a running work takes is not keyturn's to know.
+   */
+  readonly retryAfterMs: number | undefined;
+}
+
+/**
  * keyturn's wasm instance trapped (a bug, or memory exhausted). The call that met it, and every
  * later call of a serializer or lock made on that instance, rejects with this (`cause` is the
  * trap); works that were waiting in it are rejected with it too. Serializers and locks made
@@ -71,6 +89,13 @@ export interface SerializeOptions {
    * the reason once the work ends, not at once.
    */
   coalesce?: boolean | string | undefined;
+  /**
+   * `true`: run only if the work can start at once — no work of its key is ahead of it, a slot
+   * is free and the key's `rate` allows a start. Otherwise the call rejects at once with a
+   * {@link SerializedWorkUnavailable} (with `retryAfterMs` where the pace is what held it up),
+   * queues nothing, and `work` is never called. Default `false`: wait in line.
+   */
+  ifAvailable?: boolean | undefined;
   /**
    * Called once when a work that was abandoned — it timed out, or its caller's `signal`
    * aborted while it ran — settles after all, with what it resolved (`undefined` when it
@@ -134,6 +159,10 @@ export interface SerializerStats {
   lateSettled: number;
   /** Calls that joined a queued work instead of adding one (`coalesce`). */
   coalesced: number;
+  /** Works that waited for their key's `rate` (each counted once). */
+  paced: number;
+  /** Calls refused by `ifAvailable`. */
+  unavailable: number;
 }
 
 export interface Serialize {
@@ -176,6 +205,19 @@ export interface KeyedSerializerOptions {
    */
   concurrency?: number | undefined;
   /**
+   * A pace per key: at most `limit` works of a key start in any window of `periodMs` ms (a
+   * window sliding over start times, so no burst at a window's edge lets `2 × limit`
+   * through). A work waits for its pace in line, as for its turn: works start in call order,
+   * once a slot is free (`concurrency`) and the pace allows; its `signal` takes it out,
+   * `maxPending` bounds the line, coalescing calls join a work that has not started, and its
+   * deadline runs from its start. A key's recent starts outlive its busy spell: a key called
+   * again within the period waits as if it had stayed busy. `limit` is a whole number from 1
+   * to 1000 and `periodMs` a finite number from 1 to 2^31 - 1 (`RangeError` otherwise); a
+   * `rate` that is not such an object is a `TypeError`. In one isolate, on its monotonic clock:
+   * not yet with a `store` (a `TypeError`).
+   */
+  rate?: { limit: number; periodMs: number } | undefined;
+  /**
    * Serialize across every isolate whose serializer uses the same storage: each turn holds the
    * key's lease in this store (the lock named `SERIALIZE_PREFIX + key`), renewed while its work
    * runs. The deadline covers waiting for the lease and running. A store failure rejects that
@@ -199,7 +241,7 @@ export const SERIALIZE_PREFIX: string;
  * `store`, across every isolate sharing it (in order within each isolate).
  *
  * Throws a `TypeError` when `options` or one of its fields has the wrong type (or `store` is
- * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending`, `concurrency`,
+ * not a lock store) and a `RangeError` when `timeoutMs`, `maxPending`, `concurrency`, `rate`,
  * `staleMs`, `maxClockSkewMs` or `storeTimeoutMs` is out of range.
  */
 export function createKeyedSerializer(options?: KeyedSerializerOptions): Serialize;

@@ -15,7 +15,7 @@
 // a promise reaction the job registered there (`Inbox`). Each job keeps one timer of its own
 // (`ARM`); the next job of a line also watches the deadline of the one ahead, so a job whose
 // request ended cannot hold its key.
-import { SerializedWorkTimeout, SerializedQueueFull, ConcurrencyMismatch } from './errors.js';
+import { SerializedWorkTimeout, SerializedQueueFull, SerializedWorkUnavailable, ConcurrencyMismatch } from './errors.js';
 import {
   DEFAULT_TIMEOUT_MS,
   EFFECT_ABORT,
@@ -58,6 +58,7 @@ import {
   QUERY_PENDING,
   QUERY_STAT,
   REFUSED_QUEUE_FULL,
+  REFUSED_UNAVAILABLE,
   SERIALIZE_PREFIX,
   STATS,
   WHY_ABORTED,
@@ -65,7 +66,7 @@ import {
   WHY_TIMER_REFUSED,
   fill,
 } from './constants.js';
-import { OptionNames, checkKey, coalesceGroup, optionalFunction, optionalNumber, optionalSignal, refusalError, wrongType } from './arguments.js';
+import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, wrongType } from './arguments.js';
 import { Callers } from './coalescing.js';
 import { Door } from './engine.js';
 import { clear } from './timers.js';
@@ -74,8 +75,8 @@ import { clear } from './timers.js';
 /** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
 /** @typedef {(signal: AbortSignal, turn: Turn) => unknown} Work */
 
-const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
-const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce']);
+const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
+const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce', 'ifAvailable']);
 
 const resolved = Promise.resolve();
 
@@ -322,6 +323,7 @@ const lostLease = (key) => new DOMException(`keyturn: ${fill(MESSAGES.turnLeaseL
  * @property {number} [timeoutMs]
  * @property {number} [maxPending]
  * @property {number} [concurrency]
+ * @property {{ limit: number, periodMs: number }} [rate]
  * @property {object} [store]
  * @property {number} [staleMs]
  * @property {number} [maxClockSkewMs]
@@ -334,6 +336,7 @@ const lostLease = (key) => new DOMException(`keyturn: ${fill(MESSAGES.turnLeaseL
  * @property {(value: unknown) => void} [onLateSettle]
  * @property {number} [timeoutMs]
  * @property {boolean | string} [coalesce]
+ * @property {boolean} [ifAvailable]
  */
 
 /**
@@ -356,6 +359,7 @@ export class Serializer {
       timeoutMs: optionalNumber(options?.timeoutMs, 'options.timeoutMs'),
       maxPending: optionalNumber(options?.maxPending, 'options.maxPending'),
       concurrency: optionalNumber(options?.concurrency, 'options.concurrency'),
+      rate: rateOption(options?.rate, 'options.rate'),
       staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
       maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
       storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
@@ -369,6 +373,8 @@ export class Serializer {
       given.timeoutMs,
       given.maxPending,
       given.concurrency,
+      given.rate?.limit,
+      given.rate?.periodMs,
       store !== undefined,
       given.staleMs,
       given.maxClockSkewMs,
@@ -378,8 +384,11 @@ export class Serializer {
     this.timeoutMs = given.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.concurrency = given.concurrency ?? 1;
     this.inContext = hosts.inContext;
-    /** Events need the time: over a store (records carry it) or on Workers (timers per call). */
-    this.timed = store !== undefined || this.inContext;
+    /**
+     * Events need the time: over a store (records carry it), on Workers (timers per call), or
+     * with a pace (it counts start times).
+     */
+    this.timed = store !== undefined || this.inContext || given.rate !== undefined;
     /** ... and the wall clock: over a store (records carry it). */
     this.walled = store !== undefined;
     // Lines whose next job may start: staged a microtask later, started one after that.
@@ -454,6 +463,7 @@ export class Serializer {
     const onLateSettle = optionalFunction(options.onLateSettle, 'options.onLateSettle');
     const timeoutMs = optionalNumber(options.timeoutMs, 'options.timeoutMs');
     const group = coalesceGroup(options.coalesce, 'options.coalesce');
+    const ifAvailable = optionalBoolean(options.ifAvailable, 'options.ifAvailable') === true;
     if (signal?.aborted) {
       // Refused before it queues, its bad arguments reported all the same.
       checkKey(key, 'key');
@@ -463,10 +473,10 @@ export class Serializer {
     }
     if (group !== undefined) {
       const callers = new Callers(group, this.inContext);
-      return this.queue(key, work, new CallOptions(undefined, callers.lateSettled, callers), timeoutMs, group, signal, onLateSettle);
+      return this.queue(key, work, new CallOptions(undefined, callers.lateSettled, callers), timeoutMs, group, signal, onLateSettle, ifAvailable);
     }
     const call = signal !== undefined || onLateSettle !== undefined ? new CallOptions(signal, onLateSettle, undefined) : undefined;
-    return this.queue(key, work, call, timeoutMs, undefined, undefined, undefined);
+    return this.queue(key, work, call, timeoutMs, undefined, undefined, undefined, ifAvailable);
   }
 
   /**
@@ -479,19 +489,24 @@ export class Serializer {
    * @param {string | undefined} group
    * @param {AbortSignal | undefined} signal a coalescing caller's
    * @param {((value: unknown) => void) | undefined} onLateSettle ... and its onLateSettle
+   * @param {boolean} [ifAvailable] queued only if its work can start at once
    * @returns {Promise<unknown>}
    */
-  queue(key, work, call, timeoutMs, group, signal, onLateSettle) {
+  queue(key, work, call, timeoutMs, group, signal, onLateSettle, ifAvailable = false) {
     const host = this.host;
     const { instance, engine } = host;
     const job = this.timed ? new TimedJob(this, key, work, call) : new Job(this, key, work, call);
     // (A lone surrogate would reach the engine as U+FFFD: refused here.)
     checkKey(key, 'key');
     job.handle = instance.hold(job);
-    const kind = engine.enter(this.id, key, job.handle, timeoutMs, group, this.timed ? performance.now() : NaN);
+    const kind = engine.enter(this.id, key, job.handle, timeoutMs, group, ifAvailable, this.timed ? performance.now() : NaN);
     if (kind < 0) {
       instance.letGo(job.handle);
       if (kind === REFUSED_QUEUE_FULL) return refused(new SerializedQueueFull(key, engine.query(QUERY_MAX_PENDING, this.id, undefined, undefined)));
+      if (kind === REFUSED_UNAVAILABLE) {
+        const retryAfterMs = host.read(FIELD_MS);
+        return refused(new SerializedWorkUnavailable(key, retryAfterMs < 0 ? undefined : retryAfterMs));
+      }
       throw refusalError(kind, { key, timeoutMs }, 'key');
     }
     const joined = host.read(FIELD_JOINED);

@@ -9,7 +9,7 @@
 
 use wasm_bindgen::prelude::*;
 
-use keyturn::engine::{Config, Entered, LineId, Now, Ticket};
+use keyturn::engine::{Config, EnqueueError, Entered, LineId, Now, Ticket};
 use keyturn::{validate_key, Coalesce, SerializerOptions};
 
 use crate::interop::{self, Details, Register};
@@ -113,14 +113,17 @@ impl Engine {
     }
 
     /// Adds a serializer with the options the caller gave (`undefined` for each left out; the
-    /// JS checked their types); with `lease`, over the store, with its lease options. Its
-    /// number, or a refusal code (negative).
+    /// JS checked their types; a rate's limit and period come together or not at all); with
+    /// `lease`, over the store, with its lease options. Its number, or a refusal code
+    /// (negative).
     #[allow(clippy::too_many_arguments)]
     pub fn serializer(
         &mut self,
         timeout_ms: Option<f64>,
         max_pending: Option<f64>,
         concurrency: Option<f64>,
+        rate_limit: Option<f64>,
+        rate_period_ms: Option<f64>,
         lease: bool,
         stale_ms: Option<f64>,
         max_clock_skew_ms: Option<f64>,
@@ -133,6 +136,10 @@ impl Engine {
                     None => Ok(options),
                 },
             );
+        let options = options.and_then(|options| match (rate_limit, rate_period_ms) {
+            (Some(limit), Some(period_ms)) => options.with_rate(limit, period_ms),
+            _ => Ok(options),
+        });
         let options = match options {
             Ok(options) => options,
             Err(error) => return interop::serializer_refusal(error),
@@ -148,9 +155,11 @@ impl Engine {
     }
 
     /// A call of `serializer` for `key`, held by the JS as `handle`, with its own deadline
-    /// (`undefined`: the serializer's), coalescing in `group` (`undefined`: none). The kind of the
-    /// first effect (its work's ticket in `ID`; the handle of the work it joined in `JOINED`,
-    /// else -1), or a refusal code.
+    /// (`undefined`: the serializer's), coalescing in `group` (`undefined`: none), queued only
+    /// if it can start at once with `if_available`. The kind of the first effect (its work's
+    /// ticket in `ID`; the handle of the work it joined in `JOINED`, else -1), or a refusal
+    /// code.
+    #[allow(clippy::too_many_arguments)]
     pub fn enter(
         &mut self,
         serializer: u32,
@@ -158,12 +167,19 @@ impl Engine {
         handle: u32,
         timeout_ms: Option<f64>,
         group: Option<String>,
+        if_available: bool,
         mono: f64,
     ) -> f64 {
         let now = at(0.0, mono);
-        let entered = self
-            .engine
-            .enter(serializer, key, handle, timeout_ms, coalesce(group), now);
+        let entered = self.engine.enter(
+            serializer,
+            key,
+            handle,
+            timeout_ms,
+            coalesce(group),
+            if_available,
+            now,
+        );
         match entered {
             Ok(Entered::Queued(ticket)) => {
                 let line = self.engine.line_of(serializer, ticket);
@@ -175,7 +191,12 @@ impl Engine {
                 self.set(field::ID, ticket.pack());
                 self.set(field::JOINED, f64::from(joined));
             }
-            Err(error) => return interop::enqueue_refusal(error),
+            Err(error) => {
+                if let EnqueueError::Unavailable { retry_after_ms } = error {
+                    self.set(field::MS, retry_after_ms.unwrap_or(-1.0));
+                }
+                return interop::enqueue_refusal(error);
+            }
         }
         self.next_effect()
     }

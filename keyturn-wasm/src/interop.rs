@@ -6,7 +6,9 @@
 use keyturn::engine::{
     Answer, Effect, EnqueueError, Held, Lost, Method, Outcome, Record, Refusal, StoreCall, Why,
 };
-use keyturn::{KeyError, LockOptions, LockStats, OptionError, SerializerOptionError, Stats};
+use keyturn::{
+    KeyError, LockOptions, LockStats, OptionError, RateOutOfRange, SerializerOptionError, Stats,
+};
 
 use crate::wire::{answer, effect, field, method, outcome, refused, why};
 
@@ -315,6 +317,7 @@ pub fn option_refusal(error: OptionError) -> f64 {
         OptionError::MaxClockSkewMs(_) => refused::BAD_SKEW,
         OptionError::StoreTimeoutMs(_) => refused::BAD_STORE_TIMEOUT,
         OptionError::Concurrency(_) => refused::BAD_CONCURRENCY,
+        OptionError::RateOverStore => refused::RATE_OVER_STORE,
     }
 }
 
@@ -342,6 +345,8 @@ pub fn serializer_refusal(error: SerializerOptionError) -> f64 {
         SerializerOptionError::TimeoutMs(_) => refused::BAD_TIMEOUT,
         SerializerOptionError::MaxPending(_) => refused::BAD_MAX_PENDING,
         SerializerOptionError::Concurrency(_) => refused::BAD_CONCURRENCY,
+        SerializerOptionError::Rate(RateOutOfRange::Limit(_)) => refused::BAD_RATE_LIMIT,
+        SerializerOptionError::Rate(RateOutOfRange::PeriodMs(_)) => refused::BAD_RATE_PERIOD,
     }
 }
 
@@ -352,6 +357,7 @@ pub fn enqueue_refusal(error: EnqueueError) -> f64 {
         EnqueueError::InvalidTimeout(_) => refused::BAD_TIMEOUT,
         EnqueueError::QueueFull { .. } => refused::QUEUE_FULL,
         EnqueueError::TooManyWorks | EnqueueError::IdleLine => refused::TOO_MANY,
+        EnqueueError::Unavailable { .. } => refused::UNAVAILABLE,
     }
 }
 
@@ -367,6 +373,8 @@ pub fn stat(stats: &Stats, index: f64) -> f64 {
         stats.refused as f64,
         stats.late_settled as f64,
         stats.coalesced as f64,
+        stats.paced as f64,
+        stats.unavailable as f64,
     ];
     values.get(index as usize).copied().unwrap_or(f64::NAN)
 }

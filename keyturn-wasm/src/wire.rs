@@ -297,12 +297,18 @@ pub mod refused {
             BAD_SKEW = -10.0,
             BAD_STORE_TIMEOUT = -11.0,
             CONCURRENCY_MISMATCH = -12.0,
+            /// A call with `ifAvailable` whose work could not start at once: `MS` is how long
+            /// until the pace allows a start, or -1 when a work or a slot holds it up.
+            UNAVAILABLE = -13.0,
+            BAD_RATE_LIMIT = -14.0,
+            BAD_RATE_PERIOD = -15.0,
+            RATE_OVER_STORE = -16.0,
         }
     }
 }
 
 /// `stats()`'s fields, in the order of their index.
-pub const STATS: [&str; 9] = [
+pub const STATS: [&str; 11] = [
     "keys",
     "running",
     "waiting",
@@ -312,6 +318,8 @@ pub const STATS: [&str; 9] = [
     "refused",
     "lateSettled",
     "coalesced",
+    "paced",
+    "unavailable",
 ];
 
 /// `lockStats(store)`'s fields, in the order of their index.

@@ -12,6 +12,10 @@ pub const QUEUE_FULL: &str =
 /// A live holder kept a lock's name for the whole wait.
 pub const LOCK_UNAVAILABLE: &str =
     "lock {key} was held by a live holder for the whole wait of {waitMs} ms";
+/// A call with `ifAvailable` whose work could not start at once.
+pub const UNAVAILABLE: &str = "serialized work for {key} could not start at once, as ifAvailable asked: a work of the key is ahead of it, no slot is free, or its pace allows no start yet";
+/// A serializer over a store given a rate.
+pub const RATE_OVER_STORE: &str = "rate is not supported with a store yet: a pace across isolates needs each key's start times in the store. Without a store, rate paces the keys of this isolate";
 /// The wasm instance trapped: every call of it fails from then on.
 pub const INSTANCE_FAILED: &str = "keyturn's wasm instance failed ({reason}); serializers and locks made before this fail with this error, new ones get a fresh instance";
 /// An argument of the wrong type.
@@ -74,6 +78,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("timeout", TIMEOUT),
     ("queueFull", QUEUE_FULL),
     ("lockUnavailable", LOCK_UNAVAILABLE),
+    ("unavailable", UNAVAILABLE),
+    ("rateOverStore", RATE_OVER_STORE),
     ("instanceFailed", INSTANCE_FAILED),
     ("wrongType", WRONG_TYPE),
     ("keyEmpty", KEY_EMPTY),

@@ -32,6 +32,7 @@ pub(crate) mod leases;
 mod locking;
 pub mod messages;
 pub(crate) mod options;
+pub(crate) mod pace;
 pub(crate) mod queue;
 pub(crate) mod random;
 pub(crate) mod record;
@@ -249,11 +250,16 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             && self.keeps_alive() != self.woken_keep
     }
 
-    /// Whether anything waits on the engine's timer: an acquisition, or a store call in flight
-    /// for a lease (a guard's watch keeps nothing alive: it serves holders, who keep alive what
-    /// they need).
+    /// Whether anything waits on the engine's timer: an acquisition, a store call in flight for
+    /// a lease, or a work for its key's pace (a guard's watch keeps nothing alive: it serves
+    /// holders, who keep alive what they need).
     fn keeps_alive(&self) -> bool {
-        self.leg_ops > 0 || self.acquiring > 0
+        self.leg_ops > 0
+            || self.acquiring > 0
+            || self
+                .serializers
+                .iter()
+                .any(|serial| serial.core.waits_for_pace())
     }
 
     /// Whether effects wait to be polled (a change of whether the one timer keeps the host
@@ -270,6 +276,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         for serial in &mut self.serializers {
             if let Some(deadline) = serial.core.next_deadline() {
                 at = at.min(deadline);
+            }
+            if let Some(pace) = serial.core.next_pace() {
+                at = at.min(pace);
             }
         }
         if LOCKS {
@@ -300,6 +309,13 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 .and_then(|serial| serial.core.expired(now.mono))
             {
                 self.expire_work(serializer, work, now, random);
+            }
+            while let Some(line) = self
+                .serializers
+                .get_mut(serializer as usize)
+                .and_then(|serial| serial.core.pace_came(now.mono))
+            {
+                self.turn_came(serializer, line);
             }
         }
         if LOCKS {
@@ -558,9 +574,16 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                     (found.handle, found.leg)
                 })
                 .map(|(handle, leg)| {
-                    // A work waits on its timer while its lease is being taken.
+                    // A work waits on its timer while its lease is being taken, or its pace
+                    // comes.
                     let leg = leg.filter(|_| LOCKS).and_then(|leg| self.legs.get(leg));
-                    (handle, leg.is_some_and(|leg| !leg.held))
+                    let paced = self
+                        .serializers
+                        .get(serializer as usize)
+                        .is_some_and(|serial| {
+                            serial.core.has_pace() && !serial.core.has_started(work)
+                        });
+                    (handle, paced || leg.is_some_and(|leg| !leg.held))
                 }),
             Owner::Call(_) if !LOCKS => None,
             Owner::Call(call) => self
@@ -634,7 +657,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     pub(crate) fn wake_by(&mut self, at: f64) {
         if at < self.woken_at {
             self.woken_at = at;
-            self.woken_keep = LOCKS && self.keeps_alive();
+            self.woken_keep = self.keeps_alive();
             self.woken_early = LOCKS && self.pause_at(at);
             self.effects.push_back(Effect::Wake {
                 at,
@@ -694,6 +717,14 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 if serial.core.first_unstarted(line) == Some(work) {
                     if let Some(ahead) = self.earliest_ahead(serializer, line) {
                         at = at.min(ahead);
+                    }
+                    let now = self.last.mono;
+                    if let Some(paced) = self
+                        .serializers
+                        .get_mut(serializer as usize)
+                        .and_then(|serial| serial.core.paced_until(line, now))
+                    {
+                        at = at.min(paced);
                     }
                 }
             }

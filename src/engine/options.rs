@@ -107,14 +107,78 @@ pub(crate) fn validate_concurrency(n: f64) -> Result<usize, ConcurrencyOutOfRang
     }
 }
 
+/// The most starts a rate's `limit` allows in one period.
+pub const MAX_RATE_LIMIT: u32 = 1000;
+
+/// A pace: at most `limit` works of a key start in any window of `period_ms` milliseconds
+/// ([`SerializerOptions::with_rate`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    pub(crate) limit: u32,
+    pub(crate) period_ms: f64,
+}
+
+impl Rate {
+    /// The most starts of a key in one window.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The window's length, in milliseconds.
+    pub fn period_ms(&self) -> f64 {
+        self.period_ms
+    }
+}
+
+/// A `rate` out of range: its `limit` is not a whole number from 1 to [`MAX_RATE_LIMIT`], or
+/// its `periodMs` is not a finite number from 1 to [`MAX_TIMEOUT_MS`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RateOutOfRange {
+    /// `rate.limit`.
+    Limit(f64),
+    /// `rate.periodMs`.
+    PeriodMs(f64),
+}
+
+impl fmt::Display for RateOutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (template, what, max, value) = match *self {
+            RateOutOfRange::Limit(value) => (
+                messages::CONCURRENCY_RANGE,
+                "rate.limit",
+                MAX_RATE_LIMIT,
+                value,
+            ),
+            RateOutOfRange::PeriodMs(value) => (
+                messages::TIMEOUT_RANGE,
+                "rate.periodMs",
+                MAX_TIMEOUT_MS,
+                value,
+            ),
+        };
+        f.write_str(&messages::fill(
+            template,
+            &[
+                ("what", what),
+                ("max", &max.to_string()),
+                ("value", &value.to_string()),
+            ],
+        ))
+    }
+}
+
+impl std::error::Error for RateOutOfRange {}
+
 /// What a serializer may vary, checked: make it with [`SerializerOptions::new`] (and
-/// [`with_concurrency`](SerializerOptions::with_concurrency)), or take the default (30 s
-/// deadlines, no bound, one work of a key at a time).
+/// [`with_concurrency`](SerializerOptions::with_concurrency),
+/// [`with_rate`](SerializerOptions::with_rate)), or take the default (30 s deadlines, no bound,
+/// one work of a key at a time, no pace).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SerializerOptions {
     pub(crate) timeout_ms: f64,
     pub(crate) max_pending: usize,
     pub(crate) concurrency: usize,
+    pub(crate) rate: Option<Rate>,
 }
 
 /// An option [`SerializerOptions::new`] refused.
@@ -126,6 +190,8 @@ pub enum SerializerOptionError {
     MaxPending(MaxPendingOutOfRange),
     /// `concurrency` is out of range.
     Concurrency(ConcurrencyOutOfRange),
+    /// `rate` is out of range.
+    Rate(RateOutOfRange),
 }
 
 impl fmt::Display for SerializerOptionError {
@@ -134,6 +200,7 @@ impl fmt::Display for SerializerOptionError {
             SerializerOptionError::TimeoutMs(error) => error.fmt(f),
             SerializerOptionError::MaxPending(error) => error.fmt(f),
             SerializerOptionError::Concurrency(error) => error.fmt(f),
+            SerializerOptionError::Rate(error) => error.fmt(f),
         }
     }
 }
@@ -155,6 +222,7 @@ impl SerializerOptions {
             max_pending: validate_max_pending(max_pending)
                 .map_err(SerializerOptionError::MaxPending)?,
             concurrency: 1,
+            rate: None,
         })
     }
 
@@ -199,6 +267,64 @@ impl SerializerOptions {
         })
     }
 
+    /// These options with a pace: at most `limit` works of a key start in any window of
+    /// `period_ms` milliseconds (a window sliding over start times, so no burst at a window's
+    /// edge lets `2 × limit` through). `limit` is a whole number from 1 to [`MAX_RATE_LIMIT`];
+    /// `period_ms` a finite number from 1 to [`MAX_TIMEOUT_MS`].
+    ///
+    /// A work waits for its pace in line, as it waits for its turn: works start in call order,
+    /// once a slot is free (see [`with_concurrency`](Self::with_concurrency)) and the pace
+    /// allows; a waiting work's caller may give up on it, `max_pending` bounds the line, and
+    /// coalescing calls join a work that has not started. A work's deadline runs from its
+    /// start, so a wait for the pace does not eat into it. A key's recent starts outlive its
+    /// busy spell: a key called again within the period waits as if it had stayed busy.
+    ///
+    /// In one isolate, on its monotonic clock. Not a promise about when a work ends: the pace
+    /// counts starts, and `concurrency` bounds how many run.
+    ///
+    /// # Errors
+    /// [`SerializerOptionError::Rate`] when `limit` or `period_ms` is out of range.
+    ///
+    /// # Examples
+    ///
+    /// Two starts of a key per second: the third waits for the first's second to pass.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::pin::pin;
+    /// use std::task::{Context, Poll, Waker};
+    /// use keyturn::{KeyedSerializer, ManualClock, SerializerOptions};
+    ///
+    /// let options = SerializerOptions::default().with_rate(2.0, 1000.0)?;
+    /// let clock = ManualClock::new();
+    /// let serializer = KeyedSerializer::with_options(options, clock.clone());
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut first = pin!(serializer.run("api-key-1", |_| async { 1 }));
+    /// let mut second = pin!(serializer.run("api-key-1", |_| async { 2 }));
+    /// let mut third = pin!(serializer.run("api-key-1", |_| async { 3 }));
+    /// assert_eq!(first.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+    /// assert_eq!(second.as_mut().poll(&mut cx), Poll::Ready(Ok(2)));
+    /// assert!(third.as_mut().poll(&mut cx).is_pending(), "two started this second");
+    /// clock.advance(1000.0);
+    /// assert_eq!(third.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    /// # Ok::<(), keyturn::SerializerOptionError>(())
+    /// ```
+    pub fn with_rate(self, limit: f64, period_ms: f64) -> Result<Self, SerializerOptionError> {
+        let limit_ok = limit.fract() == 0.0 && (1.0..=f64::from(MAX_RATE_LIMIT)).contains(&limit);
+        if !limit_ok {
+            return Err(SerializerOptionError::Rate(RateOutOfRange::Limit(limit)));
+        }
+        let period_ms = validate_timeout_ms(period_ms)
+            .map_err(|_| SerializerOptionError::Rate(RateOutOfRange::PeriodMs(period_ms)))?;
+        Ok(SerializerOptions {
+            rate: Some(Rate {
+                limit: limit as u32,
+                period_ms,
+            }),
+            ..self
+        })
+    }
+
     /// [`new`](Self::new) with the options a caller gave, `None` for each it left out: the
     /// defaults are [`DEFAULT_TIMEOUT_MS`] and no bound.
     ///
@@ -228,6 +354,11 @@ impl SerializerOptions {
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
+
+    /// The pace of a key's starts, if any.
+    pub fn rate(&self) -> Option<Rate> {
+        self.rate
+    }
 }
 
 impl Default for SerializerOptions {
@@ -236,6 +367,7 @@ impl Default for SerializerOptions {
             timeout_ms: f64::from(DEFAULT_TIMEOUT_MS),
             max_pending: usize::MAX,
             concurrency: 1,
+            rate: None,
         }
     }
 }
@@ -332,11 +464,15 @@ pub enum OptionError {
     /// `concurrency` is not a whole number from 1 to
     /// [`MAX_CONCURRENCY`](crate::MAX_CONCURRENCY).
     Concurrency(f64),
+    /// A serializer over a store was given a rate: not supported yet (a pace across isolates
+    /// needs the key's start times in its store).
+    RateOverStore,
 }
 
 impl fmt::Display for OptionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (template, what, value) = match self {
+            OptionError::RateOverStore => return f.write_str(messages::RATE_OVER_STORE),
             // The serializer's error for the same rule says it.
             OptionError::Concurrency(value) => return ConcurrencyOutOfRange(*value).fmt(f),
             OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),

@@ -65,7 +65,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     /// serializer's concurrency, whatever `lease` says. Its number, for the calls below.
     ///
     /// # Errors
-    /// A lease option out of range.
+    /// A lease option out of range; a rate with a lease ([`OptionError::RateOverStore`]).
     pub fn add_serializer(
         &mut self,
         options: SerializerOptions,
@@ -74,6 +74,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if !LOCKS && lease.is_some() {
             // (Never asked of an engine without locks: its host has no store.)
             return Err(OptionError::StaleMs(0.0));
+        }
+        if lease.is_some() && options.rate().is_some() {
+            return Err(OptionError::RateOverStore);
         }
         // N at a time: each turn holds one of the key's N slots, in every isolate.
         let lease = lease.map(|lease| lease.with_concurrency(options.concurrency() as f64));
@@ -89,10 +92,12 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
 
     /// A call of serializer `serializer` for `key`, with its own deadline (`None`: the
     /// serializer's) and coalescing as `coalesce` says, for the host's `handle`. Its work's
-    /// turn may come at once ([`Effect::Ready`] or [`Effect::Start`]).
+    /// turn may come at once ([`Effect::Ready`] or [`Effect::Start`]). With `if_available`, it
+    /// is queued only if its work can start at once.
     ///
     /// # Errors
-    /// A bad key or deadline, a key at `maxPending`, too many works: nothing was queued.
+    /// A bad key or deadline, a key at `maxPending`, too many works, or with `if_available` a
+    /// work that could not start at once: nothing was queued.
     #[allow(clippy::too_many_arguments)]
     pub fn enter(
         &mut self,
@@ -101,6 +106,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         handle: H,
         timeout_ms: Option<f64>,
         coalesce: Coalesce,
+        if_available: bool,
         now: Now,
     ) -> Result<Entered<H>, EnqueueError> {
         self.set_now(now);
@@ -120,6 +126,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             None => {
                 validate_key(key).map_err(EnqueueError::InvalidKey)?;
                 let timeout_ms = serial.core.timeout_given(timeout_ms)?;
+                if if_available {
+                    serial.core.available(key, None, now.mono)?;
+                }
                 // One copy of the key, for the line and the index.
                 let key: Rc<str> = Rc::from(key);
                 let pushed = serial
@@ -132,6 +141,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         // (The deadline is checked once, here: joining and queueing take it as it is.)
         let timeout_ms = serial.core.timeout_given(timeout_ms)?;
+        if if_available {
+            // (Never a join: a work that can start at once has nothing unstarted ahead of it.)
+            serial.core.available(key, Some(line), now.mono)?;
+        }
         if let Some(joined) = serial.core.join_at(line, &coalesce, timeout_ms) {
             let handle = serial.core.payload(joined).map(|work| work.handle);
             if let Some(handle) = handle {
@@ -158,8 +171,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         }
     }
 
-    /// Starts the work `work` if it may start now: its turn has come, and every work ahead of
-    /// it started. Whether it did ([`Effect::Start`] follows, or its lease is taken first).
+    /// Starts the work `work` if it may start now: its turn has come, every work ahead of it
+    /// started, and its key's pace allows. Whether it did ([`Effect::Start`] follows, or its lease is taken first).
     pub fn start_work(
         &mut self,
         serializer: u32,
@@ -172,14 +185,15 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             .serializers
             .get(serializer as usize)
             .is_some_and(|serial| serial.core.may_start(work));
-        if may {
-            let handle = self.work_handle(serializer, work);
-            self.acting(handle);
-            self.begin(serializer, work, now, random);
-            self.drain(now, random);
-            self.acting(None);
+        if !may {
+            return false;
         }
-        may
+        let handle = self.work_handle(serializer, work);
+        self.acting(handle);
+        let began = self.begin(serializer, work, now, random);
+        self.drain(now, random);
+        self.acting(None);
+        began
     }
 
     /// The work `work`'s caller heard how it ended (its promise's handlers ran; its future
@@ -420,8 +434,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         serial.core.payload(work).map(|found| found.handle)
     }
 
-    /// Line `line`'s next work may start: its host is told.
-    fn turn_came(&mut self, serializer: u32, line: LineId) {
+    /// Line `line`'s next work may start: its host is told — unless it must wait for its
+    /// key's pace.
+    pub(crate) fn turn_came(&mut self, serializer: u32, line: LineId) {
         let Some(serial) = self.serializers.get(serializer as usize) else {
             return;
         };
@@ -430,6 +445,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             .and_then(|next| serial.core.payload(next))
             .map(|w| w.handle)
         {
+            if self.paced(serializer, line) {
+                return;
+            }
             self.effects.push_back(Effect::Ready {
                 serializer,
                 line,
@@ -438,15 +456,40 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         }
     }
 
+    /// Whether `line`'s next work must wait for its key's pace: then it is noted, and its
+    /// timer (or the one for all) is armed for when the pace allows.
+    fn paced(&mut self, serializer: u32, line: LineId) -> bool {
+        let now = self.last.mono;
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return false;
+        };
+        let Some(at) = serial.core.paced_until(line, now) else {
+            return false;
+        };
+        serial.core.wait_for_pace(line, at);
+        if let Some(next) = serial.core.first_unstarted(line) {
+            self.arm(Owner::Work(serializer, next), at);
+        }
+        true
+    }
+
     /// Starts work `ticket`: its deadline runs from now. Without a store its work is called;
     /// with one, its turn's lease is taken first. The line's next work may start too (N at a
-    /// time).
-    fn begin(&mut self, serializer: u32, ticket: Ticket, now: Now, random: &impl Random) {
+    /// time). Whether it started: not when its key's pace holds it back.
+    fn begin(&mut self, serializer: u32, ticket: Ticket, now: Now, random: &impl Random) -> bool {
+        let paced_line = self
+            .serializers
+            .get(serializer as usize)
+            .filter(|serial| serial.core.has_pace())
+            .and_then(|serial| serial.core.line_of(ticket));
+        if paced_line.is_some_and(|line| self.paced(serializer, line)) {
+            return false;
+        }
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
-            return;
+            return false;
         };
         let Some(started) = serial.core.start(ticket, now.mono) else {
-            return;
+            return false;
         };
         let (handle, deadline, slot, timeout_ms) = (
             started.payload.handle,
@@ -461,7 +504,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             self.turn_came(serializer, line);
         }
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
-            return;
+            return true;
         };
         let (Some(turns), Some(line), true) = (serial.turns.as_mut(), line, LOCKS) else {
             self.effects.push_back(Effect::Start {
@@ -471,7 +514,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 deadline,
                 report: false,
             });
-            return;
+            return true;
         };
         let pending = serial.core.pending_in(line);
         let begin = turns.begin(line.0, pending, timeout_ms);
@@ -529,6 +572,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if let Some(previous) = begin.hand_on {
             self.release_leg(previous, None, begin.succession.followers, now, random);
         }
+        true
     }
 
     /// A turn's lease is held: its work is called, its lease renewed while it runs.

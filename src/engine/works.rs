@@ -9,6 +9,7 @@
 use core::fmt;
 
 use super::options::{validate_timeout_ms, Coalesce, SerializerOptions, TimeoutOutOfRange};
+use super::pace::Pace;
 use super::slots::Slots;
 use crate::engine::deadlines::Deadlines;
 use crate::engine::key::KeyError;
@@ -92,6 +93,13 @@ pub enum EnqueueError {
     TooManyWorks,
     /// The line named is idle (a front end's stale id); nothing was queued.
     IdleLine,
+    /// The call asked to run only if its work could start at once, and it could not: a work
+    /// of its key is ahead of it, no slot is free, or the pace does not allow a start yet.
+    Unavailable {
+        /// How long until the pace allows a start (ms), where that is what holds it up and
+        /// no work is ahead of it; `None` when it waits for a slot or a line.
+        retry_after_ms: Option<f64>,
+    },
 }
 
 impl fmt::Display for EnqueueError {
@@ -107,6 +115,9 @@ impl fmt::Display for EnqueueError {
             }
             EnqueueError::TooManyWorks => f.write_str(messages::TOO_MANY_WORKS),
             EnqueueError::IdleLine => f.write_str("the line is idle"),
+            EnqueueError::Unavailable { .. } => f.write_str(
+                "the work could not start at once, as asked: a work of its key is ahead of it, no slot is free, or its pace allows no start yet",
+            ),
         }
     }
 }
@@ -170,6 +181,10 @@ pub struct Stats {
     pub late_settled: u64,
     /// Calls that joined a queued work instead of adding one (see [`Coalesce`]).
     pub coalesced: u64,
+    /// Works that waited for their key's pace (see [`SerializerOptions::with_rate`]).
+    pub paced: u64,
+    /// Calls refused because their work could not start at once, as they asked.
+    pub unavailable: u64,
 }
 
 /// Per-key FIFO lines of works, the deadlines of the running ones and the counters, with no
@@ -195,6 +210,8 @@ pub struct SerializerCore<P> {
     /// Running works' deadlines, a min-heap of `(deadline, ticket)`. Entries of works that
     /// ended stay until they reach the top or the heap is compacted (see `Deadlines`).
     deadlines: Deadlines,
+    /// With a rate: its keys' recent starts, and the lines waiting for their pace.
+    pace: Option<Pace>,
     running: usize,
     counted: usize,
     stats: Stats,
@@ -222,6 +239,7 @@ impl<P> SerializerCore<P> {
             shared_timer,
             calls_at_start,
             deadlines: Deadlines::default(),
+            pace: options.rate.map(Pace::new),
             running: 0,
             counted: 0,
             stats: Stats::default(),
@@ -471,6 +489,9 @@ impl<P> SerializerCore<P> {
         let state = self.lines.line_data_mut(line)?;
         state.unstarted = after;
         let slot = state.slots.take();
+        if let (Some(pace), Some(key)) = (self.pace.as_mut(), self.lines.line_key(line)) {
+            pace.started(key, now);
+        }
         let job = self.lines.get_mut(ticket)?;
         let deadline = now + job.timeout_ms;
         job.state = State::Running { deadline };
@@ -576,7 +597,14 @@ impl<P> SerializerCore<P> {
                 job.state = State::Queued;
             }
         }
+        let key = self
+            .pace
+            .as_ref()
+            .and_then(|_| self.lines.line_key(line).cloned());
         let removed = self.lines.remove(ticket)?;
+        if let (Some(pace), Some(key), true) = (self.pace.as_mut(), key, removed.idle) {
+            pace.idle(&key);
+        }
         Some(Released {
             next,
             idle: removed.idle,
@@ -771,8 +799,89 @@ impl<P> SerializerCore<P> {
             keys: self.lines.keys(),
             running: self.running,
             waiting: self.counted - self.running,
+            paced: self.pace.as_ref().map_or(0, |pace| pace.paced),
             ..self.stats
         }
+    }
+
+    /// Whether the serializer has a pace.
+    #[inline]
+    pub(crate) fn has_pace(&self) -> bool {
+        self.pace.is_some()
+    }
+
+    /// Whether a line waits for its key's pace.
+    pub(crate) fn waits_for_pace(&self) -> bool {
+        self.pace.as_ref().is_some_and(Pace::waits)
+    }
+
+    /// When `line`'s next work may start by its key's pace, if that is after `now` (`None`
+    /// without a rate, or when it may start now).
+    pub(crate) fn paced_until(&mut self, line: LineId, now: f64) -> Option<f64> {
+        let pace = self.pace.as_mut()?;
+        let key = self.lines.line_key(line)?;
+        Some(pace.next_start(key, now)).filter(|&at| at > now)
+    }
+
+    /// `line`'s next work waits for its key's pace until `at` ([`paced_until`](Self::paced_until)).
+    pub(crate) fn wait_for_pace(&mut self, line: LineId, at: f64) {
+        let (Some(pace), Some(key), Some(work)) = (
+            self.pace.as_mut(),
+            self.lines.line_key(line),
+            self.lines.line_data(line).and_then(|state| state.unstarted),
+        ) else {
+            return;
+        };
+        let lines = &self.lines;
+        pace.wait(key, line, at, work, |line| lines.line_key(line).cloned())
+    }
+
+    /// When the first line waiting for its pace may start, if any.
+    pub(crate) fn next_pace(&mut self) -> Option<f64> {
+        let lines = &self.lines;
+        self.pace
+            .as_mut()?
+            .next_wait(|line| lines.line_key(line).cloned())
+    }
+
+    /// A line whose pace came by `now`: it waits no more. Call until `None`.
+    pub(crate) fn pace_came(&mut self, now: f64) -> Option<LineId> {
+        let lines = &self.lines;
+        self.pace
+            .as_mut()?
+            .due(now, |line| lines.line_key(line).cloned())
+    }
+
+    /// Whether a call for `key` (its line, if busy) could start its work at once, as
+    /// `ifAvailable` asks: no work of the key waits, a slot is free, and the pace allows.
+    /// Counted in [`Stats::unavailable`] when not.
+    ///
+    /// # Errors
+    /// [`EnqueueError::Unavailable`] when it could not.
+    pub(crate) fn available(
+        &mut self,
+        key: &str,
+        line: Option<LineId>,
+        now: f64,
+    ) -> Result<(), EnqueueError> {
+        // (With none waiting, every work in the line holds a slot: running or abandoned.)
+        let busy = line
+            .and_then(|line| self.lines.line_data(line))
+            .is_some_and(|state| {
+                state.unstarted.is_some() || state.entries as usize >= self.options.concurrency
+            });
+        let paced = self
+            .pace
+            .as_mut()
+            .map(|pace| pace.next_start(key, now))
+            .filter(|&at| at > now);
+        if !busy && paced.is_none() {
+            return Ok(());
+        }
+        self.stats.unavailable += 1;
+        Err(EnqueueError::Unavailable {
+            retry_after_ms: paced.filter(|_| !busy).map(|at| at - now),
+        })
     }
 }
 

@@ -73,7 +73,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         Fut::Output: Clone + 'static,
     {
         let handle = self.exec.open();
-        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce));
+        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce), false);
         let (ticket, job, run) = match entered {
             Ok(Entered::Queued(ticket)) => {
                 let work: BoxedWork<Fut::Output> =

@@ -69,6 +69,15 @@ pub enum SerializeError {
     },
     /// Too many works are queued under every key together; nothing was queued.
     TooManyWorks,
+    /// The call asked to run only if its work could start at once ([`KeyedSerializer::try_run`]),
+    /// and it could not; nothing was queued.
+    Unavailable {
+        /// The key.
+        key: String,
+        /// How long until the key's pace allows a start, in milliseconds, when nothing else
+        /// holds the work up; `None` when a work of the key is ahead of it or no slot is free.
+        retry_after_ms: Option<f64>,
+    },
     /// The work did not finish within its deadline and was dropped.
     TimedOut {
         /// The key the work ran under.
@@ -92,6 +101,9 @@ impl fmt::Display for SerializeError {
                 &[("key", key), ("maxPending", &max_pending.to_string())],
             )),
             SerializeError::TooManyWorks => EnqueueError::TooManyWorks.fmt(f),
+            SerializeError::Unavailable { key, .. } => {
+                f.write_str(&messages::fill(messages::UNAVAILABLE, &[("key", key)]))
+            }
             SerializeError::TimedOut { key, timeout_ms } => f.write_str(&messages::fill(
                 messages::TIMEOUT,
                 &[("key", key), ("timeoutMs", &timeout_ms.to_string())],
@@ -158,17 +170,27 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         Ok(Serial { exec, serializer })
     }
 
-    /// Queues a call: its handle's place, or the refusal.
+    /// Queues a call (with `if_available`, only if its work can start at once): its handle's
+    /// place, or the refusal.
     pub(crate) fn enter(
         &self,
         key: &str,
         handle: Ticket,
         timeout_ms: Option<f64>,
         coalesce: Coalesce,
+        if_available: bool,
     ) -> Result<Entered<Ticket>, SerializeError> {
         let serializer = self.serializer;
         let entered = self.exec.event(|engine, now, _| {
-            engine.enter(serializer, key, handle, timeout_ms, coalesce, now)
+            engine.enter(
+                serializer,
+                key,
+                handle,
+                timeout_ms,
+                coalesce,
+                if_available,
+                now,
+            )
         });
         let entered = entered.map_err(|error| match error {
             EnqueueError::InvalidKey(error) => SerializeError::InvalidKey(error),
@@ -178,6 +200,10 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
                 max_pending,
             },
             EnqueueError::TooManyWorks | EnqueueError::IdleLine => SerializeError::TooManyWorks,
+            EnqueueError::Unavailable { retry_after_ms } => SerializeError::Unavailable {
+                key: key.to_owned(),
+                retry_after_ms,
+            },
         })?;
         if let Entered::Queued(ticket) = entered {
             self.exec.mailbox(handle, |mailbox| {
@@ -192,6 +218,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         &self,
         key: &str,
         timeout_ms: Option<f64>,
+        if_available: bool,
         work: F,
     ) -> Result<Fut::Output, SerializeError>
     where
@@ -204,7 +231,8 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
             handle,
             ticket: None,
         };
-        let Entered::Queued(ticket) = self.enter(key, handle, timeout_ms, Coalesce::Never)? else {
+        let entered = self.enter(key, handle, timeout_ms, Coalesce::Never, if_available)?;
+        let Entered::Queued(ticket) = entered else {
             unreachable!("a call that does not coalesce joins nothing")
         };
         place.ticket = Some(ticket);
@@ -442,7 +470,31 @@ impl<C: Clock> KeyedSerializer<C> {
         F: FnOnce(WorkSignal) -> Fut,
         Fut: Future,
     {
-        self.serial.run(key, None, |signal, _| work(signal)).await
+        self.serial
+            .run(key, None, false, |signal, _| work(signal))
+            .await
+    }
+
+    /// [`run`](Self::run) only if the work can start at once: no work of `key` is ahead of
+    /// it, one of its slots is free and its pace allows a start
+    /// ([`SerializerOptions::with_rate`]). Otherwise nothing is queued and the call fails at
+    /// once with [`SerializeError::Unavailable`] — what an API answers with 429 and
+    /// `Retry-After`.
+    ///
+    /// # Cancel safety
+    /// As [`run`](Self::run).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), and [`SerializeError::Unavailable`] (counted in
+    /// [`Stats::unavailable`]) when the work could not start at once.
+    pub async fn try_run<F, Fut>(&self, key: &str, work: F) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal) -> Fut,
+        Fut: Future,
+    {
+        self.serial
+            .run(key, None, true, |signal, _| work(signal))
+            .await
     }
 
     /// [`run`](Self::run) with this call's own deadline instead of the serializer's.
@@ -464,7 +516,7 @@ impl<C: Clock> KeyedSerializer<C> {
         Fut: Future,
     {
         self.serial
-            .run(key, Some(timeout_ms), |signal, _| work(signal))
+            .run(key, Some(timeout_ms), false, |signal, _| work(signal))
             .await
     }
 

@@ -84,7 +84,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
         F: FnOnce(WorkSignal, u64) -> Fut,
         Fut: Future,
     {
-        self.serial.run(key, None, work).await
+        self.serial.run(key, None, false, work).await
     }
 
     /// [`run`](Self::run) for a work that re-decides from a fresh read: joins the key's last

@@ -146,23 +146,25 @@ export async function use(env: { LOCKS: { idFromName(name: string): unknown; get
   const options: SerializeOptions = { signal: new AbortController().signal, timeoutMs: 100, onLateSettle: (value: unknown) => void value };
   const fence: number = await serialize('k', async (signal: AbortSignal, turn: Turn) => (signal.aborted ? 0 : turn.fence), options);
   const stats: SerializerStats = serialize.stats();
+  const paced: Serialize = createKeyedSerializer({ rate: { limit: 2, periodMs: 100 }, concurrency: 2 });
+  const now: string = await paced('k', () => 'now', { ifAvailable: true });
   const lock: Lock | undefined = await acquireLock(store, SERIALIZE_PREFIX + 'k', { waitMs: LOCK_WAIT_MS, staleMs: LOCK_STALE_MS, maxClockSkewMs: 500, storeTimeoutMs: 1000, now: Date.now });
   const lockCounters: LockStats = lockStats(store);
   await lock?.release();
   const held: number = await withLock(store, 'board', (l: Lock) => l.fence + l.slot, { concurrency: 2 });
-  const errors: Error[] = [new SerializedWorkTimeout('k', 1), new SerializedQueueFull('k', 1), new KeyturnInstanceFailed(new Error('x')), new LockStoreError('x'), new LockUnavailable('k', 1), new ConcurrencyMismatch('k', 2, 3)];
+  const errors: Error[] = [new SerializedWorkTimeout('k', 1), new SerializedQueueFull('k', 1), new SerializedWorkUnavailable('k', 5), new KeyturnInstanceFailed(new Error('x')), new LockStoreError('x'), new LockUnavailable('k', 1), new ConcurrencyMismatch('k', 2, 3)];
   const stores: LockStore[] = [new R2Store(env.BUCKET), new RedisStore(async () => null), new RedisStore(async () => null, { evalShaFn: async (sha: string, keys: string[], args: string[]) => (sha + keys.join() + args.join()).length }), new DurableObjectStore(env.LOCKS), new DenoKvStore({ get: async () => ({ value: null, versionstamp: null }), atomic: () => ({}) }), new SqliteStore((sql: string, params: string[]) => [sql, ...params], { table: 'locks' }), new DynamoDbStore({ putItem: async () => ({}), getItem: async () => ({}) }, { table: 'keyturn-locks', keyAttribute: 'pk' })];
   await new SqliteStore(async () => []).setup();
   const postgres = new PostgresStore(async (text: string, params: unknown[]) => [{ text, params }], { table: 'app.locks', listen: async (channel: string, onNotify: (payload?: string) => void) => () => onNotify(channel) });
   stores.push(postgres, new PostgresStore((text: string) => [text]));
   await postgres.setup();
   const options2: KeyedSerializerOptions & LockOptions = { timeoutMs: 1, waitMs: 1 };
-  void [stats.started, errors, stores, options2, LockDurableObject, lockCounters.readBacksApplied];
+  void [stats.started, stats.paced + stats.unavailable, now, errors, stores, options2, LockDurableObject, lockCounters.readBacksApplied];
   return fence + held + serialize.pending() + serialize.pending('k');
 }
 `;
 
-const everyType = 'createKeyedSerializer, DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull, KeyturnInstanceFailed, acquireLock, withLock, lockStats, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, ConcurrencyMismatch, MemoryStore, R2Store, RedisStore, PostgresStore, DurableObjectStore, DenoKvStore, SqliteStore, DynamoDbStore, LockDurableObject, type Serialize, type SerializeOptions, type SerializerStats, type Turn, type KeyedSerializerOptions, type LockStore, type Lock, type LockOptions, type LockStats';
+const everyType = 'createKeyedSerializer, DEFAULT_TIMEOUT_MS, SERIALIZE_PREFIX, SerializedWorkTimeout, SerializedQueueFull, SerializedWorkUnavailable, KeyturnInstanceFailed, acquireLock, withLock, lockStats, LOCK_STALE_MS, LOCK_WAIT_MS, LockStoreError, LockUnavailable, ConcurrencyMismatch, MemoryStore, R2Store, RedisStore, PostgresStore, DurableObjectStore, DenoKvStore, SqliteStore, DynamoDbStore, LockDurableObject, type Serialize, type SerializeOptions, type SerializerStats, type Turn, type KeyedSerializerOptions, type LockStore, type Lock, type LockOptions, type LockStats';
 
 const misuse = (importLine) => `${importLine}
 const serialize = createKeyedSerializer({ timeoutMs: '5' });

@@ -5,7 +5,7 @@
 use keyturn::engine::messages;
 use keyturn::{
     DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_CONCURRENCY, MAX_KEY_BYTES,
-    MAX_LOCAL_STREAK_MS, MAX_TIMEOUT_MS, SERIALIZE_PREFIX,
+    MAX_LOCAL_STREAK_MS, MAX_RATE_LIMIT, MAX_TIMEOUT_MS, SERIALIZE_PREFIX,
 };
 use keyturn_wasm::wire;
 
@@ -56,6 +56,11 @@ fn main() {
             "MAX_CONCURRENCY",
             MAX_CONCURRENCY as f64,
             "The most works of one key that may run at once (`concurrency`).",
+        ),
+        (
+            "MAX_RATE_LIMIT",
+            f64::from(MAX_RATE_LIMIT),
+            "The most starts of one key a pace allows per period (`rate.limit`).",
         ),
         (
             "LOCK_WAIT_MS",

@@ -30,7 +30,7 @@ forEachMode(({ createKeyedSerializer, SerializedQueueFull, SerializedWorkTimeout
     assert.equal(await rejection(result), reason);
     await sleep(2);
     assert.equal(called, false);
-    assert.deepEqual(serialize.stats(), { keys: 0, running: 0, waiting: 0, started: 0, timedOut: 0, aborted: 0, refused: 0, lateSettled: 0, coalesced: 0 });
+    assert.deepEqual(serialize.stats(), { keys: 0, running: 0, waiting: 0, started: 0, timedOut: 0, aborted: 0, refused: 0, lateSettled: 0, coalesced: 0, paced: 0, unavailable: 0 });
     // The key is still checked: a bad key is a TypeError even with an aborted signal.
     await assert.rejects(serialize('', () => 1, { signal: controller.signal }), TypeError);
     await noUnhandled();
@@ -215,11 +215,11 @@ forEachMode(({ createKeyedSerializer, SerializedQueueFull, SerializedWorkTimeout
     assert.equal(serialize.pending('a'), 3);
     assert.equal(serialize.pending('b'), 1);
     assert.equal(serialize.pending('idle'), 0);
-    assert.deepEqual(serialize.stats(), { keys: 2, running: 2, waiting: 2, started: 2, timedOut: 0, aborted: 0, refused: 0, lateSettled: 0, coalesced: 0 });
+    assert.deepEqual(serialize.stats(), { keys: 2, running: 2, waiting: 2, started: 2, timedOut: 0, aborted: 0, refused: 0, lateSettled: 0, coalesced: 0, paced: 0, unavailable: 0 });
     await clock.settle(Promise.allSettled(results));
     gate.resolve('late');
     await clock.advance(2);
-    assert.deepEqual(serialize.stats(), { keys: 0, running: 0, waiting: 0, started: 4, timedOut: 2, aborted: 0, refused: 0, lateSettled: 0, coalesced: 0 });
+    assert.deepEqual(serialize.stats(), { keys: 0, running: 0, waiting: 0, started: 4, timedOut: 2, aborted: 0, refused: 0, lateSettled: 0, coalesced: 0, paced: 0, unavailable: 0 });
     assert.equal(serialize.pending('a'), 0);
   }));
 
