@@ -1,10 +1,13 @@
 //! A key's pace (`SerializerOptions::with_rate`) in the engine alone, on a simulated host with a
 //! manual clock: with one timer for all (Node, browsers) and with a timer per call (Workers, the
-//! Rust front end), the same starts.
+//! Rust front end), the same starts. And, where contexts end (Workers), the work behind one whose
+//! caller's context ended — told it may start, it never does — gives it up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use keyturn::engine::{Config, Effect, Engine, EnqueueError, Entered, Now, Ticket};
+use keyturn::engine::{
+    Config, Effect, Engine, EnqueueError, Entered, Now, Outcome, Ticket, ORPHAN_MS, START_GRACE_MS,
+};
 use keyturn::{Coalesce, SeededRandom, SerializerOptions};
 
 fn at(ms: f64) -> Now {
@@ -35,6 +38,9 @@ struct Host {
     running: usize,
     most_running: usize,
     settled: Vec<u32>,
+    /// Callers whose context ended: what the engine asks of them is never done.
+    dead: BTreeSet<u32>,
+    never_started: Vec<u32>,
 }
 
 impl Host {
@@ -60,6 +66,8 @@ impl Host {
             running: 0,
             most_running: 0,
             settled: Vec::new(),
+            dead: BTreeSet::new(),
+            never_started: Vec::new(),
         }
     }
 
@@ -87,6 +95,12 @@ impl Host {
     fn apply(&mut self) {
         while let Some(effect) = self.engine.poll() {
             match effect {
+                Effect::Settle {
+                    handle,
+                    outcome: Outcome::NeverStarted,
+                } => self.never_started.push(handle),
+                Effect::Ready { handle, .. } | Effect::Arm { handle, .. }
+                    if self.dead.contains(&handle) => {}
                 Effect::Ready { handle, line, .. } => {
                     // The JS starts a line's next work; the Rust front end, the work itself.
                     let now = at(self.now);
@@ -118,13 +132,17 @@ impl Host {
                     assert!(!early, "a pace never fires early");
                     self.wake = at;
                 }
+                // (A hung work's signal: nothing here to abort.)
+                Effect::Abort { .. } => {}
                 other => panic!("no such effect here: {other:?}"),
             }
         }
     }
 
-    /// Runs until nothing is left to do, or `until`.
+    /// Runs until nothing is left to do, or `until`. A host woken again and again at one time
+    /// (a timer the engine keeps asking for, with nothing done) fails the test.
     fn run(&mut self, until: f64) {
+        let mut steps_at_now = 0;
         loop {
             let end = self.ends.iter().map(|e| e.0).fold(f64::INFINITY, f64::min);
             let timer = if self.per_call {
@@ -136,6 +154,8 @@ impl Host {
             if !next.is_finite() || next > until {
                 return;
             }
+            steps_at_now = if next > self.now { 0 } else { steps_at_now + 1 };
+            assert!(steps_at_now < 10_000, "the host spins at {} ms", self.now);
             self.now = self.now.max(next);
             let now = at(self.now);
             if let Some(i) = self.ends.iter().position(|e| e.0 <= self.now) {
@@ -358,4 +378,122 @@ fn without_a_rate_nothing_waits_for_a_pace() {
     host.run(f64::INFINITY);
     assert!(host.starts.iter().all(|s| s.1 == 0.0));
     assert_eq!(host.engine.stats(0).paced, 0);
+}
+
+/// A contexts-end host: work 1 runs 100 ms; work 2's caller's context ends while it waits;
+/// work 3 waits behind it.
+fn with_a_dead_waiter(options: SerializerOptions) -> Host {
+    let mut host = Host::new(options, true, 100.0);
+    host.call("k", 1, false).expect("queued");
+    host.dead.insert(2);
+    host.call("k", 2, false).expect("queued");
+    host.call("k", 3, false).expect("queued");
+    host
+}
+
+#[test]
+fn a_waiting_work_whose_context_ended_is_given_up_a_grace_after_its_turn_came() {
+    let mut host = with_a_dead_waiter(SerializerOptions::default());
+    host.run(100.0 + START_GRACE_MS - 1.0);
+    assert_eq!(host.starts, vec![(1, 0.0)], "work 2 may still start");
+    host.run(f64::INFINITY);
+    assert_eq!(host.never_started, vec![2]);
+    assert_eq!(host.starts, vec![(1, 0.0), (3, 100.0 + START_GRACE_MS)]);
+    assert_eq!(host.engine.stats(0).keys, 0, "the key ends idle");
+}
+
+#[test]
+fn a_waiting_work_that_starts_within_the_grace_is_not_given_up() {
+    let mut host = Host::new(SerializerOptions::default(), true, 100.0);
+    host.call("k", 1, false).expect("queued");
+    host.dead.insert(2); // slow, not gone: it starts 900 ms after its turn came
+    host.call("k", 2, false).expect("queued");
+    host.call("k", 3, false).expect("queued");
+    host.run(1000.0);
+    host.now = 1000.0;
+    host.dead.remove(&2);
+    let second = host.tickets[&2];
+    assert!(host.engine.start_work(0, second, at(1000.0), &host.random));
+    host.apply();
+    host.run(f64::INFINITY);
+    assert!(host.never_started.is_empty());
+    assert_eq!(host.starts, vec![(1, 0.0), (2, 1000.0), (3, 1100.0)]);
+}
+
+#[test]
+fn a_work_waiting_for_its_pace_whose_context_ended_is_woken_and_given_up_by_the_work_behind() {
+    let mut host = Host::new(rate(1.0, 500.0), true, 10.0);
+    host.call("k", 1, false).expect("queued");
+    host.dead.insert(2);
+    host.call("k", 2, false).expect("queued");
+    host.call("k", 3, false).expect("queued");
+    host.run(f64::INFINITY);
+    assert_eq!(host.never_started, vec![2]);
+    // Work 2's own timer for its pace is gone with its context: work 3's fires a moment after
+    // (ORPHAN_MS: a live work handles its own first), says work 2 may start, and gives it up a
+    // grace later; the pace allows work 3 at once.
+    assert_eq!(
+        host.starts,
+        vec![(1, 0.0), (3, 500.0 + ORPHAN_MS + START_GRACE_MS)]
+    );
+}
+
+#[test]
+fn behind_a_dead_running_work_and_a_dead_waiting_one_a_live_work_still_runs() {
+    // Work 1 hangs and its request ended (its timer with it); work 2's request ended before its
+    // turn; work 3 waits, alive: it watches work 1's deadline, then work 2's start.
+    let options = SerializerOptions::new(1000.0, f64::INFINITY).expect("options");
+    let mut host = Host::new(options, true, 1e9);
+    host.call("k", 1, false).expect("queued");
+    host.dead.insert(1);
+    host.dead.insert(2);
+    host.call("k", 2, false).expect("queued");
+    host.call("k", 3, false).expect("queued");
+    host.run(5000.0);
+    assert_eq!(host.never_started, vec![2]);
+    let third = host.starts.iter().find(|s| s.0 == 3).map(|s| s.1);
+    assert_eq!(
+        third,
+        Some(1000.0 + ORPHAN_MS + START_GRACE_MS),
+        "{:?}",
+        host.starts
+    );
+}
+
+#[test]
+fn two_waiting_works_in_a_row_whose_contexts_ended_hold_the_line_a_grace_each() {
+    let mut host = Host::new(SerializerOptions::default(), true, 100.0);
+    host.call("k", 1, false).expect("queued");
+    host.dead.insert(2);
+    host.dead.insert(3);
+    host.call("k", 2, false).expect("queued");
+    host.call("k", 3, false).expect("queued");
+    host.call("k", 4, false).expect("queued");
+    host.run(f64::INFINITY);
+    // Work 4, the line's last, watches work 2's start, then work 3's.
+    assert_eq!(host.never_started, vec![2, 3]);
+    assert_eq!(
+        host.starts,
+        vec![(1, 0.0), (4, 100.0 + 2.0 * START_GRACE_MS)]
+    );
+    assert_eq!(host.engine.stats(0).keys, 0);
+}
+
+#[test]
+fn a_burst_of_calls_in_one_context_keeps_a_few_timers_not_one_a_call() {
+    // workerd allows a request 10 000 timers: the works waiting behind others do not each watch.
+    let mut host = Host::new(SerializerOptions::default(), true, 1.0);
+    for i in 0..1000 {
+        host.call("k", i, false).expect("queued");
+    }
+    assert!(host.armed.len() <= 3, "{} timers", host.armed.len());
+    let mut most = 0;
+    while host.starts.len() < 1000 {
+        let before = host.starts.len();
+        host.run(host.now + 1.0);
+        host.now += 1.0;
+        most = most.max(host.armed.len());
+        assert!(host.starts.len() > before, "stalled at {}", host.now);
+    }
+    assert!(most <= 4, "{most} timers at once");
 }

@@ -128,6 +128,7 @@ pub fn load<V>(
                 Outcome::NotRenewed => outcome::NOT_RENEWED,
                 Outcome::Released => outcome::RELEASED,
                 Outcome::TimerRefused => outcome::TIMER_REFUSED,
+                Outcome::NeverStarted => outcome::NEVER_STARTED,
             };
             set(register, field::CODE, code);
             effect::SETTLE

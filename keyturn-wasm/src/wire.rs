@@ -131,6 +131,7 @@ pub mod outcome {
             NOT_RENEWED = 8.0,
             RELEASED = 9.0,
             TIMER_REFUSED = 10.0,
+            NEVER_STARTED = 11.0,
         }
     }
 }

@@ -156,6 +156,10 @@ pub enum Outcome {
     NotRenewed,
     /// A release is done.
     Released,
+    /// Where contexts end: the work's turn came and it did not start within
+    /// [`START_GRACE_MS`](super::START_GRACE_MS) — its caller's context had ended, so the start
+    /// the engine asked of it never came. It never runs, and the key moves on.
+    NeverStarted,
 }
 
 /// A lease just acquired, as its holder sees it.

@@ -14,6 +14,8 @@ pub const LOCK_UNAVAILABLE: &str =
     "lock {key} was held by a live holder for the whole wait of {waitMs} ms";
 /// A call with `ifAvailable` whose work could not start at once.
 pub const UNAVAILABLE: &str = "serialized work for {key} could not start at once, as ifAvailable asked: a work of the key is ahead of it, no slot is free, or its pace allows no start yet";
+/// Where contexts end: a work whose caller's context had ended by the time its turn came.
+pub const NEVER_STARTED: &str = "serialized work for {key} never started: its turn came after the request that called it had ended (await the call, or keep the request alive with ctx.waitUntil)";
 /// A serializer over a store given a rate.
 pub const RATE_OVER_STORE: &str = "rate is not supported with a store yet: a pace across isolates needs each key's start times in the store. Without a store, rate paces the keys of this isolate";
 /// The wasm instance trapped: every call of it fails from then on.
@@ -80,6 +82,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("lockUnavailable", LOCK_UNAVAILABLE),
     ("unavailable", UNAVAILABLE),
     ("rateOverStore", RATE_OVER_STORE),
+    ("neverStarted", NEVER_STARTED),
     ("instanceFailed", INSTANCE_FAILED),
     ("wrongType", WRONG_TYPE),
     ("keyEmpty", KEY_EMPTY),

@@ -51,7 +51,7 @@ pub use leases::{Answer, LockStats, Now, Refusal};
 pub use locking::{read_answer, read_fields};
 pub use queue::{LineId, Ticket, MAX_ENTRIES};
 pub use record::Record;
-pub use serial::{Entered, ORPHAN_MS};
+pub use serial::{Entered, ORPHAN_MS, START_GRACE_MS};
 pub use works::EnqueueError;
 
 use deadlines::Deadlines;
@@ -458,6 +458,16 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         self.acting(handle);
         self.tick(now, random);
+        if let Owner::Work(serializer, work) = owner {
+            // Where contexts end, the work ahead of this one may never start: see to it.
+            let line = self
+                .serializers
+                .get(serializer as usize)
+                .and_then(|serial| serial.core.line_of(work));
+            if let (Some(line), true) = (line, self.config.contexts_end) {
+                self.start_overdue(serializer, line, now, random);
+            }
+        }
         self.acting(None);
         if let Some(at) = self.need(owner) {
             self.arm(owner, at);
@@ -725,6 +735,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                         .and_then(|serial| serial.core.paced_until(line, now))
                     {
                         at = at.min(paced);
+                    }
+                } else if self.config.contexts_end {
+                    if let Some(ahead) = self.ahead_waits_until(serializer, work) {
+                        at = at.min(ahead);
                     }
                 }
             }

@@ -41,6 +41,9 @@ pub(crate) struct Work<H> {
     /// Abandoned: when it leaves its line if its caller has not said it heard (∞: not
     /// abandoned).
     pub(crate) orphan_at: f64,
+    /// Where contexts end: when its host was told it may start ([`Effect::Ready`]), until it
+    /// starts (∞ otherwise).
+    pub(crate) ready_at: f64,
 }
 
 /// How long after its deadline an abandoned work whose caller has not said it heard leaves its
@@ -49,6 +52,26 @@ pub(crate) struct Work<H> {
 /// future is dropped before the next work starts; when its caller's context is gone, the next
 /// work's own timer moves the key on.
 pub const ORPHAN_MS: f64 = 1.0;
+
+/// Where contexts end: how long a work whose turn came may take to start. Its host starts it
+/// from its caller's own context, a moment after it is told; a caller's context that ended (a
+/// request that answered without awaiting its call) never does, and the work behind it gives it
+/// up this long after — never a live one, whose start comes within microtasks unless its
+/// isolate is busy for longer than this.
+pub const START_GRACE_MS: f64 = 1000.0;
+
+/// The work right behind `work` in its line.
+fn serial_next<V, H: Copy + PartialEq, const LOCKS: bool>(
+    engine: &Engine<V, H, LOCKS>,
+    serializer: u32,
+    work: Ticket,
+) -> Option<Ticket> {
+    engine
+        .serializers
+        .get(serializer as usize)?
+        .core
+        .next_in_line(work)
+}
 
 /// How a call entered a serializer.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,6 +143,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             race: None,
             called: false,
             orphan_at: f64::INFINITY,
+            ready_at: f64::INFINITY,
         };
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
@@ -156,6 +180,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             self.turn_came(serializer, line);
         } else {
             self.arm_next(serializer, line);
+        }
+        if self.config.contexts_end && self.watches_on_entry(serializer, line, ticket) {
+            self.watch_ahead(serializer, ticket);
         }
         Ok(Entered::Queued(ticket))
     }
@@ -453,6 +480,124 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 line,
                 handle,
             });
+            if self.config.contexts_end {
+                self.told_ready(serializer, line);
+            }
+        }
+    }
+
+    /// Where contexts end: line `line`'s next work was told it may start now; the work behind
+    /// it watches that it does ([`START_GRACE_MS`]).
+    fn told_ready(&mut self, serializer: u32, line: LineId) {
+        let now = self.last.mono;
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        let Some(next) = serial.core.first_unstarted(line) else {
+            return;
+        };
+        if let Some(found) = serial.core.payload_mut(next) {
+            if !found.ready_at.is_finite() {
+                found.ready_at = now;
+            }
+        }
+        // The work behind it watches, and so does the line's last (its newest call, the one
+        // likeliest alive): a work between them whose context ended too cannot hold the line.
+        let (behind, last) = (
+            serial.core.next_in_line(next),
+            serial.core.last_in_line(line),
+        );
+        if let Some(behind) = behind {
+            self.watch_ahead(serializer, behind);
+        }
+        if let Some(last) = last.filter(|&last| Some(last) != behind) {
+            self.watch_ahead(serializer, last);
+        }
+    }
+
+    /// Where contexts end: whether a work just queued keeps a timer for the line's first work
+    /// not started — when it waits right behind it. (Not every call behind a work that did not
+    /// start at once: a burst of calls in one request would ask a timer each, past workerd's
+    /// 10 000.)
+    fn watches_on_entry(&self, serializer: u32, line: LineId, work: Ticket) -> bool {
+        let Some(serial) = self.serializers.get(serializer as usize) else {
+            return false;
+        };
+        let Some(first) = serial.core.first_unstarted(line) else {
+            return false;
+        };
+        first != work && serial.core.ahead_of(work) == Some(first)
+    }
+
+    /// Where contexts end: work `work`, waiting behind its line's first work not started, keeps
+    /// a timer for what that one waits on ([`ahead_waits_until`](Self::ahead_waits_until)), so
+    /// that a work whose caller's context ended cannot hold the line.
+    pub(crate) fn watch_ahead(&mut self, serializer: u32, work: Ticket) {
+        if !(self.config.timer_per_call && self.config.contexts_end) {
+            return;
+        }
+        if let Some(at) = self.ahead_waits_until(serializer, work) {
+            self.arm(Owner::Work(serializer, work), at);
+        }
+    }
+
+    /// When the line's first work not started — ahead of `work`, its own timer perhaps ended
+    /// with its caller's context — next needs the engine: once it was told it may start, the
+    /// start overdue by [`START_GRACE_MS`] (any work behind it watches that); else, for the work
+    /// right behind it, its pace or the deadline of a work running ahead (what its own timer
+    /// watches, [`arm_next`](Self::arm_next)), each [`ORPHAN_MS`] later so that a live caller
+    /// handles its own first — or workerd may cancel its request as hung (see
+    /// [`earliest_ahead`](Self::earliest_ahead)).
+    pub(crate) fn ahead_waits_until(&mut self, serializer: u32, work: Ticket) -> Option<f64> {
+        let now = self.last.mono;
+        let serial = self.serializers.get_mut(serializer as usize)?;
+        let line = serial.core.line_of(work)?;
+        let first = serial.core.first_unstarted(line)?;
+        if first == work || serial.core.has_started(work) {
+            return None;
+        }
+        let ready_at = serial.core.payload(first)?.ready_at;
+        if ready_at.is_finite() {
+            return Some(ready_at + START_GRACE_MS);
+        }
+        if serial.core.ahead_of(work) != Some(first) {
+            return None;
+        }
+        let paced = serial.core.paced_until(line, now).map(|at| at + ORPHAN_MS);
+        let running = self.earliest_ahead(serializer, line);
+        match (paced, running) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Where contexts end: line `line`'s first work not started, told it may start
+    /// [`START_GRACE_MS`] ago or more, never did — its caller's context ended — and is given up
+    /// ([`Outcome::NeverStarted`]): the line moves on.
+    pub(crate) fn start_overdue(
+        &mut self,
+        serializer: u32,
+        line: LineId,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let overdue = self
+            .serializers
+            .get(serializer as usize)
+            .and_then(|serial| {
+                let next = serial.core.first_unstarted(line)?;
+                let ready_at = serial.core.payload(next)?.ready_at;
+                (ready_at + START_GRACE_MS <= now.mono).then_some(next)
+            });
+        if let Some(next) = overdue {
+            self.give_up_work(
+                serializer,
+                next,
+                Outcome::NeverStarted,
+                Why::Aborted,
+                now,
+                random,
+            );
         }
     }
 
@@ -468,7 +613,14 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         serial.core.wait_for_pace(line, at);
         if let Some(next) = serial.core.first_unstarted(line) {
+            // Told it may start before (N at a time), it now waits for its pace instead.
+            if let Some(found) = serial.core.payload_mut(next) {
+                found.ready_at = f64::INFINITY;
+            }
             self.arm(Owner::Work(serializer, next), at);
+            if let Some(behind) = serial_next(self, serializer, next) {
+                self.watch_ahead(serializer, behind);
+            }
         }
         true
     }
@@ -887,7 +1039,13 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         ) else {
             return;
         };
+        let behind = serial.core.next_in_line(next);
         self.arm(Owner::Work(serializer, next), at);
+        // The next work's caller's context may have ended, its timer with it: the work behind
+        // it watches too.
+        if let Some(behind) = behind {
+            self.watch_ahead(serializer, behind);
+        }
     }
 
     /// When the works running (or abandoned) at the head of `line` next need the engine: the

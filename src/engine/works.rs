@@ -665,6 +665,16 @@ impl<P> SerializerCore<P> {
         self.lines.line_key(line).cloned()
     }
 
+    /// The last work of a line, if any.
+    pub(crate) fn last_in_line(&self, line: LineId) -> Option<Ticket> {
+        self.lines.last(line)
+    }
+
+    /// The work right behind `ticket` in its line, if any.
+    pub(crate) fn next_in_line(&self, ticket: Ticket) -> Option<Ticket> {
+        self.lines.next_in_line(ticket)
+    }
+
     /// The first work of a line that has not started, if any.
     pub fn first_unstarted(&self, line: LineId) -> Option<Ticket> {
         self.lines.line_data(line)?.unstarted

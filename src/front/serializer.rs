@@ -78,6 +78,13 @@ pub enum SerializeError {
         /// holds the work up; `None` when a work of the key is ahead of it or no slot is free.
         retry_after_ms: Option<f64>,
     },
+    /// Where contexts end (Workers): the work's turn came and its future was not polled to
+    /// start it within [`START_GRACE_MS`](crate::engine::START_GRACE_MS) — its request had
+    /// ended — so the work behind it gave it up. It never ran.
+    NeverStarted {
+        /// The key.
+        key: String,
+    },
     /// The work did not finish within its deadline and was dropped.
     TimedOut {
         /// The key the work ran under.
@@ -103,6 +110,9 @@ impl fmt::Display for SerializeError {
             SerializeError::TooManyWorks => EnqueueError::TooManyWorks.fmt(f),
             SerializeError::Unavailable { key, .. } => {
                 f.write_str(&messages::fill(messages::UNAVAILABLE, &[("key", key)]))
+            }
+            SerializeError::NeverStarted { key } => {
+                f.write_str(&messages::fill(messages::NEVER_STARTED, &[("key", key)]))
             }
             SerializeError::TimedOut { key, timeout_ms } => f.write_str(&messages::fill(
                 messages::TIMEOUT,
@@ -356,6 +366,9 @@ fn failure(key: &str, outcome: Outcome, mailbox: &mut Mailbox) -> SerializeError
             timeout_ms,
         },
         Outcome::TimerRefused => SerializeError::Timer(mailbox.timer_refusal()),
+        Outcome::NeverStarted => SerializeError::NeverStarted {
+            key: key.to_owned(),
+        },
         Outcome::Mismatch { found } => SerializeError::Lock(LockError::ConcurrencyMismatch {
             name: key.to_owned(),
             asked: 0,

@@ -18,8 +18,9 @@ import { worker } from '../runtimes/workerd.mjs';
 // How long any request may take before its case fails as hung: well past the bound it is held
 // to (BOUND_MS), so that only a hang reaches it.
 const LIMIT_MS = 10_000;
-// The bound on the next and the third request: the orphan's deadline, or its lease, is 1 s;
-// the rest is margin for a busy machine.
+// The bound on the next and the third request: the orphan's deadline, or its lease, is 1 s, and
+// a call queued behind it whose request had ended is given up 1 s after its turn came (the
+// engine's START_GRACE_MS); the rest is margin for a busy machine.
 const BOUND_MS = 3000;
 // The orphan's lease (the worker's STALE_MS): a lock left held may not be taken before it ended.
 const LEASE_MS = 1000;
@@ -83,7 +84,7 @@ async function upstreamSaw(key) {
  * The serializer cases: a request that starts a work on `key` and answers before it ends (with
  * `extra` on its query), then two requests whose awaited calls on the key must be served.
  */
-async function orphanedKey(serializer, key, extra) {
+async function orphanedKey(serializer, key, extra, queued = false) {
   const stats = async () => {
     const answer = await request(`/stats?serializer=${serializer}&key=${key}`);
     return answer === HUNG ? 'its stats hung too' : `stats ${JSON.stringify(answer.body.stats)}, pending(key) ${answer.body.pending}`;
@@ -93,6 +94,12 @@ async function orphanedKey(serializer, key, extra) {
   const orphan = await served(`/orphan?serializer=${serializer}&key=${key}${extra}`, 'the request that orphans its work', stats);
   assert.deepEqual([orphan.body.started, orphan.body.stats.running], [true, 1]);
   await upstreamSaw(key);
+  if (queued) {
+    // A call queued behind it by a request that answers at once: its turn comes after its
+    // request ended, so it never starts, and the call behind it gives it up a grace later.
+    const queue = await served(`/queue?serializer=${serializer}&key=${key}`, 'the request that queues a call', stats);
+    assert.equal(queue.body.pending, 2);
+  }
 
   // The next request's call waits for the orphan's deadline at most, then runs.
   const next = await served(`/call?serializer=${serializer}&key=${key}&n=2`, 'the next call on the key', stats);
@@ -115,6 +122,9 @@ describe('workerd: a request that answered without awaiting its work or releasin
     // The control: the same requests, the work handed to ctx.waitUntil (its request's context
     // kept until it settles, its fetch answered at 300 ms). It passes today: a failure of the
     // case above is the orphan's, not the routes' or the bounds'.
+    test(`a call queued behind it by a request that answered at once holds the key no longer than a grace after its turn came (${over})`, async () => {
+      await orphanedKey(serializer, `queued-${serializer}`, '', true);
+    });
     test(`control: the same work handed to ctx.waitUntil holds its key until it ends (${over})`, async () => {
       await orphanedKey(serializer, `kept-${serializer}`, '&waitUntil=1');
     });

@@ -8,6 +8,8 @@
 //   store: once it holds the key's lease), never awaiting its end. With &waitUntil=1 it hands
 //   the work's promise to ctx.waitUntil, which keeps the request's context until it settles:
 //   the fix a user would make, the test's control.
+// - GET /queue?serializer=…&key=K: a call on K that waits behind the work on it, never awaited:
+//   the request answers at once, before the call's turn comes.
 // - GET /call?serializer=…&key=K: an awaited call on K; answers its value, or its error.
 // - GET /stats?serializer=…&key=K: that serializer's stats and the key's pending works.
 // - GET /hold?name=N: acquireLock over the Durable Object store, answered without releasing.
@@ -84,6 +86,11 @@ export default {
       if (query('waitUntil') === '1') ctx.waitUntil(work);
       await running;
       return Response.json({ started: true, stats: serialize.stats() });
+    }
+    if (url.pathname === '/queue') {
+      // The mistake again, on a busy key: the call's turn comes after this request ended.
+      serialize(key, async () => 'the queued work ran');
+      return Response.json({ queued: true, pending: serialize.pending(key) });
     }
     if (url.pathname === '/call') {
       try {
