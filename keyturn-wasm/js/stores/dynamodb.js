@@ -13,6 +13,7 @@
 // overwritten or released.
 import { LockStoreError } from '../errors.js';
 import { OptionNames, wrongType } from '../arguments.js';
+import { Versions } from './versions.js';
 
 const OPTIONS = new OptionNames(['table', 'keyAttribute']);
 
@@ -57,8 +58,6 @@ const attempts = (error) => {
   return typeof sent === 'number' ? sent : 1;
 };
 
-const hex16 = (/** @type {number} */ n) => n.toString(16).padStart(16, '0');
-
 /** @param {number} ms */
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -97,8 +96,7 @@ export class DynamoDbStore {
   #table;
   /** @type {string} */
   #key;
-  #id = '';
-  #writes = 0;
+  #versions = new Versions();
   /**
    * @param {DynamoDbClient} client
    * @param {{ table: string, keyAttribute?: string }} options
@@ -195,17 +193,6 @@ export class DynamoDbStore {
     }
   }
 
-  #newVersion() {
-    // A random id per store object (drawn on its first write: workerd refuses randomness at
-    // global scope) and its count of writes: no version repeats, without a crypto call a write.
-    if (this.#id === '') {
-      const words = crypto.getRandomValues(new Uint32Array(2));
-      this.#id = words[0].toString(16).padStart(8, '0') + words[1].toString(16).padStart(8, '0');
-    }
-    this.#writes += 1;
-    return this.#id + hex16(this.#writes);
-  }
-
   // Each method answers a promise, never a throw: a client that throws is a rejection.
 
   /**
@@ -258,7 +245,7 @@ export class DynamoDbStore {
    */
   #put(key, value, condition, names, values) {
     try {
-      const version = this.#newVersion();
+      const version = this.#versions.next();
       const answer = this.#client.putItem({
         TableName: this.#table,
         Item: { [this.#key]: { S: key }, [VALUE]: { S: value }, [VERSION]: { S: version } },

@@ -30,6 +30,7 @@
 // take the mark back, which could not tell whether another isolate's wait still needs it.
 import { LockStoreError } from '../errors.js';
 import { OptionNames, wrongType } from '../arguments.js';
+import { Versions } from './versions.js';
 
 const OPTIONS = new OptionNames(['table', 'listen']);
 
@@ -59,8 +60,6 @@ const quoted = (table) =>
 
 /** What a CREATE TABLE IF NOT EXISTS that raced another can fail with (see `setup`). @type {Set<unknown>} */
 const RACED = new Set(['23505', '42710', '42P07']);
-
-const hex16 = (/** @type {number} */ n) => n.toString(16).padStart(16, '0');
 
 // A wait on a record that does not exist yet reads again this often: creates do not notify (a
 // new row carries no mark), and the lock never waits on an absent record (it creates it).
@@ -125,8 +124,7 @@ export class PostgresStore {
   #query;
   /** @type {string} */
   #table;
-  #id = '';
-  #writes = 0;
+  #versions = new Versions();
   /** @type {{ create: string, read: string, replace: string, mark: string, setup: string }} */
   #sql;
   /** Each key's waiters, told by a notification with the key as payload. @type {Map<string, Set<() => void>>} */
@@ -217,24 +215,13 @@ export class PostgresStore {
     }
   }
 
-
-  #newVersion() {
-    if (this.#id === '') {
-      // Drawn at the first write, not at construction: workerd refuses randomness at global scope.
-      const words = crypto.getRandomValues(new Uint32Array(2));
-      this.#id = words[0].toString(16).padStart(8, '0') + words[1].toString(16).padStart(8, '0');
-    }
-    this.#writes += 1;
-    return this.#id + hex16(this.#writes);
-  }
-
   /**
    * @param {string} key
    * @param {string} value
    * @returns {Promise<string | null>}
    */
   create(key, value) {
-    const version = this.#newVersion();
+    const version = this.#versions.next();
     return this.#run(this.#sql.create, [key, value, version], 'create', (rows) => this.#written(rows, version, 'create'));
   }
 
@@ -256,7 +243,7 @@ export class PostgresStore {
    * @returns {Promise<string | null>}
    */
   replace(key, version, value) {
-    const next = this.#newVersion();
+    const next = this.#versions.next();
     return this.#run(this.#sql.replace, [key, version, value, next, this.#table], 'replace', (rows) => this.#written(rows, next, 'replace'));
   }
 

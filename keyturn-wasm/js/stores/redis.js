@@ -19,6 +19,7 @@
 
 // Each `sha` is its source's SHA-1 (tests/js/stores.test.mjs fails if one is not).
 import { OptionNames, wrongType } from '../arguments.js';
+import { Versions } from './versions.js';
 
 const OPTIONS = new OptionNames(['prefix', 'evalShaFn', 'subscribe']);
 
@@ -66,13 +67,8 @@ return 1`,
  */
 const noScript = (error) => /NOSCRIPT/.test(String(/** @type {{ message?: unknown } | undefined} */ (error)?.message ?? error));
 
+// A version is 32 hex digits: this store object's id and its count of writes (`Versions`).
 const VERSION_LENGTH = 32;
-
-// A version is this store object's random id (64 bits, drawn on its first write: workerd
-// refuses randomness at global scope, where a store may be constructed) and its count of writes,
-// 16 hex digits each. No two writers share an id, and no writer repeats a count, so no version
-// repeats — without a crypto call per write, which costs more than the rest of the call's own work.
-const hex16 = (/** @type {number} */ n) => n.toString(16).padStart(16, '0');
 
 const describe = (/** @type {unknown} */ reply) => (typeof reply === 'string' || typeof reply === 'number' ? JSON.stringify(reply) : typeof reply);
 
@@ -109,8 +105,7 @@ export class RedisStore {
   #evalSha;
   /** @type {string} */
   #prefix;
-  #id = '';
-  #writes = 0;
+  #versions = new Versions();
   /**
    * With `subscribe`: true once `key`'s record no longer has `version` (null: once it exists),
    * false after `ms`. Without, there is none, and a lock over this store polls.
@@ -191,15 +186,6 @@ export class RedisStore {
     });
   }
 
-  #newVersion() {
-    if (this.#id === '') {
-      const words = crypto.getRandomValues(new Uint32Array(2));
-      this.#id = words[0].toString(16).padStart(8, '0') + words[1].toString(16).padStart(8, '0');
-    }
-    this.#writes += 1;
-    return this.#id + hex16(this.#writes);
-  }
-
   // Each method answers a promise, never a throw: a client or a key that throws is a rejection.
 
   /**
@@ -237,7 +223,7 @@ export class RedisStore {
    */
   #write(script, key, args, what) {
     try {
-      const version = this.#newVersion();
+      const version = this.#versions.next();
       args.push(version);
       return this.#run(script, [this.#prefix + key], args).then((reply) => written(reply, version, what));
     } catch (error) {

@@ -23,6 +23,7 @@
 // No `changed`: SQLite cannot tell anyone of a write, so a lock over this store polls.
 import { OptionNames, describe, wrongType } from '../arguments.js';
 import { LockStoreError } from '../errors.js';
+import { Versions } from './versions.js';
 
 const OPTIONS = new OptionNames(['table']);
 
@@ -36,8 +37,6 @@ const OPTIONS = new OptionNames(['table']);
 // Cloudflare (`_cf_`) reserves. It is quoted anyway, so a keyword is a table name too.
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const RESERVED = /^(sqlite_|_cf_)/i;
-
-const hex16 = (/** @type {number} */ n) => n.toString(16).padStart(16, '0');
 
 /**
  * A column of `row`, by name or, for a row answered as an array, by its place in the statement.
@@ -84,8 +83,7 @@ export class SqliteStore {
   #read;
   #replace;
   #setup;
-  #id = '';
-  #writes = 0;
+  #versions = new Versions();
   /**
    * Does no I/O: the table is made by `setup()`.
    * @param {SqliteQuery} query
@@ -118,17 +116,6 @@ export class SqliteStore {
     return this.#run(this.#setup, [], 'setup', () => undefined);
   }
 
-  #newVersion() {
-    // Drawn on the first write, not at construction: workerd refuses randomness at global
-    // scope, where a store may be made.
-    if (this.#id === '') {
-      const words = crypto.getRandomValues(new Uint32Array(2));
-      this.#id = words[0].toString(16).padStart(8, '0') + words[1].toString(16).padStart(8, '0');
-    }
-    this.#writes += 1;
-    return this.#id + hex16(this.#writes);
-  }
-
   // Each method answers a promise, never a throw: a driver that throws is a rejection.
 
   /**
@@ -137,7 +124,7 @@ export class SqliteStore {
    * @returns {Promise<string | null>}
    */
   create(key, value) {
-    const version = this.#newVersion();
+    const version = this.#versions.next();
     return this.#run(this.#create, [key, value, version], 'create', (rows) => this.#written(rows, version, 'create'));
   }
 
@@ -163,7 +150,7 @@ export class SqliteStore {
    * @returns {Promise<string | null>}
    */
   replace(key, version, value) {
-    const next = this.#newVersion();
+    const next = this.#versions.next();
     return this.#run(this.#replace, [value, next, key, version], 'replace', (rows) => this.#written(rows, next, 'replace'));
   }
 
