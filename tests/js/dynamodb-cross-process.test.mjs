@@ -7,15 +7,14 @@
 // deleted between acquisitions. The server is this test's own, stopped by its PID.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 import { acquireLock, DynamoDbStore, withLock } from 'keyturn';
 
 import { checkHistory, semaphoreLoops } from './semaphore-loops.mjs';
 import { createTable, dynamoClient, haveDynalite, startDynalite } from '../runtimes/dynalite-server.mjs';
+import { lineProcess } from '../runtimes/line-process.mjs';
 
 const script = fileURLToPath(new URL('../runtimes/dynamodb-keyturn-process.mjs', import.meta.url));
 const TABLE = 'keyturn-locks';
@@ -56,15 +55,8 @@ describe('two processes over dynalite', { skip: !haveDynalite() && 'no dynalite 
 
   /** The other process: `send(command)` answers its reply line. */
   function other() {
-    const child = spawn(process.execPath, [script, JSON.stringify({ endpoint: server.endpoint, table: TABLE })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const { process: child, send } = lineProcess(script, { endpoint: server.endpoint, table: TABLE });
     children.push(child);
-    const replies = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-    const send = async (command) => {
-      child.stdin.write(`${JSON.stringify(command)}\n`);
-      const { value, done } = await replies.next();
-      if (done) throw new Error('the keyturn process ended');
-      return JSON.parse(value);
-    };
     return { child, send };
   }
 

@@ -6,11 +6,9 @@
 // before; a row deleted between acquisitions still gives fences above every one before.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
@@ -18,23 +16,12 @@ import { createClient } from '@libsql/client';
 import { acquireLock, SqliteStore, withLock } from 'keyturn';
 
 import { checkHistory, semaphoreLoops } from './semaphore-loops.mjs';
+import { lineProcess } from '../runtimes/line-process.mjs';
 
 const childScript = fileURLToPath(new URL('../runtimes/sqlite-keyturn-process.mjs', import.meta.url));
 
 /** The other process over `url`: `send(command)` answers its reply, in order. */
-function keyturnProcess(url) {
-  const child = spawn(process.execPath, [childScript, JSON.stringify({ url })], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const replies = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  return {
-    process: child,
-    async send(command) {
-      child.stdin.write(`${JSON.stringify(command)}\n`);
-      const { value, done } = await replies.next();
-      if (done) throw new Error('the keyturn process ended');
-      return JSON.parse(value);
-    },
-  };
-}
+const keyturnProcess = (url) => lineProcess(childScript, { url });
 
 describe('two processes over one libSQL file: database', () => {
   const dir = mkdtempSync(join(tmpdir(), 'keyturn-sqlite-processes-'));

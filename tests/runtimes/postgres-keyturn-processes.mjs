@@ -1,9 +1,9 @@
 // The other side of tests/runtimes/postgres-keyturn-process.mjs: starts that process (a keyturn
 // instance of its own over a postgresql server) and talks to it, one JSON line per command and
 // per reply, in order.
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+
+import { lineProcess } from './line-process.mjs';
 
 const script = fileURLToPath(new URL('./postgres-keyturn-process.mjs', import.meta.url));
 
@@ -13,23 +13,5 @@ const script = fileURLToPath(new URL('./postgres-keyturn-process.mjs', import.me
  * @param {{ host: string, port: number, table: string, listen: boolean }} options
  */
 export function postgresProcess(options) {
-  const child = spawn(process.execPath, [script, JSON.stringify(options)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const replies = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  /** @param {object} command */
-  const send = async (command) => {
-    child.stdin.write(`${JSON.stringify(command)}\n`);
-    const { value, done } = await replies.next();
-    if (done) throw new Error('the keyturn process ended');
-    return JSON.parse(value);
-  };
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  return {
-    process: child,
-    send,
-    exited,
-    stop() {
-      child.stdin.end();
-      child.kill('SIGKILL');
-    },
-  };
+  return lineProcess(script, options);
 }

@@ -1,9 +1,9 @@
 // The other side of tests/runtimes/redis-keyturn-process.mjs: starts that process (a keyturn
 // instance of its own over a redis-server) and talks to it, one JSON line per command and per
 // reply, in order. Used by tests/js/cross-process.test.mjs and bench/cross-isolate.mjs.
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+
+import { lineProcess } from './line-process.mjs';
 
 const script = fileURLToPath(new URL('./redis-keyturn-process.mjs', import.meta.url));
 
@@ -14,28 +14,14 @@ const script = fileURLToPath(new URL('./redis-keyturn-process.mjs', import.meta.
  * @param {{ port: number, prefix: string, tells: boolean }} options
  */
 export function keyturnProcess({ port, prefix, tells }) {
-  const child = spawn(process.execPath, [script, JSON.stringify({ port, prefix, subscribe: tells })], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  const replies = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  /** @param {object} command */
-  const send = async (command) => {
-    child.stdin.write(`${JSON.stringify(command)}\n`);
-    const { value, done } = await replies.next();
-    if (done) throw new Error('the keyturn process ended');
-    return JSON.parse(value);
-  };
+  const child = lineProcess(script, { port, prefix, subscribe: tells });
+  const { send } = child;
   return {
-    process: child,
-    send,
+    ...child,
     holder: {
       start: () => send({ op: 'start' }),
       calls: async () => (await send({ op: 'calls' })).calls,
       stop: async () => (await send({ op: 'stop' })).turns,
-    },
-    stop() {
-      child.stdin.end();
-      child.kill('SIGKILL');
     },
   };
 }
