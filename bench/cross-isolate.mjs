@@ -22,6 +22,7 @@ import * as a from 'keyturn';
 
 import { busyKey, busyKeyInWorkerd, localHolder, quantile } from '../tests/js/busy-key.mjs';
 import { numberOption } from './runtimes/options.mjs';
+import { handOff } from './runtimes/store-bench.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
 const cycles = numberOption('cycles', 40);
@@ -44,17 +45,7 @@ const handOffs = [];
 const busyKeys = [];
 
 /** A holds `name` (in instance a, over `storeA`) while B asks (b, `storeB`): B's wait after the release, in ms. */
-async function exchange(storeA, storeB, name) {
-  const held = await a.acquireLock(storeA, name);
-  const asked = b.acquireLock(storeB, name, { waitMs: 1000 });
-  await sleep(HOLD_MS);
-  const released = performance.now();
-  await held.release();
-  const lock = await asked;
-  const waited = performance.now() - released;
-  await lock.release();
-  return waited;
-}
+const exchange = (storeA, storeB, name) => handOff(a, b, storeA, storeB, name, HOLD_MS);
 
 /** `cycles` hand-offs between instance a over `storeA` and b over `storeB`: one row. */
 async function handOffRow(label, storeA, storeB, prefix) {

@@ -42,9 +42,10 @@ try {
   let current = `floor-${++version}`;
   await client.putItem({ TableName: TABLE, Item: { pk: { S: 'floor' }, value: { S: record('free', '', 0) }, version: { S: current } } });
   let fence = 1_700_000_000_000_000;
-  const put = async (value) => {
+  /** The next floor record over the current one, by its version, through `via`. */
+  const put = async (value, via = client) => {
     const next = `floor-${++version}`.padEnd(32, '0');
-    await client.putItem({
+    await via.putItem({
       TableName: TABLE,
       Item: { pk: { S: 'floor' }, value: { S: value }, version: { S: next } },
       ConditionExpression: '#ver = :ver',
@@ -126,15 +127,7 @@ try {
     floor: async () => {
       fence += 1;
       for (const value of [record('held', crypto.randomUUID().replaceAll('-', ''), fence), record('free', '', fence)]) {
-        const next = `floor-${++version}`.padEnd(32, '0');
-        await timedClient.putItem({
-          TableName: TABLE,
-          Item: { pk: { S: 'floor' }, value: { S: value }, version: { S: next } },
-          ConditionExpression: '#ver = :ver',
-          ExpressionAttributeNames: { '#ver': 'version' },
-          ExpressionAttributeValues: { ':ver': { S: current } },
-        });
-        current = next;
+        await put(value, timedClient);
       }
     },
   };

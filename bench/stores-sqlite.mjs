@@ -15,7 +15,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import Database from 'better-sqlite3';
 import { createClient } from '@libsql/client';
@@ -24,6 +23,7 @@ import { Miniflare } from 'miniflare';
 
 import { numberOption } from './runtimes/options.mjs';
 import { cycles } from './runtimes/sqlite-cycles.mjs';
+import { handOff } from './runtimes/store-bench.mjs';
 import { worker } from '../tests/runtimes/workerd.mjs';
 
 const { acquireLock, lockStats, SqliteStore } = a;
@@ -36,17 +36,7 @@ const rows = [];
 const handOffs = [];
 
 /** A holds `name` (instance a, `storeA`) for HOLD_MS while B asks (b, `storeB`): B's wait after the release, in ms. */
-async function exchange(storeA, storeB, name) {
-  const held = await a.acquireLock(storeA, name);
-  const asked = b.acquireLock(storeB, name, { waitMs: 1000 });
-  await sleep(HOLD_MS);
-  const released = performance.now();
-  await held.release();
-  const lock = await asked;
-  const waited = performance.now() - released;
-  await lock.release();
-  return waited;
-}
+const exchange = (storeA, storeB, name) => handOff(a, b, storeA, storeB, name, HOLD_MS);
 
 /** `handOffCycles` hand-offs between a over `queryA` and b over `queryB` (one database): one row. */
 async function handOffRow(label, queryA, queryB) {

@@ -58,3 +58,21 @@ export async function benchStore(makeStore, acquireLock, { cycles = 200, contend
     contendedCallsPerAcquisition: busy.calls / held,
   };
 }
+
+/**
+ * A hand-off between two package instances: A (`a`, over `storeA`) holds `name` for `holdMs`
+ * while B (`b`, over `storeB`) asks; B's wait after A's release, in ms.
+ * @param {{ acquireLock: Function }} a
+ * @param {{ acquireLock: Function }} b
+ */
+export async function handOff(a, b, storeA, storeB, name, holdMs) {
+  const held = await a.acquireLock(storeA, name);
+  const asked = b.acquireLock(storeB, name, { waitMs: 1000 });
+  await new Promise((resolve) => setTimeout(resolve, holdMs));
+  const released = performance.now();
+  await held.release();
+  const lock = await asked;
+  const waited = performance.now() - released;
+  await lock.release();
+  return waited;
+}
