@@ -17,7 +17,7 @@ import { PostgresStore } from 'keyturn';
 import pg from 'pg';
 
 import { startPostgresServer } from '../tests/runtimes/postgres-server.mjs';
-import { FaultProxy } from './proxy.mjs';
+import { ClientProxies } from './proxy.mjs';
 
 const clientScript = fileURLToPath(new URL('./postgres-client-process.mjs', import.meta.url));
 
@@ -173,8 +173,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
   await setupPool.end();
 
   const target = ({ port }) => ({ host: '127.0.0.1', port });
-  const slots = []; // per client slot: its proxies to each server (a reborn client keeps them)
-  const proxiesOf = (slot) => [slots[slot].locks, slots[slot].counters];
+  const proxies = new ClientProxies(clientScript, () => target(locks), () => target(counters));
   const awayMs = lease.maxClockSkewMs + 20;
   /** The lock records' server killed, every process of it at once (a crashed machine). */
   const killLocks = async () => {
@@ -188,13 +187,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
   };
   return {
     name: 'postgres',
-    async client(slot) {
-      if (slots[slot] === undefined) {
-        slots[slot] = { locks: new FaultProxy(target(locks)), counters: new FaultProxy(target(counters)) };
-        slots[slot].ports = { port: await slots[slot].locks.listen(), countersPort: await slots[slot].counters.listen() };
-      }
-      return { script: clientScript, config: slots[slot].ports };
-    },
+    client: (slot) => proxies.client(slot),
     faults: {
       async 'server killed (kill -9) and restarted'() {
         await killLocks();
@@ -206,10 +199,10 @@ export async function startPostgresEngine({ lease, sleep, track }) {
         await signalServer(locks, 'SIGCONT');
       },
       async 'connections cut past the lease'(slot) {
-        await Promise.all(proxiesOf(slot).map((proxy) => proxy.blackhole(lease.staleMs * 1.5)));
+        await Promise.all(proxies.of(slot).map((proxy) => proxy.blackhole(lease.staleMs * 1.5)));
       },
       async 'answer lost after it applied'(slot) {
-        for (const proxy of proxiesOf(slot)) proxy.loseAnswers(1);
+        for (const proxy of proxies.of(slot)) proxy.loseAnswers(1);
         await sleep(lease.staleMs / 2);
       },
     },
@@ -234,7 +227,7 @@ export async function startPostgresEngine({ lease, sleep, track }) {
       return finals;
     },
     async stop() {
-      for (const slot of slots) for (const proxy of [slot.locks, slot.counters]) await proxy.close();
+      await proxies.close();
       for (const server of [locks, counters]) await signalServer(server, 'SIGKILL').catch(() => {});
       await Promise.all([locks.exited, counters.exited]);
       for (const server of [locks, counters]) rmSync(server.dir, { recursive: true, force: true });

@@ -106,3 +106,51 @@ export class FaultProxy {
     return min + (max - min) * this.random();
   }
 }
+
+/**
+ * Each client slot's proxies, one to the lock records' server and one to the counters' (a
+ * reborn client keeps its slot's), made at its first client: what an engine over servers on
+ * loopback ports gives its clients.
+ */
+export class ClientProxies {
+  /**
+   * @param {string} clientScript the client process an engine starts
+   * @param {() => object} locksTarget where the lock records' server is now
+   * @param {() => object} countersTarget where the counters' server is
+   */
+  constructor(clientScript, locksTarget, countersTarget) {
+    this.clientScript = clientScript;
+    this.locksTarget = locksTarget;
+    this.countersTarget = countersTarget;
+    this.slots = [];
+  }
+
+  /** The engine's `client(slot)`: the script, and the ports its config names. */
+  async client(slot) {
+    if (this.slots[slot] === undefined) {
+      const proxies = { locks: new FaultProxy(this.locksTarget()), counters: new FaultProxy(this.countersTarget()) };
+      this.slots[slot] = proxies;
+      proxies.ports = { port: await proxies.locks.listen(), countersPort: await proxies.counters.listen() };
+    }
+    return { script: this.clientScript, config: this.slots[slot].ports };
+  }
+
+  /** A slot's proxies. */
+  of(slot) {
+    return [this.slots[slot].locks, this.slots[slot].counters];
+  }
+
+  /** Every slot's proxies. */
+  all() {
+    return this.slots.flatMap((_, slot) => this.of(slot));
+  }
+
+  /** The lock records' server moved (a failover): every slot's proxy to it goes there. */
+  retargetLocks() {
+    for (const { locks } of this.slots) locks.retarget(this.locksTarget());
+  }
+
+  async close() {
+    for (const proxy of this.all()) await proxy.close();
+  }
+}

@@ -8,7 +8,7 @@
 //   node faults/redis-client-process.mjs '<config JSON>'
 import { createClient } from 'redis';
 
-import { clientStore, makeSerializer, makeTurn } from './turn.mjs';
+import { clientStore, makeSerializer, makeTurn, runCallers } from './turn.mjs';
 
 const config = JSON.parse(process.argv[2]);
 const { id, port, countersPort, names, skewMs } = config;
@@ -62,28 +62,7 @@ async function write(resource, fence, token) {
 
 const turn = makeTurn({ api, store, serialize: makeSerializer(api, store, config), write, real, now, emit, config });
 
-let stopping = false;
-process.on('SIGTERM', () => {
-  stopping = true;
-});
-let ops = 0;
-/** One caller: a turn after another, alternating names. */
-async function caller() {
-  while (!stopping) {
-    const name = names[ops++ % names.length];
-    try {
-      await turn(name);
-    } catch (error) {
-      emit({ kind: 'failed', client: id, name, error: error?.name ?? String(error) });
-    }
-    // A client thinks between turns, as a service between requests; a busy one (several
-    // callers) calls again at once, so its works of a name always queue behind each other.
-    await new Promise((resolve) => setTimeout(resolve, busy ? 0 : 5 + Math.random() * 25));
-  }
-}
-// `inFlight` callers at once.
-const busy = (config.inFlight ?? 1) > 1;
-await Promise.all(Array.from({ length: config.inFlight ?? 1 }, caller));
+await runCallers(turn, names, { id, emit, inFlight: config.inFlight });
 // A connection the nemesis left reconnecting may never finish quitting: no longer than a moment.
 await Promise.race([Promise.allSettled([redis.quit(), counters.quit(), subscriber.quit()]), new Promise((resolve) => setTimeout(resolve, 500))]);
 process.exit(0);

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { createClient } from 'redis';
 
 import { startRedisServer } from '../tests/runtimes/redis-server.mjs';
-import { FaultProxy } from './proxy.mjs';
+import { ClientProxies, FaultProxy } from './proxy.mjs';
 
 const clientScript = fileURLToPath(new URL('./redis-client-process.mjs', import.meta.url));
 const PREFIX = 'keyturn-lock:'; // RedisStore's default
@@ -29,9 +29,7 @@ export async function startRedisEngine({ lease, sleep, track }) {
   const counters = await startRedisServer();
   for (const server of [locks, counters]) track(server.process.pid, 'redis-server');
   const target = ({ port }) => ({ host: '127.0.0.1', port });
-  const slots = []; // per client slot: its proxies to each server (a reborn client keeps them)
-  const proxiesOf = (slot) => [slots[slot].locks, slots[slot].counters];
-  const allProxies = () => slots.flatMap((_, slot) => proxiesOf(slot));
+  const proxies = new ClientProxies(clientScript, () => target(locks), () => target(counters));
   const admin = (server) => {
     const client = createClient({ url: `redis://127.0.0.1:${server.port}`, socket: { reconnectStrategy: false } });
     client.on('error', () => {});
@@ -46,25 +44,19 @@ export async function startRedisEngine({ lease, sleep, track }) {
   };
   return {
     name: 'redis',
-    async client(slot) {
-      if (slots[slot] === undefined) {
-        slots[slot] = { locks: new FaultProxy(target(locks)), counters: new FaultProxy(target(counters)) };
-        slots[slot].ports = { port: await slots[slot].locks.listen(), countersPort: await slots[slot].counters.listen() };
-      }
-      return { script: clientScript, config: slots[slot].ports };
-    },
+    client: (slot) => proxies.client(slot),
     faults: {
       async 'latency 0–200 ms'() {
-        for (const proxy of allProxies()) proxy.setLatency(0, 200);
+        for (const proxy of proxies.all()) proxy.setLatency(0, 200);
         await sleep(lease.staleMs);
-        for (const proxy of allProxies()) proxy.setLatency(0);
+        for (const proxy of proxies.all()) proxy.setLatency(0);
       },
       async 'answer lost after it applied'(slot) {
-        for (const proxy of proxiesOf(slot)) proxy.loseAnswers(1);
+        for (const proxy of proxies.of(slot)) proxy.loseAnswers(1);
         await sleep(lease.staleMs / 2);
       },
       async 'blackhole past the lease'(slot) {
-        await Promise.all(proxiesOf(slot).map((proxy) => proxy.blackhole(lease.staleMs * 1.5)));
+        await Promise.all(proxies.of(slot).map((proxy) => proxy.blackhole(lease.staleMs * 1.5)));
       },
     },
     storeFaults: {
@@ -90,7 +82,7 @@ export async function startRedisEngine({ lease, sleep, track }) {
         await promoted.sendCommand(['REPLICAOF', 'NO', 'ONE']);
         await promoted.quit();
         locks = replica;
-        for (const { locks: proxy } of slots) proxy.retarget(target(locks));
+        proxies.retargetLocks();
       },
       async 'record evicted'() {
         // As an eviction would: a record left unchanged for a while (the least recently used).
@@ -126,7 +118,7 @@ export async function startRedisEngine({ lease, sleep, track }) {
       return finals;
     },
     async stop() {
-      for (const proxy of allProxies()) await proxy.close();
+      await proxies.close();
       locks.stop('SIGKILL');
       counters.stop('SIGKILL');
     },

@@ -200,6 +200,36 @@ export function makeTurn({ api, store, serialize, write, real, now, emit, config
 }
 
 /**
+ * A client's callers, `config.inFlight` of them (1 by default), each taking `turn`s of `names`
+ * in turn until SIGTERM; a turn that fails is recorded. A client thinks between turns, as a
+ * service between requests; a busy one (several callers) calls again at once, so its works of a
+ * name always queue behind each other. Resolves once every caller stopped.
+ * @param {(name: string) => Promise<void>} turn
+ * @param {string[]} names
+ * @param {{ id: string, emit: (event: object) => unknown, inFlight?: number }} client
+ */
+export async function runCallers(turn, names, { id, emit, inFlight = 1 }) {
+  let stopping = false;
+  process.on('SIGTERM', () => {
+    stopping = true;
+  });
+  const busy = inFlight > 1;
+  let ops = 0;
+  const caller = async () => {
+    while (!stopping) {
+      const name = names[ops++ % names.length];
+      try {
+        await turn(name);
+      } catch (error) {
+        emit({ kind: 'failed', client: id, name, error: error?.name ?? String(error) });
+      }
+      await new Promise((resolve) => setTimeout(resolve, busy ? 0 : 5 + Math.random() * 25));
+    }
+  };
+  await Promise.all(Array.from({ length: inFlight }, caller));
+}
+
+/**
  * The serializer of a serializer-mode client (its records carry the machine's clock): one per
  * concurrency its names are taken at.
  */
