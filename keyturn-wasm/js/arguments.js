@@ -152,12 +152,21 @@ export function optionalSignal(value, what) {
 
 /**
  * The names an options object may carry. A name it does not know is a mistake whose effect
- * would be silent (`{ timeout: 1000 }` keeping the default deadline), so it is refused.
+ * would be silent (`{ timeout: 1000 }` keeping the default deadline), so it is refused, naming
+ * the option the caller most likely meant.
  */
 export class OptionNames {
-  /** @param {string[]} names */
-  constructor(names) {
+  /**
+   * @param {string[]} names
+   * @param {Record<string, string>} [meant] words other libraries use (lower case, no `ms`, `_`
+   *   or `-`) → the option here that means it: spelling alone would send `ttl` to `now` and a
+   *   lock's `timeoutMs` to `storeTimeoutMs`
+   * @param {string} [listed] said after the hint: what these options are, where a name alone misleads
+   */
+  constructor(names, meant = {}, listed = '') {
     this.names = new Set(names);
+    this.meant = new Map(Object.entries(meant));
+    this.listed = listed;
   }
 
   /**
@@ -170,17 +179,20 @@ export class OptionNames {
     if (options === null || typeof options !== 'object') throw wrongType(what, 'an object or undefined', options);
     // `in`, as reading the options does: inherited names count, getters are not called.
     for (const name in options) {
-      if (!this.names.has(name)) throw typeError(MESSAGES.unknownOption, { what, name, closest: this.closest(name) });
+      if (!this.names.has(name)) throw typeError(MESSAGES.unknownOption, { what, name, closest: this.closest(name), also: this.listed });
     }
   }
 
   /**
-   * The known name most like `name`, letter case aside: one it begins (`timeout` →
-   * `timeoutMs`), else the one fewest edits away.
+   * The known name `name` most likely meant: the one a word of another library means (`ttl`,
+   * `leaseMs`), else, letter case aside, one it begins (`timeout` → `timeoutMs`), else the one
+   * fewest edits away.
    * @param {string} name
    */
   closest(name) {
     const lower = name.toLowerCase();
+    const meant = this.meant.get(lower.replace(/[_-]/g, '').replace(/ms$/, ''));
+    if (meant !== undefined) return meant;
     let best;
     let bestDistance = Infinity;
     for (const known of this.names) {
@@ -195,7 +207,7 @@ export class OptionNames {
   }
 }
 
-const RATE_FIELDS = new OptionNames(['limit', 'periodMs']);
+const RATE_FIELDS = new OptionNames(['limit', 'periodMs'], { max: 'limit', count: 'limit', requests: 'limit', period: 'periodMs', window: 'periodMs', interval: 'periodMs', per: 'periodMs', duration: 'periodMs' });
 
 /**
  * A serializer's `rate`: `undefined`, or an object with the numbers `limit` and `periodMs` and

@@ -61,7 +61,14 @@ import { Door, Host } from './engine.js';
  * @property {AbortSignal} [signal]
  */
 
-const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'concurrency', 'now', 'signal']);
+// Other libraries' words for these options: a lock's "timeout" is how long it waits for the
+// name (not the bound on one store call), its "ttl" or "lease" how long a holder keeps it.
+const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'concurrency', 'now', 'signal'], {
+  timeout: 'waitMs', wait: 'waitMs', deadline: 'waitMs', acquiretimeout: 'waitMs', retry: 'waitMs',
+  ttl: 'staleMs', lease: 'staleMs', leasetime: 'staleMs', expiry: 'staleMs', expires: 'staleMs', duration: 'staleMs',
+  skew: 'maxClockSkewMs', clockskew: 'maxClockSkewMs', slots: 'concurrency', permits: 'concurrency', max: 'concurrency',
+  clock: 'now', abortsignal: 'signal',
+});
 
 /**
  * @param {string} template

@@ -76,8 +76,23 @@ import { clear } from './timers.js';
 /** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
 /** @typedef {(signal: AbortSignal, turn: Turn) => unknown} Work */
 
-const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
-const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce', 'ifAvailable']);
+const SERIALIZER_NAMES = ['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs'];
+// Other libraries' words for these options. Without a store a work's only time is its deadline;
+// with one, a "ttl" or "lease" is the lease its turn holds. Waiting for the lease is within the
+// deadline: a serializer has no waitMs.
+const SERIALIZER_MEANT = {
+  timeout: 'timeoutMs', deadline: 'timeoutMs', wait: 'timeoutMs', ttl: 'timeoutMs', lease: 'timeoutMs', expiry: 'timeoutMs',
+  max: 'maxPending', maxqueue: 'maxPending', queuesize: 'maxPending', maxsize: 'maxPending', capacity: 'maxPending',
+  concurrent: 'concurrency', parallel: 'concurrency', parallelism: 'concurrency', slots: 'concurrency', permits: 'concurrency',
+  ratelimit: 'rate', pace: 'rate', throttle: 'rate', interval: 'rate',
+  storage: 'store', backend: 'store', skew: 'maxClockSkewMs', clockskew: 'maxClockSkewMs',
+};
+const SERIALIZER_LISTED = ' A serializer takes timeoutMs, maxPending, concurrency, rate and store; with a store also three of the lock\'s options: staleMs, maxClockSkewMs and storeTimeoutMs (its wait for a key\'s lease is within timeoutMs).';
+const SERIALIZER_OPTIONS = new OptionNames(SERIALIZER_NAMES, SERIALIZER_MEANT, SERIALIZER_LISTED);
+const STORE_SERIALIZER_OPTIONS = new OptionNames(SERIALIZER_NAMES, { ...SERIALIZER_MEANT, ttl: 'staleMs', lease: 'staleMs', expiry: 'staleMs' }, SERIALIZER_LISTED);
+const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce', 'ifAvailable'], {
+  timeout: 'timeoutMs', deadline: 'timeoutMs', ttl: 'timeoutMs', abortsignal: 'signal', nowait: 'ifAvailable', trylock: 'ifAvailable', immediate: 'ifAvailable', dedupe: 'coalesce',
+});
 
 const resolved = Promise.resolve();
 
@@ -356,7 +371,7 @@ export class Serializer {
    * @param {Hosts} hosts
    */
   constructor(options, hosts) {
-    SERIALIZER_OPTIONS.check(options, 'options');
+    (/** @type {{ store?: unknown } | null | undefined} */ (options)?.store === undefined ? SERIALIZER_OPTIONS : STORE_SERIALIZER_OPTIONS).check(options, 'options');
     const given = {
       timeoutMs: optionalNumber(options?.timeoutMs, 'options.timeoutMs'),
       maxPending: optionalNumber(options?.maxPending, 'options.maxPending'),

@@ -51,8 +51,8 @@ pub const STALE_RANGE: &str =
     "{what} must be a finite number of milliseconds, more than 0 and at most {max}, got {value}";
 /// Every slot of a queue is taken.
 pub const TOO_MANY_WORKS: &str = "too many works are queued in this isolate";
-/// An option name the call does not know.
-pub const UNKNOWN_OPTION: &str = "{what} has no option {name}: did you mean {closest}?";
+/// An option name the call does not know; `{also}` is empty, or what the call's options are.
+pub const UNKNOWN_OPTION: &str = "{what} has no option {name}: did you mean {closest}?{also}";
 /// A store that is a Workers KV namespace.
 pub const STORE_IS_KV: &str = "{what} is a Workers KV namespace, which has no conditional put and is eventually consistent: a lock over it would let two holders in at once. Use a store with a conditional put: a Durable Object, R2, Redis or Deno KV.";
 /// A Durable Object stub where its namespace is expected.

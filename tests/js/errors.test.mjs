@@ -13,12 +13,15 @@ const refusal = (name, message) => (error) => {
   return true;
 };
 
-const unknown = (what, name, closest) => refusal('TypeError', `keyturn: ${what} has no option ${name}: did you mean ${closest}?`);
+const unknown = (what, name, closest, also = '') => refusal('TypeError', `keyturn: ${what} has no option ${name}: did you mean ${closest}?${also}`);
+// A serializer's refusal also lists its options: with a store it takes only three of the lock's.
+const SERIALIZER_LISTED = " A serializer takes timeoutMs, maxPending, concurrency, rate and store; with a store also three of the lock's options: staleMs, maxClockSkewMs and storeTimeoutMs (its wait for a key's lease is within timeoutMs).";
+const unknownToSerializer = (name, closest) => unknown('options', name, closest, SERIALIZER_LISTED);
 
 test('an option name nobody knows is refused, naming the closest known one', async () => {
-  assert.throws(() => createKeyedSerializer({ timeout: 1000 }), unknown('options', 'timeout', 'timeoutMs'));
-  assert.throws(() => createKeyedSerializer({ maxpending: 3 }), unknown('options', 'maxpending', 'maxPending'));
-  assert.throws(() => createKeyedSerializer({ store: new MemoryStore(), stale: 500 }), unknown('options', 'stale', 'staleMs'));
+  assert.throws(() => createKeyedSerializer({ timeout: 1000 }), unknownToSerializer('timeout', 'timeoutMs'));
+  assert.throws(() => createKeyedSerializer({ maxpending: 3 }), unknownToSerializer('maxpending', 'maxPending'));
+  assert.throws(() => createKeyedSerializer({ store: new MemoryStore(), stale: 500 }), unknownToSerializer('stale', 'staleMs'));
   const serialize = createKeyedSerializer();
   await assert.rejects(serialize('k', () => 1, { signl: AbortSignal.timeout(10) }), unknown('options', 'signl', 'signal'));
   await assert.rejects(serialize('k', () => 1, { onLateSettled: () => {} }), unknown('options', 'onLateSettled', 'onLateSettle'));
@@ -36,6 +39,30 @@ test('an option name nobody knows is refused, naming the closest known one', asy
   // Every optional option also takes undefined.
   assert.equal(await createKeyedSerializer({ timeoutMs: undefined })('k', () => 'ok', { signal: undefined, timeoutMs: undefined }), 'ok');
   assert.ok(new R2Store(bucket, { prefix: undefined }));
+});
+
+test('a hint names the option that means what a word of another library means, not the nearest spelling', async () => {
+  const store = new MemoryStore();
+  // Without a store a serializer's only time is each work's deadline.
+  for (const name of ['ttl', 'timeout', 'lease', 'ttlMs', 'deadline', 'waitMs']) {
+    assert.throws(() => createKeyedSerializer({ [name]: 1000 }), unknownToSerializer(name, 'timeoutMs'), name);
+  }
+  // With a store, a ttl or a lease is the lease a turn holds; its wait for the lease is within its deadline.
+  for (const [name, meant] of [['ttl', 'staleMs'], ['lease', 'staleMs'], ['leaseMs', 'staleMs'], ['timeout', 'timeoutMs'], ['waitMs', 'timeoutMs'], ['wait', 'timeoutMs']]) {
+    assert.throws(() => createKeyedSerializer({ store, [name]: 1000 }), unknownToSerializer(name, meant), name);
+  }
+  // A lock's timeout is how long it waits for the name (not one store call's bound); its ttl, the lease.
+  for (const [name, meant] of [['timeoutMs', 'waitMs'], ['timeout', 'waitMs'], ['acquireTimeout', 'waitMs'], ['ttl', 'staleMs'], ['lease', 'staleMs'], ['ttlMs', 'staleMs'], ['lease_ms', 'staleMs']]) {
+    await assert.rejects(acquireLock(store, 'n', { [name]: 50 }), unknown('options', name, meant), name);
+    await assert.rejects(withLock(store, 'n', () => 1, { [name]: 50 }), unknown('options', name, meant), name);
+  }
+  const serialize = createKeyedSerializer();
+  for (const [name, meant] of [['timeout', 'timeoutMs'], ['ttl', 'timeoutMs'], ['deadline', 'timeoutMs'], ['tryLock', 'ifAvailable']]) {
+    await assert.rejects(serialize('k', () => 1, { [name]: true }), unknown('options', name, meant), name);
+  }
+  assert.throws(() => createKeyedSerializer({ rate: { limit: 1, window: 100 } }), unknown('options.rate', 'window', 'periodMs'));
+  assert.equal(serialize.pending(), 0, 'nothing queued');
+  assert.equal((await acquireLock(store, 'n')) !== undefined, true, 'nothing was left held');
 });
 
 test('a Workers KV namespace where a store or an R2 bucket is expected is refused, saying what to use', async () => {
