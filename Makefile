@@ -1,4 +1,4 @@
-# keyturn — the two commands of the README are `make dev` and `make test`; both install what is
+# keyturn — the two commands of docs/contributing.md are `make dev` and `make test`; both install what is
 # missing first (scripts/setup.sh is idempotent and skips what is already there).
 .PHONY: dev serve test test-rust test-browser test-js build setup bench faults faults-long clean
 
@@ -38,7 +38,7 @@ serve:
 
 # The fault harness (faults/README.md) over redis-server, workerd's Durable Objects and
 # postgresql: the short profile (about 5 minutes; CI runs it after `make test`) with its
-# self-test — planted bugs must be found — and the long profile, whose table is the README's.
+# self-test — planted bugs must be found — and the long profile, whose table is docs/faults.md's.
 faults: build
 	node faults/profiles.mjs short
 

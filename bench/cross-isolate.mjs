@@ -71,7 +71,7 @@ for (const tells of [true, false]) {
   busyRow(`MemoryStore, ${tells ? 'wake-ups' : 'polls'}`, await busyKey({ holder: localHolder(a, busy), serializeB, callsOfB: () => b.lockStats(busy).storeCalls, ms: busyMs }));
 }
 
-// Over redis-server: its clients as the README shows them, `subscribe` on a duplicate.
+// Over redis-server: its clients as docs/stores.md shows them, `subscribe` on a duplicate.
 const { createClient } = await import('redis');
 const { startRedisServer } = await import('../tests/runtimes/redis-server.mjs');
 const { keyturnProcess } = await import('../tests/runtimes/redis-keyturn-processes.mjs');

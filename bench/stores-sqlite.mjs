@@ -54,7 +54,7 @@ async function handOffRow(label, queryA, queryB) {
   handOffs.push({ label, waits, spent });
 }
 
-/** better-sqlite3 as the README shows it: each statement prepared once. */
+/** better-sqlite3 as docs/stores.md shows it: each statement prepared once. */
 function betterSqlite(db) {
   const statements = new Map();
   return (sql, params) => {

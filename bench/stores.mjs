@@ -57,7 +57,7 @@ const redisRows = [];
 try {
   const client = createClient({ url: `redis://127.0.0.1:${port}` });
   await client.connect();
-  // keyturn's store as the README shows it for node-redis, scripts named by SHA-1 (EVALSHA).
+  // keyturn's store as docs/stores.md shows it for node-redis, scripts named by SHA-1 (EVALSHA).
   const evalFn = (script, keys, args) => client.eval(script, { keys, arguments: args });
   const evalShaFn = (sha, keys, args) => client.evalSha(sha, { keys, arguments: args });
   const keyturn = await benchStore(() => new RedisStore(evalFn, { evalShaFn }), acquireLock, { cycles: 2000, holds: 50 });

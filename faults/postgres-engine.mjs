@@ -152,7 +152,7 @@ async function startFresh() {
 /**
  * `track(pid, command)` registers each postmaster started, for the harness to stop by its PID
  * (its backends go with it in `stop`). A store fault keeps the store away for more than
- * `maxClockSkewMs` after it lost data (the README's "What the lock promises").
+ * `maxClockSkewMs` after it lost data (docs/guarantees.md, "What the lock promises").
  */
 export async function startPostgresEngine({ lease, sleep, track }) {
   // Every cluster directory made, removed at the end even when the run is stopped from outside

@@ -22,7 +22,7 @@ return 0`;
  * `track(pid, command)` registers each server started, for the harness to stop by its PID. A
  * store fault keeps the store away for more than `maxClockSkewMs` after it lost data, and evicts
  * only a record idle for that long: the conditions under which the lock promises fences above
- * every one before a loss (the README's "What the lock promises").
+ * every one before a loss (docs/guarantees.md, "What the lock promises").
  */
 export async function startRedisEngine({ lease, sleep, track }) {
   let locks = await startRedisServer();

@@ -41,6 +41,12 @@ cp "$js"/api.js "$js"/platform.js "$js"/engine.js "$js"/serializer.js "$js"/coal
 cp -r "$js"/stores pkg/
 # The package's README is the repository's, without what only the repository has.
 sed '/<!-- repository-only -->/,/<!-- \/repository-only -->/d' README.md > pkg/README.md
+# Its docs/ pages too, for the README's links; how it is built and how to work on it stay here.
+rm -rf pkg/docs && mkdir pkg/docs
+for page in docs/*.md; do
+  case "$page" in docs/design.md | docs/contributing.md) continue ;; esac
+  sed '/<!-- repository-only -->/,/<!-- \/repository-only -->/d' "$page" > "pkg/$page"
+done
 # The same types for `require` under TypeScript's node16/nodenext resolution: a `.d.ts` in this
 # `"type": "module"` package describes an ES module, which a CommonJS consumer may not import.
 cp "$js"/index.d.ts pkg/index.d.cts

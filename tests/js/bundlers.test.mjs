@@ -1,5 +1,5 @@
 // Four bundlers build a small page from the installed tarball — Vite, webpack 5, esbuild and
-// Rollup, each with the smallest config the README shows for it — and each page runs in headless
+// Rollup, each with the smallest config docs/platforms.md describes for it — and each page runs in headless
 // Chromium and headless Firefox through WebDriver, reporting every check by name.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -24,7 +24,7 @@ function copyWasm(dist) {
   for (const file of readdirSync(from).filter((name) => name.endsWith('.wasm'))) copyFileSync(join(from, file), join(dist, file));
 }
 
-// Each bundler: its config (the README's), and how to build `dist-<name>/` with an index.html.
+// Each bundler: its config (as docs/platforms.md describes it), and how to build `dist-<name>/` with an index.html.
 const bundlers = {
   vite() {
     writeFileSync(join(project, 'index.html'), page('<script type="module" src="/src/main.js"></script>'));

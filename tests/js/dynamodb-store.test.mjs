@@ -2,7 +2,7 @@
 // a failed condition as null, every other failure and every answer that is not DynamoDB's a
 // rejection — a LockStoreError through the lock — never a throw, names checked), then on a
 // dynalite server this test starts on a loopback port and stops by its PID: setup(), the store
-// contract (tests/runtimes/contract.mjs), an item that is not the store's, and the README's
+// contract (tests/runtimes/contract.mjs), an item that is not the store's, and docs/stores.md's
 // example as written. Across processes: tests/js/dynamodb-cross-process.test.mjs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -334,8 +334,8 @@ describe('DynamoDbStore on dynalite', { skip: !haveDynalite() && 'no dynalite (n
       }
     });
 
-    test('the README\'s example runs as written against dynalite (endpoint, region and credentials from the environment)', () => {
-      const readme = readFileSync(`${root}README.md`, 'utf8');
+    test('docs/stores.md\'s example runs as written against dynalite (endpoint, region and credentials from the environment)', () => {
+      const readme = readFileSync(`${root}docs/stores.md`, 'utf8');
       const [, code] = readme.match(/^```js dynamodb\n([\s\S]*?)^```$/m);
       const run = spawnSync(process.execPath, ['--input-type=module', '--no-warnings'], {
         input: code,

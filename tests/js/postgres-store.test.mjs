@@ -3,7 +3,7 @@
 // temporary directory, a loopback port of its own, stopped by PID) through pg, and on PGlite in
 // this process; setup, table names, a foreign row, and `changed` through LISTEN/NOTIFY — a write
 // notifies only while someone waits, and a waiter in another package instance is woken by the
-// release; and the README's Postgres example, run as written against the server. Two processes
+// release; and docs/stores.md's Postgres example, run as written against the server. Two processes
 // over the server: tests/js/postgres-processes.test.mjs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -290,9 +290,9 @@ describe('PostgresStore on a postgresql server', { skip: !havePostgresServer() &
   });
   onEngine('pg', () => ({ query: pool.query, listen }));
 
-  test('the README\'s Postgres example runs as written against this server and prints what it says', () => {
-    const [, code] = readFileSync(new URL('../../README.md', import.meta.url), 'utf8').match(/^```js postgres\n([\s\S]*?)^```$/m) ?? [];
-    assert.ok(code, 'the README has a `js postgres` block');
+  test('docs/stores.md\'s Postgres example runs as written against this server and prints what it says', () => {
+    const [, code] = readFileSync(new URL('../../docs/stores.md', import.meta.url), 'utf8').match(/^```js postgres\n([\s\S]*?)^```$/m) ?? [];
+    assert.ok(code, 'docs/stores.md has a `js postgres` block');
     // A directory of its own beside the repository's node_modules, as a project that installed pg.
     const dir = mkdtempSync(join(tmpdir(), 'keyturn-pg-readme-'));
     try {

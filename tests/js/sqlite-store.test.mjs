@@ -1,7 +1,7 @@
 // SqliteStore on real SQLite engines in this process: the store contract
 // (tests/runtimes/contract.mjs) over better-sqlite3 — rows as objects and as arrays — and over
 // libSQL with a `file:` database, over bun:sqlite in Bun and node:sqlite in Deno (Node 20 has
-// none); the README's example as written, and each driver's line of it as its test runs it; then what the store refuses: bad table names, bad answers and
+// none); docs/stores.md's example as written, and each driver's line of it as its test runs it; then what the store refuses: bad table names, bad answers and
 // drivers that throw (each a LockStoreError, never a busy or a throw), a missing table, and a
 // row that is not a keyturn record, which is never released. D1 and Durable Object SQL:
 // tests/js/sqlite-workerd.test.mjs; two processes over one file: tests/js/sqlite-cross-process.test.mjs.
@@ -29,7 +29,7 @@ after(() => {
 });
 
 /**
- * better-sqlite3 as the README shows it: statements prepared once; `all` for those that answer
+ * better-sqlite3 as docs/stores.md shows it: statements prepared once; `all` for those that answer
  * rows (every lock statement: RETURNING), `run` for the table's creation. With `raw`, rows are
  * arrays of columns.
  */
@@ -136,7 +136,7 @@ describe('SqliteStore on better-sqlite3', () => {
       }
       db.prepare('DELETE FROM keyturn_locks WHERE key = ?').run('account-1'); // lost
       // A lost record's fences restart from the clock, in whole milliseconds: the promise is
-      // for an acquisition after the last one's millisecond (README, "What the lock promises").
+      // for an acquisition after the last one's millisecond (docs/guarantees.md, "What the lock promises").
       await clockPast(lastAt);
     }
     assert.ok(fences.every((fence, i) => i === 0 || fence > fences[i - 1]), `${fences}`);
@@ -263,8 +263,8 @@ describe('SqliteStore in other runtimes (tests/runtimes/sqlite-runtimes.mjs)', (
   }
 });
 
-describe('the README on SqliteStore', () => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+describe('docs/stores.md on SqliteStore', () => {
+  const readme = readFileSync(join(root, 'docs/stores.md'), 'utf8');
   const [, code] = readme.match(/^```js sqlite\n([\s\S]*?)^```$/m) ?? [];
 
   test('its example runs as written over better-sqlite3 and prints what it says', () => {
