@@ -1,6 +1,6 @@
 // The README's options tables against the package, both ways, so neither can drift: every option
 // an export accepts has its row and every row is an option it accepts — read from the package's
-// one list per export (its `OptionNames`), and confirmed by calling the export with each name and
+// one list per export (its `OptionNames`) and its types, and confirmed by calling the export with each name and
 // with one nobody knows. Defaults are held to the constants the package exposes, and to the
 // stores' own `options.x ?? default`; each numeric range's ends are tried: the ends accepted,
 // one past them refused with a RangeError.
@@ -89,6 +89,18 @@ test('the call\'s, the lock\'s and each store\'s tables have a row for each opti
   assert.deepEqual(stores.get('MemoryStore'), []);
   for (const [name, file] of Object.entries(STORES)) assert.deepEqual(sorted(stores.get(name)), namesIn(file, 'OPTIONS'), name);
   for (const name of stores.keys()) assert.equal(typeof keyturn[name], 'function', `${name} is exported`);
+});
+
+test('the types (index.d.ts) declare the same options as the tables', () => {
+  const types = source('index.d.ts');
+  const fields = (name) => {
+    const body = types.match(new RegExp(`export interface ${name} \\{([\\s\\S]*?)\\n\\}`))?.[1];
+    assert.ok(body, name);
+    return sorted([...body.matchAll(/^  (\w+)\?:/gm)].map(([, field]) => field));
+  };
+  assert.deepEqual(fields('KeyedSerializerOptions'), sorted(serializerRows.map((row) => row.option.split('.')[0])));
+  assert.deepEqual(fields('SerializeOptions'), sorted(callRows.map((row) => row.option)));
+  assert.deepEqual(fields('LockOptions'), sorted(lockRows.map((row) => row.option)));
 });
 
 test('each documented option is accepted by its export, and a name nobody knows is refused', async () => {
