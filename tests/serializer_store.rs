@@ -409,3 +409,102 @@ fn coalescing_calls_share_runs_in_each_isolate_and_every_run_holds_the_lease() {
     assert_eq!(coalesced, 296);
     assert!(!record(&store, "acl").held, "freed at the end");
 }
+
+/// Isolates over one store, each pacing its turns by `rate` (limit, period) at concurrency 1.
+fn paced_isolates(
+    store: &FaultyStore,
+    count: u64,
+    limit: f64,
+    period_ms: f64,
+) -> Vec<Rc<Serializer>> {
+    (1..=count)
+        .map(|seed| {
+            let locks =
+                LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
+            let options = SerializerOptions::new(10_000.0, f64::INFINITY)
+                .and_then(|options| options.with_rate(limit, period_ms))
+                .unwrap();
+            Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap())
+        })
+        .collect()
+}
+
+/// The most starts in any window of `period_ms` (a start `period_ms` after another is outside
+/// its window).
+fn most_in_a_window(starts: &[f64], period_ms: f64) -> usize {
+    (0..starts.len())
+        .map(|i| {
+            starts[i..]
+                .iter()
+                .take_while(|&&at| at < starts[i] + period_ms)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_pace_holds_across_isolates_through_the_lease_record() {
+    let (store, executor) = world();
+    let isolates = paced_isolates(&store, 2, 4.0, 200.0);
+    let starts: Rc<RefCell<Vec<f64>>> = Rc::default();
+    let live = Rc::new(Cell::new(0));
+    for i in 0..40 {
+        let (serializer, clock) = (isolates[i % 2].clone(), store.clock.clone());
+        let (starts, live) = (starts.clone(), live.clone());
+        executor.spawn(async move {
+            serializer
+                .run("k", |_signal, _fence| async move {
+                    assert_eq!(live.get(), 0, "two works of the key at once");
+                    live.set(1);
+                    starts.borrow_mut().push(clock.monotonic_ms());
+                    clock.after(3.0).await;
+                    live.set(0);
+                })
+                .await
+                .unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    let starts = starts.borrow();
+    assert_eq!(starts.len(), 40);
+    assert_eq!(most_in_a_window(&starts, 200.0), 4, "{starts:?}");
+    assert!(starts[39] <= 1_850.0, "the last started at {}", starts[39]);
+    let paced: u64 = isolates.iter().map(|s| s.stats().paced).sum();
+    assert!(
+        paced >= 9,
+        "one a window at least waits for the record's pace: {paced}"
+    );
+    assert!(!record(&store, "k").held, "freed at the end");
+}
+
+#[test]
+fn a_paced_batch_costs_no_store_call_beyond_an_unpaced_one_and_leaves_its_starts_behind() {
+    let (store, executor) = world();
+    let isolates = paced_isolates(&store, 2, 16.0, 1_000.0);
+    for _ in 0..16 {
+        let serializer = isolates[0].clone();
+        executor.spawn(async move {
+            serializer.run("k", |_s, _f| async {}).await.unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    assert_eq!(store.faults.calls(), 3, "create, one hand-off CAS, release");
+    // A second isolate, a moment later, finds 16 starts in the record: its work waits out the
+    // period from the first.
+    let started = Rc::new(Cell::new(f64::NAN));
+    let (serializer, clock, at) = (isolates[1].clone(), store.clock.clone(), started.clone());
+    executor.spawn(async move {
+        serializer
+            .run("k", |_s, _f| async move { at.set(clock.monotonic_ms()) })
+            .await
+            .unwrap();
+    });
+    let first = store.clock.monotonic_ms();
+    run(&executor, &store.clock);
+    assert!(
+        started.get() >= 1_000.0 && started.get() <= first + 1_000.0 + 20.0,
+        "started at {} (first batch ended by {first})",
+        started.get()
+    );
+}

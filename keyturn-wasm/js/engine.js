@@ -525,7 +525,7 @@ export class Host {
             return this.wrong(op, method, owner, '{ value: string, version: string } or null', value);
           }
           const record = parsed(text);
-          kind = this.engine.answerRead(op, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), numberField(record.n), this.wall(), mono);
+          kind = this.engine.answerRead(op, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), stringField(record.starts), numberField(record.n), this.wall(), mono);
         }
       } else if (method === METHOD_CREATE || method === METHOD_REPLACE) {
         if (typeof value !== 'string' && value !== null && value !== undefined) return this.wrong(op, method, owner, 'a version string or null', value);

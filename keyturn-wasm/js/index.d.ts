@@ -213,8 +213,12 @@ export interface KeyedSerializerOptions {
    * deadline runs from its start. A key's recent starts outlive its busy spell: a key called
    * again within the period waits as if it had stayed busy. `limit` is a whole number from 1
    * to 1000 and `periodMs` a finite number from 1 to 2^31 - 1 (`RangeError` otherwise); a
-   * `rate` that is not such an object is a `TypeError`. In one isolate, on its monotonic clock:
-   * not yet with a `store` (a `TypeError`).
+   * `rate` that is not such an object is a `TypeError`. Without a store, in this isolate, on its
+   * monotonic clock. With a `store`, at `concurrency` 1, in every isolate sharing the store: the
+   * key's last starts travel in its lease record (no store call beyond the turns'), so the window
+   * holds up to the isolates' clock skew; a record the store lost, or a holder that died between
+   * writes, may let one window's worth through again. With a store and `concurrency` above 1: a
+   * `TypeError`, for now.
    */
   rate?: { limit: number; periodMs: number } | undefined;
   /**

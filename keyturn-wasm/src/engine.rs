@@ -421,13 +421,14 @@ impl Engine {
         record_at: Option<f64>,
         lease: Option<f64>,
         asks: Option<String>,
+        starts: Option<String>,
         n: Option<f64>,
         wall: f64,
         mono: f64,
     ) -> f64 {
         if let Some(op) = self.engine.op(op) {
             let answer = interop::read(
-                version, format, state, token, fence, record_at, lease, asks, n,
+                version, format, state, token, fence, record_at, lease, asks, starts, n,
             );
             self.engine.answer(op, answer, at(wall, mono), &self.random);
         }

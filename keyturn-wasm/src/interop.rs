@@ -283,6 +283,7 @@ pub fn read<V>(
     at: Option<f64>,
     lease: Option<f64>,
     asks: Option<String>,
+    starts: Option<String>,
     n: Option<f64>,
 ) -> Answer<V> {
     let record = Record::from_fields(
@@ -293,6 +294,7 @@ pub fn read<V>(
         at,
         lease,
         asks.as_deref(),
+        starts.as_deref(),
         n,
     );
     Answer::Read(Some((version, record)))

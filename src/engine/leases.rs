@@ -45,13 +45,14 @@ use crate::engine::options::{LockOptions, OptionError, MAX_BATCH, MAX_LOCAL_STRE
 use crate::engine::queue::{KeyedQueue, LineId, Ticket};
 use crate::engine::random::Random;
 use crate::engine::record::{NotARecord, Record, MAX_FENCE};
+use crate::engine::starts::Starts;
 
 mod holding;
 mod known;
 mod releasing;
 mod taking;
 
-use known::KnownRecords;
+use known::{Freed, KnownRecords};
 use releasing::Batch;
 use taking::Attempt;
 
@@ -403,6 +404,9 @@ struct Lease<V> {
     /// The isolates that asked for the name, as this holder last saw its record: its writes
     /// keep them, and its release offers them the name.
     asks: Asks,
+    /// A paced serializer's last starts of the key: read with the record, added to as its turns
+    /// start, carried by every write.
+    starts: Starts,
     /// The name's `concurrency`, which its records carry.
     slots: u16,
 }
@@ -768,9 +772,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     &name,
                     lease.version,
                     lease.stamp.mono,
-                    lease.record_fence,
-                    lease.contested,
-                    lease.slots,
+                    Freed {
+                        fence: lease.record_fence,
+                        contested: lease.contested,
+                        slots: lease.slots,
+                        starts: lease.starts,
+                    },
                 );
             }
         }

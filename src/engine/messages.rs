@@ -17,7 +17,7 @@ pub const UNAVAILABLE: &str = "serialized work for {key} could not start at once
 /// Where contexts end: a work whose caller's context had ended by the time its turn came.
 pub const NEVER_STARTED: &str = "serialized work for {key} never started: its turn came after the request that called it had ended (await the call, or keep the request alive with ctx.waitUntil)";
 /// A serializer over a store given a rate.
-pub const RATE_OVER_STORE: &str = "rate is not supported with a store yet: a pace across isolates needs each key's start times in the store. Without a store, rate paces the keys of this isolate";
+pub const RATE_OVER_STORE: &str = "rate with a store is supported at concurrency 1 only, yet: there the key's start times travel in its lease record. Without a store, rate paces the keys of this isolate at any concurrency";
 /// The wasm instance trapped: every call of it fails from then on.
 pub const INSTANCE_FAILED: &str = "keyturn's wasm instance failed ({reason}); serializers and locks made before this fail with this error, new ones get a fresh instance";
 /// An argument of the wrong type.

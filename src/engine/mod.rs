@@ -39,6 +39,7 @@ pub(crate) mod record;
 mod serial;
 pub(crate) mod slab;
 pub(crate) mod slots;
+pub(crate) mod starts;
 pub(crate) mod turns;
 pub(crate) mod works;
 
@@ -100,6 +101,9 @@ pub(crate) enum Timer {
     /// An abandoned work of a serializer leaves its line, if its caller has not said it heard
     /// (an engine with locks; one without keeps these in `orphans`).
     Orphan(u32, Ticket),
+    /// A work of a serializer over a store, holding its key's lease, may start by the pace the
+    /// record carries (always fires: it keeps the host alive until then).
+    Paced(u32, Ticket),
 }
 
 /// Every serializer and every lock of one store (or of none) in one isolate, on one clock. `V`
@@ -259,7 +263,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             || self
                 .serializers
                 .iter()
-                .any(|serial| serial.core.waits_for_pace())
+                .any(|serial| serial.core.waits_for_pace() || serial.pacing > 0)
     }
 
     /// Whether effects wait to be polled (a change of whether the one timer keeps the host
@@ -333,6 +337,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 Timer::Renew(leg) => self.renewal_due(leg, now),
                 Timer::LeaseEnd(leg) => self.lease_end_due(leg, now),
                 Timer::Orphan(serializer, work) => self.orphan_due(serializer, work, now, random),
+                Timer::Paced(serializer, work) => self.pace_held_due(serializer, work, now, random),
             }
             self.drain(now, random);
         }
@@ -581,9 +586,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 .filter(|found| at < found.armed)
                 .map(|found| {
                     found.armed = at;
-                    (found.handle, found.leg)
+                    (found.handle, found.leg, found.pace_at.is_finite())
                 })
-                .map(|(handle, leg)| {
+                .map(|(handle, leg, pace_held)| {
                     // A work waits on its timer while its lease is being taken, or its pace
                     // comes.
                     let leg = leg.filter(|_| LOCKS).and_then(|leg| self.legs.get(leg));
@@ -593,7 +598,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                         .is_some_and(|serial| {
                             serial.core.has_pace() && !serial.core.has_started(work)
                         });
-                    (handle, paced || leg.is_some_and(|leg| !leg.held))
+                    (
+                        handle,
+                        paced || pace_held || leg.is_some_and(|leg| !leg.held),
+                    )
                 }),
             Owner::Call(_) if !LOCKS => None,
             Owner::Call(call) => self
@@ -719,7 +727,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         match owner {
             Owner::Work(serializer, work) => {
                 let serial = self.serializers.get(serializer as usize)?;
-                serial.core.payload(work)?;
+                at = at.min(serial.core.payload(work)?.pace_at);
                 if let Some(deadline) = serial.core.deadline_of(work) {
                     at = at.min(deadline);
                 }
@@ -789,5 +797,6 @@ fn timer_live<H>(
         }),
         Timer::Renew(leg) => legs.get(leg).is_some_and(|leg| leg.renew_at == at),
         Timer::LeaseEnd(leg) => legs.get(leg).is_some_and(|leg| leg.end_at == at),
+        Timer::Paced(..) => true,
     }
 }

@@ -359,6 +359,12 @@ impl SerializerOptions {
     pub fn rate(&self) -> Option<Rate> {
         self.rate
     }
+
+    /// These options with pace `rate` (or none): a serializer over a store keeps its pace in its
+    /// records, its core none.
+    pub(crate) fn paced_by(self, rate: Option<Rate>) -> Self {
+        SerializerOptions { rate, ..self }
+    }
 }
 
 impl Default for SerializerOptions {
@@ -464,8 +470,8 @@ pub enum OptionError {
     /// `concurrency` is not a whole number from 1 to
     /// [`MAX_CONCURRENCY`](crate::MAX_CONCURRENCY).
     Concurrency(f64),
-    /// A serializer over a store was given a rate: not supported yet (a pace across isolates
-    /// needs the key's start times in its store).
+    /// A serializer over a store was given a rate with a concurrency above 1: not supported yet
+    /// (at 1 the key's start times travel in its lease record).
     RateOverStore,
 }
 

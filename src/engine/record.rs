@@ -22,6 +22,8 @@
 //!   records: a taker waits out the longer of it and its own. A free record has none.
 //! - `asks` (optional): the isolates waiting for the name, in the order they asked
 //!   ([`Asks`](crate::engine::asks::Asks)). A string, so a record stays a flat object.
+//! - `starts` (optional): a paced serializer's last starts of the key
+//!   ([`Starts`](crate::engine::starts::Starts)), which its pace holds to in every isolate.
 //! - `n` (optional): the name's `concurrency`, on every slot record of a name taken N at a time
 //!   (N above 1; absent means 1). An acquisition with another `concurrency` is refused.
 //!
@@ -32,6 +34,7 @@ use core::fmt;
 
 use crate::engine::asks::Asks;
 use crate::engine::decimal::push_decimal;
+use crate::engine::starts::Starts;
 
 /// The format version this crate writes and reads.
 pub const FORMAT: u32 = 1;
@@ -55,6 +58,8 @@ pub struct Record {
     pub lease: Option<u64>,
     /// The isolates waiting for the name, oldest first.
     pub asks: Asks,
+    /// A paced serializer's last starts of the key.
+    pub starts: Starts,
     /// The name's `concurrency`: how many slots it has (1 when the record does not say).
     pub n: u16,
 }
@@ -82,6 +87,7 @@ impl Record {
             at,
             lease: Some(u64::from(crate::engine::options::LOCK_STALE_MS)),
             asks: Asks::default(),
+            starts: Starts::default(),
             n: 1,
         }
     }
@@ -96,6 +102,7 @@ impl Record {
             at,
             lease: None,
             asks: Asks::default(),
+            starts: Starts::default(),
             n: 1,
         }
     }
@@ -105,7 +112,14 @@ impl Record {
     pub fn encode(&self) -> String {
         let token = escaped(&self.token);
         encode_ours(
-            self.held, &token, self.fence, self.at, self.lease, &self.asks, self.n,
+            self.held,
+            &token,
+            self.fence,
+            self.at,
+            self.lease,
+            &self.asks,
+            &self.starts,
+            self.n,
         )
     }
 
@@ -119,6 +133,7 @@ impl Record {
             at,
             lease,
             asks,
+            starts,
             n,
         } = Reader::new(text).object()?;
         Record::from_fields(
@@ -129,6 +144,7 @@ impl Record {
             at,
             lease,
             asks.as_deref(),
+            starts.as_deref(),
             n,
         )
     }
@@ -147,6 +163,7 @@ impl Record {
         at: Option<f64>,
         lease: Option<f64>,
         asks: Option<&str>,
+        starts: Option<&str>,
         n: Option<f64>,
     ) -> Result<Record, NotARecord> {
         if format != Some(f64::from(FORMAT)) {
@@ -186,6 +203,7 @@ impl Record {
             at,
             lease,
             asks: asks.map(Asks::parse).unwrap_or_default(),
+            starts: starts.map(Starts::parse).unwrap_or_default(),
             n,
         })
     }
@@ -222,6 +240,7 @@ pub(crate) fn is_plain(token: &str) -> bool {
 /// [`Record::encode`] for a token of ours (hex, or empty), which needs no escaping: what the lock core
 /// writes, and all it links into the wasm. `n` is written only above 1, so a name taken one at
 /// a time keeps the records it always had.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_ours(
     held: bool,
     token: &str,
@@ -229,11 +248,12 @@ pub(crate) fn encode_ours(
     at: f64,
     lease: Option<u64>,
     asks: &Asks,
+    starts: &Starts,
     n: u16,
 ) -> String {
     // Room for the longest record (a 32-digit token, 20-digit numbers) and a few asks: one
     // allocation.
-    let mut out = String::with_capacity(160 + 34 * asks.len());
+    let mut out = String::with_capacity(160 + 34 * asks.len() + 8 * starts.as_slice().len());
     out.push_str("{\"keyturn\":1,\"state\":\"");
     out.push_str(if held { "held" } else { "free" });
     out.push_str("\",\"token\":\"");
@@ -247,6 +267,7 @@ pub(crate) fn encode_ours(
         push_decimal(&mut out, lease);
     }
     asks.push_field(&mut out);
+    starts.push_field(&mut out);
     if n > 1 {
         out.push_str(",\"n\":");
         push_decimal(&mut out, u64::from(n));
@@ -266,6 +287,7 @@ struct Fields {
     at: Option<f64>,
     lease: Option<f64>,
     asks: Option<String>,
+    starts: Option<String>,
     n: Option<f64>,
 }
 
@@ -291,6 +313,7 @@ impl Fields {
             ("n", Value::Number(n)) => self.n = Some(n),
             // Asks only order waiters: one of another type is left out, as a bad entry is.
             ("asks", Value::String(text)) => self.asks = Some(text),
+            ("starts", Value::String(text)) => self.starts = Some(text),
             ("keyturn" | "state" | "token" | "fence" | "at" | "lease" | "n", _) => {
                 return Err(NotARecord("a field has the wrong type"))
             }
@@ -594,6 +617,7 @@ mod tests {
             fields.3,
             fields.4,
             fields.5,
+            None,
             None,
             fields.6,
         )

@@ -12,7 +12,7 @@ use super::key::SERIALIZE_PREFIX;
 use super::keymap::KeyMap;
 use super::leases::{Now, Refusal};
 use super::locking::Holder;
-use super::options::{Coalesce, LockOptions, OptionError, SerializerOptions};
+use super::options::{Coalesce, LockOptions, OptionError, Rate, SerializerOptions};
 use super::queue::{LineId, Ticket};
 use super::random::Random;
 use super::turns::Turns;
@@ -26,6 +26,14 @@ pub(crate) struct Serial<H> {
     pub(crate) index: KeyMap,
     /// With a store: the rules of its turns' leases, and the leases kept between turns.
     pub(crate) turns: Option<Turns<Ticket>>,
+    /// With a store and a rate: the pace, held to the starts its key's record carries (see
+    /// `crate::engine::starts`) — its core keeps none.
+    pub(crate) rate: Option<Rate>,
+    /// Works holding their key's lease until the record's pace lets them start, counted until
+    /// their timer fires (what keeps the host alive meanwhile).
+    pub(crate) pacing: usize,
+    /// Works that waited for the record's pace.
+    paced: u64,
 }
 
 /// What the engine keeps of a work besides its place in line.
@@ -44,6 +52,9 @@ pub(crate) struct Work<H> {
     /// Where contexts end: when its host was told it may start ([`Effect::Ready`]), until it
     /// starts (∞ otherwise).
     pub(crate) ready_at: f64,
+    /// Over a store, with a rate: holding its key's lease, it is called then, when the starts
+    /// the record carries allow (∞ otherwise).
+    pub(crate) pace_at: f64,
 }
 
 /// How long after its deadline an abandoned work whose caller has not said it heard leaves its
@@ -88,7 +99,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     /// serializer's concurrency, whatever `lease` says. Its number, for the calls below.
     ///
     /// # Errors
-    /// A lease option out of range; a rate with a lease ([`OptionError::RateOverStore`]).
+    /// A lease option out of range; a rate with a lease and a concurrency above 1
+    /// ([`OptionError::RateOverStore`]).
     pub fn add_serializer(
         &mut self,
         options: SerializerOptions,
@@ -98,9 +110,12 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             // (Never asked of an engine without locks: its host has no store.)
             return Err(OptionError::StaleMs(0.0));
         }
-        if lease.is_some() && options.rate().is_some() {
+        if lease.is_some() && options.rate().is_some() && options.concurrency() > 1 {
             return Err(OptionError::RateOverStore);
         }
+        // Over a store the pace is the record's, decided when a turn holds the lease.
+        let rate = options.rate().filter(|_| lease.is_some());
+        let options = options.paced_by(options.rate().filter(|_| rate.is_none()));
         // N at a time: each turn holds one of the key's N slots, in every isolate.
         let lease = lease.map(|lease| lease.with_concurrency(options.concurrency() as f64));
         let turns = lease.map(Turns::new).transpose()?;
@@ -109,6 +124,9 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             core: SerializerCore::new(options, true, calls_at_start),
             index: KeyMap::default(),
             turns,
+            rate,
+            pacing: 0,
+            paced: 0,
         });
         Ok(self.serializers.len() as u32 - 1)
     }
@@ -144,6 +162,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             called: false,
             orphan_at: f64::INFINITY,
             ready_at: f64::INFINITY,
+            pace_at: f64::INFINITY,
         };
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
@@ -409,7 +428,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     pub fn stats(&self, serializer: u32) -> Stats {
         self.serializers
             .get(serializer as usize)
-            .map(|serial| serial.core.stats())
+            .map(|serial| Stats {
+                paced: serial.core.stats().paced + serial.paced,
+                ..serial.core.stats()
+            })
             .unwrap_or_default()
     }
 
@@ -417,7 +439,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     pub fn options(&self, serializer: u32) -> SerializerOptions {
         self.serializers
             .get(serializer as usize)
-            .map(|serial| serial.core.options())
+            .map(|serial| match serial.rate {
+                Some(rate) => serial.core.options().paced_by(Some(rate)),
+                None => serial.core.options(),
+            })
             .unwrap_or_default()
     }
 
@@ -749,10 +774,36 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         found.leg = Some(leg);
         found.race = None;
+        if let Some(rate) = serial.rate {
+            // Paced across isolates: by the starts the record carries, and this isolate's since.
+            let lease = self.legs.get(leg).map(|found| found.ticket);
+            let next = lease
+                .and_then(|lease| self.locks.starts(lease))
+                .map_or(f64::NEG_INFINITY, |starts| {
+                    starts.next_start(rate.limit, rate.period_ms)
+                });
+            if next > now.wall {
+                self.hold_for_pace(serializer, work, leg, now.mono + (next - now.wall), now);
+                return;
+            }
+            if let Some(lease) = lease {
+                self.locks.started(lease, now.wall, rate.limit);
+            }
+        }
+        let Some(found) = self
+            .serializers
+            .get_mut(serializer as usize)
+            .and_then(|serial| serial.core.payload_mut(work))
+        else {
+            return;
+        };
+        found.pace_at = f64::INFINITY;
         found.called = true;
         let armed = std::mem::replace(&mut found.armed, f64::INFINITY);
         let handle = found.handle;
-        serial.core.called(work);
+        if let Some(serial) = self.serializers.get_mut(serializer as usize) {
+            serial.core.called(work);
+        }
         let deadline = self.work_deadline(serializer, work);
         self.effects.push_back(Effect::Start {
             handle,
@@ -765,6 +816,50 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         // Armed again as what it is now: a timer that keeps nothing alive.
         if armed.is_finite() {
             self.arm(super::Owner::Work(serializer, work), armed);
+        }
+    }
+
+    /// Work `work` holds its key's lease (`leg`), and the starts its record carries let it start
+    /// at `at` (monotonic): it is called then, its deadline running from then, its lease kept
+    /// renewed meanwhile. Nothing of its key starts in any isolate before it.
+    fn hold_for_pace(&mut self, serializer: u32, work: Ticket, leg: Ticket, at: f64, now: Now) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        serial.core.restart_deadline(work, at);
+        let Some(found) = serial.core.payload_mut(work) else {
+            return;
+        };
+        if !found.pace_at.is_finite() {
+            serial.paced += 1;
+        }
+        found.pace_at = at;
+        serial.pacing += 1;
+        self.keep_turn_renewed(leg, now);
+        self.push_timer(at, super::Timer::Paced(serializer, work));
+        self.arm(super::Owner::Work(serializer, work), at);
+    }
+
+    /// The record's pace may let work `work` start now: it starts if it still holds its lease
+    /// and waits for nothing else ([`turn_held`](Self::turn_held) looks at the pace again).
+    pub(crate) fn pace_held_due(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        serial.pacing = serial.pacing.saturating_sub(1);
+        let due = serial
+            .core
+            .payload(work)
+            .filter(|found| found.pace_at <= now.mono && !found.called)
+            .and_then(|found| found.leg);
+        if let Some(leg) = due.filter(|&leg| self.legs.get(leg).is_some_and(|leg| leg.held)) {
+            self.turn_held(serializer, work, leg, now, random);
         }
     }
 

@@ -516,6 +516,27 @@ impl<P> SerializerCore<P> {
         })
     }
 
+    /// A running work whose work has not been called yet (a serializer over a store, waiting for
+    /// the pace its key's record carries) runs its deadline from `at` instead: a wait for the
+    /// pace does not eat into it.
+    pub fn restart_deadline(&mut self, ticket: Ticket, at: f64) {
+        let Some(job) = self.lines.get_mut(ticket) else {
+            return;
+        };
+        if !matches!(job.state, State::Running { .. }) {
+            return;
+        }
+        let deadline = at + job.timeout_ms;
+        job.state = State::Running { deadline };
+        if self.shared_timer {
+            let lines = &self.lines;
+            self.deadlines
+                .push(deadline, ticket, self.running, |entry| {
+                    live_deadline(lines, entry)
+                });
+        }
+    }
+
     /// A running work had its work called (a core made without `calls_at_start`: a serializer
     /// over a store calls a work once it holds the key's lease). A work that never got that
     /// far — it timed out waiting for the lease — is not counted in [`Stats::started`].

@@ -10,6 +10,7 @@ import * as a from 'keyturn';
 import { busyKey, localHolder, quantile } from './busy-key.mjs';
 import { countingStore } from './counting-store.mjs';
 import { onMockedTime } from './support.mjs';
+import { checkPaced, epochMs, pacedWorks } from './paced-works.mjs';
 
 const b = createRequire(import.meta.url)('keyturn');
 
@@ -136,3 +137,16 @@ for (const tells of [true, false]) {
     assert.ok(callsOfBPerTurn <= (tells ? 16 : 40), report);
   }));
 }
+
+test('a pace across two package instances over one MemoryStore: 40 works of one key at 4 per 200 ms, no 5 starts within 200 ms, none overlapping', async () => {
+  const store = new a.MemoryStore();
+  const rate = { limit: 4, periodMs: 200 };
+  const events = [];
+  const began = epochMs();
+  await Promise.all([a, b].map((k) => pacedWorks(k.createKeyedSerializer({ store, timeoutMs: 10_000, rate }), 'k', 20, (event) => events.push(event))));
+  assert.equal(events.length, 40);
+  const starts = checkPaced(events, { ...rate, allowanceMs: 3 });
+  assert.ok(starts[39] - began <= 2600, `the last started ${(starts[39] - began).toFixed(0)} ms after the first call`);
+  const stats = [a, b].map((k) => k.lockStats(store));
+  assert.ok(stats.every((s) => s.acquisitions > 0), `both instances took turns: ${JSON.stringify(stats)}`);
+});

@@ -11,6 +11,7 @@ import { acquireLock, createKeyedSerializer, lockStats, RedisStore } from 'keytu
 
 import { BUSY_MACHINE_MS, busyKey, quantile } from './busy-key.mjs';
 import { keyturnProcess } from '../runtimes/redis-keyturn-processes.mjs';
+import { checkPaced, epochMs, pacedWorks } from './paced-works.mjs';
 import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
 
 describe('two processes over redis-server', { skip: !haveRedisServer() && 'no redis-server' }, () => {
@@ -78,6 +79,25 @@ describe('two processes over redis-server', { skip: !haveRedisServer() && 'no re
       holder.stop();
     });
   }
+
+  test('a pace across two processes: 40 works of one key at 4 per 200 ms, no 5 starts within 200 ms, none overlapping', async () => {
+    const prefix = 'paced:';
+    const log = 'paced-log';
+    const store = await storeHere(prefix, true);
+    const [client] = clients;
+    const child = other(prefix, true);
+    const began = epochMs();
+    const paced = createKeyedSerializer({ store, timeoutMs: 10_000, rate: { limit: 4, periodMs: 200 } });
+    await Promise.all([
+      child.send({ op: 'paced', key: 'k', count: 20, limit: 4, periodMs: 200, log }),
+      pacedWorks(paced, 'k', 20, (event) => client.rPush(log, JSON.stringify(event))),
+    ]);
+    const events = (await client.lRange(log, 0, -1)).map((line) => JSON.parse(line));
+    assert.equal(events.length, 40);
+    const starts = checkPaced(events, { limit: 4, periodMs: 200, allowanceMs: 3 });
+    assert.ok(starts[39] - began <= 2600, `the last started ${(starts[39] - began).toFixed(0)} ms after the first call`);
+    child.stop();
+  });
 
   test('a process killed after it asked for a name costs the next taker one offer (100 ms), never a lease', async () => {
     const prefix = 'killed:';

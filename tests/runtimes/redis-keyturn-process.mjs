@@ -5,6 +5,9 @@
 //   {"op":"calls"}                 its store calls so far
 //   {"op":"stop"}                  stops the busy key: its turns, and its calls
 //   {"op":"acquire","name","waitMs"}  starts an acquisition of `name` (answered at once)
+//   {"op":"paced","key","count","limit","periodMs","log"}  `count` works of `key` on a serializer
+//                                  paced at `limit` per `periodMs`, each start and end pushed to
+//                                  the list `log` (tests/js/paced-works.mjs): answered when done
 //   {"op":"semaphore","log",…}     holders of a name taken N at a time (tests/js/semaphore-loops.mjs),
 //                                  each turn pushed to the list `log` on the server: its turns
 // Used by tests/js/cross-process.test.mjs and bench/cross-isolate.mjs.
@@ -16,6 +19,7 @@ import { createClient } from 'redis';
 import { acquireLock, createKeyedSerializer, lockStats, RedisStore, withLock } from 'keyturn';
 
 import { busyLoops } from '../js/busy-key.mjs';
+import { pacedWorks } from '../js/paced-works.mjs';
 import { semaphoreLoops } from '../js/semaphore-loops.mjs';
 
 const { port, prefix, subscribe } = JSON.parse(process.argv[2]);
@@ -47,6 +51,10 @@ for await (const line of createInterface({ input: process.stdin })) {
   } else if (command.op === 'semaphore') {
     const record = (event) => client.rPush(command.log, JSON.stringify(event));
     say({ turns: await semaphoreLoops(withLock, store, record, command) });
+  } else if (command.op === 'paced') {
+    const paced = createKeyedSerializer({ store, timeoutMs: 10_000, rate: { limit: command.limit, periodMs: command.periodMs } });
+    await pacedWorks(paced, command.key, command.count, (event) => client.rPush(command.log, JSON.stringify(event)));
+    say({ done: true });
   } else if (command.op === 'acquire') {
     held.push(acquireLock(store, command.name, { waitMs: command.waitMs }));
     say({ acquiring: true });

@@ -16,6 +16,7 @@ use super::{is_written, Answer, Entry, Lease, LeaseView, LockCore, Now, Stamp, S
 use crate::engine::asks::MAX_ASKS;
 use crate::engine::queue::Ticket;
 use crate::engine::record::{encode_ours, NotARecord, Record};
+use crate::engine::starts::Starts;
 
 /// A renewal in flight: its record's stamp, and where it is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +87,7 @@ impl<V> Lease<V> {
             stamp.at,
             self.promised(),
             &self.asks.live(stamp.at),
+            &self.starts,
             self.slots,
         )
     }
@@ -113,6 +115,22 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 ends_at: lease.ends_at(),
             }),
             _ => None,
+        }
+    }
+
+    /// The key's last starts as the lease `ticket` holds knows them (a paced serializer's).
+    pub(crate) fn starts(&self, ticket: Ticket) -> Option<&Starts> {
+        match &self.lines.get(ticket)?.state {
+            State::Holding(lease) => Some(&lease.starts),
+            _ => None,
+        }
+    }
+
+    /// A paced serializer's work started at `wall` under the lease `ticket` holds: its next
+    /// write carries the start on, with the `limit` before it at most.
+    pub(crate) fn started(&mut self, ticket: Ticket, wall: f64, limit: u32) {
+        if let Some(lease) = self.lease_mut(ticket) {
+            lease.starts.started(wall, limit);
         }
     }
 

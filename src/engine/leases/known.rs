@@ -6,13 +6,14 @@
 use std::rc::Rc;
 
 use crate::engine::keymap::KeyMap;
+use crate::engine::starts::Starts;
 
 /// Most names known at once; past this the memory is cleared. Forgetting is safe: a watch that
 /// starts again only delays a takeover, and a forgotten free record costs one read.
 const KNOWN_NAMES: usize = 1024;
 
 /// A record this isolate freed (or handed to nobody) and nobody here holds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Freed {
     /// The fence the record carries.
     pub(super) fence: u64,
@@ -21,6 +22,8 @@ pub(super) struct Freed {
     pub(super) contested: bool,
     /// The `n` the record carries: the name's `concurrency`.
     pub(super) slots: u16,
+    /// The starts the record carries, or later ones this isolate made under the lease.
+    pub(super) starts: Starts,
 }
 
 struct Known<V> {
@@ -109,20 +112,7 @@ impl<V: PartialEq> KnownRecords<V> {
 
     /// This isolate left `name`'s record at `version` free (or held by nobody), written at
     /// `mono`.
-    pub(super) fn freed(
-        &mut self,
-        name: &Rc<str>,
-        version: V,
-        mono: f64,
-        fence: u64,
-        contested: bool,
-        slots: u16,
-    ) {
-        let freed = Freed {
-            fence,
-            contested,
-            slots,
-        };
+    pub(super) fn freed(&mut self, name: &Rc<str>, version: V, mono: f64, freed: Freed) {
         self.set(name, version, mono, Some(freed));
     }
 
@@ -150,7 +140,7 @@ impl<V: PartialEq> KnownRecords<V> {
     /// CAS on. It is forgotten, watch and all — the next answer about it starts both again.
     pub(super) fn take_freed(&mut self, name: &str) -> Option<(V, Freed)> {
         let at = *self.index.get(name)? as usize;
-        self.records.get(at)?.1.freed?;
+        self.records.get(at)?.1.freed.as_ref()?;
         self.index.remove(name);
         if at >= self.records.len() {
             return None;

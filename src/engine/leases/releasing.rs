@@ -24,6 +24,7 @@
 //! reads the record first, and releases only a record that is still this lease's.
 
 use super::holding::{Phase, REFRESHES};
+use super::known::Freed;
 use super::Token;
 use super::{
     batch_fences, is_written, next_fence, promised, Answer, Entry, Guard, Lease, LockCore,
@@ -35,6 +36,7 @@ use crate::engine::queue::LineId;
 use crate::engine::queue::Ticket;
 use crate::engine::random::Random;
 use crate::engine::record::{encode_ours, NotARecord, Record};
+use crate::engine::starts::Starts;
 
 /// A release in flight; its holder stays the head of its line so nobody here contends
 /// meanwhile.
@@ -124,6 +126,7 @@ impl<V: Clone> Batch<V> {
             uncertain: false,
             contested,
             asks: Asks::default(),
+            starts: Starts::default(),
             slots: holder.slots(),
         }
     }
@@ -146,6 +149,7 @@ impl<V> Release<V> {
                 self.stamp.at,
                 Some(*lease),
                 &Asks::default(),
+                &self.lease.starts,
                 self.lease.slots,
             ),
             AfterRelease::Free { .. } => {
@@ -162,6 +166,7 @@ impl<V> Release<V> {
                     self.stamp.at,
                     None,
                     &asks,
+                    &self.lease.starts,
                     self.lease.slots,
                 )
             }
@@ -350,6 +355,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         );
         // What this holder learned of other isolates' asks goes on with the batch.
         handed.asks = lease.asks.clone();
+        handed.starts = lease.starts.clone();
         self.hold(next, handed);
         self.remove(ticket);
     }
@@ -485,7 +491,8 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     lease.store_timeout_ms,
                 );
                 let holder = self.options_of(target).unwrap_or_else(|| lease.options());
-                let handed = batch.lease(fence, holder, lease.contested);
+                let mut handed = batch.lease(fence, holder, lease.contested);
+                handed.starts = lease.starts;
                 self.begin_batch(line, batch, lease.stale_ms);
                 self.known.saw(&name, &version, now.mono);
                 self.hold(target, handed);
@@ -497,9 +504,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     &name,
                     version,
                     now.mono,
-                    last_fence,
-                    lease.contested,
-                    lease.slots,
+                    Freed {
+                        fence: last_fence,
+                        contested: lease.contested,
+                        slots: lease.slots,
+                        starts: lease.starts,
+                    },
                 );
             }
             // Offered to the isolates that asked: this isolate's next acquisition reads it.
@@ -523,9 +533,12 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                     &name,
                     version,
                     now.mono,
-                    lease.record_fence,
-                    lease.contested,
-                    lease.slots,
+                    Freed {
+                        fence: lease.record_fence,
+                        contested: lease.contested,
+                        slots: lease.slots,
+                        starts: lease.starts,
+                    },
                 );
                 if let Some(state) = self.lines.line_data_mut(line) {
                     state.yield_first = capped;

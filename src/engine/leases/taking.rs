@@ -33,6 +33,7 @@ use crate::engine::options::{LockOptions, MAX_BATCH, MAX_POLL_MS, TAKEOVERS};
 use crate::engine::queue::Ticket;
 use crate::engine::random::Random;
 use crate::engine::record::{encode_ours, is_plain, NotARecord, Record};
+use crate::engine::starts::Starts;
 
 /// The first pause between attempts; each later pause doubles, up to [`MAX_POLL_MS`].
 const FIRST_POLL_MS: f64 = 2.0;
@@ -57,6 +58,8 @@ pub(super) struct Attempt {
     watch_failed: bool,
     /// The asks the record this attempt writes carries (what it took over, or was offered).
     asks: Asks,
+    /// The starts the record this attempt writes carries on (see `crate::engine::starts`).
+    starts: Starts,
     /// When (monotonic) to look at the record again at the latest: a held one turns stale, or
     /// a free one offered to others first becomes this attempt's to take.
     look_at: Option<f64>,
@@ -122,6 +125,7 @@ impl Attempt {
             contested: false,
             watch_failed: false,
             asks: Asks::default(),
+            starts: Starts::default(),
             look_at: None,
             call: Call::Idle,
         }
@@ -144,6 +148,7 @@ impl Attempt {
             stamp.at,
             Some(promised(self.options.stale_ms)),
             asks,
+            &self.starts,
             self.options.slots(),
         )
     }
@@ -162,6 +167,7 @@ impl Attempt {
                 record.at,
                 record.lease,
                 &asks,
+                &record.starts,
                 record.n,
             )
         })
@@ -241,6 +247,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // A record this isolate freed and nobody holds: take it with one CAS.
             Some((version, freed)) => {
                 attempt.known_fence = freed.fence;
+                attempt.starts = freed.starts;
                 attempt.exists = true;
                 let fence = next_fence(freed.fence, now);
                 self.write(ticket, version, fence, false, Asks::default(), now)
@@ -477,6 +484,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             uncertain: false,
             contested: attempt.contested,
             asks: std::mem::take(&mut attempt.asks),
+            starts: std::mem::take(&mut attempt.starts),
             slots: attempt.options.slots(),
         };
         if takeover {
@@ -531,10 +539,15 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             // Gone (a store that expires records): the next attempt creates.
             None => {
                 attempt.exists = false;
+                attempt.starts = Starts::default();
                 Next::Poll
             }
             Some((version, record)) => {
                 let stale = stale(&record, since, attempt.options, now);
+                attempt.starts = record
+                    .as_ref()
+                    .map(|found| found.starts.clone())
+                    .unwrap_or_default();
                 match &record {
                     Err(_) if stale && attempt.takeovers < TAKEOVERS => {
                         attempt.takeovers += 1;
