@@ -2,7 +2,7 @@
 // reads node_modules/keyturn/README.md, and runs its code blocks as written — the Node examples
 // in Node, the Redis one against a redis-server this test starts, the worker built by wrangler
 // from the README's wrangler.toml and run as two isolates by the README's own Miniflare script
-// (100 notifications at once, an exact count), the Deno example in Deno, the page bundled and
+// (100 notifications at once, an exact count), the page bundled and
 // opened in headless Chromium. Each `console.log(…); // what` must print what its comment says.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -97,14 +97,7 @@ test('the Worker: wrangler.toml and src/index.js as written, two isolates in Min
   assert.equal(printed.trim(), '100');
 });
 
-const deno = bin('deno');
-
-test('the Deno example', () => {
-  const [{ code }] = blocksOf('js', 'deno');
-  const command = code.match(/^\/\/ deno (.*) main\.js$/m)[1].split(' ');
-  writeFileSync(join(project, 'main.js'), code);
-  printsAsPromised(run(deno, [...command, 'main.js'], { env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(work, 'deno-dir') } }), code);
-});
+// The Deno example: tests/js/deno.test.mjs checks and runs every Deno snippet.
 
 const chromium = browsers().find((browser) => browser.name === 'chromium');
 
