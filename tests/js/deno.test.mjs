@@ -79,26 +79,30 @@ test('every Deno snippet of README.md and docs/*.md passes deno check and runs a
   }
 });
 
-/** Runs a serving snippet on a free port (`PORT`), sends it 20 requests at once, stops it by its PID. */
+/**
+ * Runs a serving snippet with `PORT` set to a free port, waits until it listens — on the port
+ * Deno says, or PORT — sends it 20 requests at once, and stops it by its PID.
+ */
 async function servesRequests(project, env, given, file, where) {
   const { freePort } = await import('../runtimes/ports.mjs');
   const port = await freePort();
   const flags = [...new Set([...given, '--allow-net', '--allow-env'])];
-  const child = spawn(deno, ['run', '--quiet', '--no-prompt', ...flags, file], { cwd: project, env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(deno, ['run', '--no-prompt', ...flags, file], { cwd: project, env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
   let said = '';
   child.stdout.on('data', (chunk) => (said += chunk));
   child.stderr.on('data', (chunk) => (said += chunk));
+  const answers = async (at) => Promise.all(Array.from({ length: 20 }, () => fetch(`http://127.0.0.1:${at}/`)));
   try {
-    // The port the snippet says it listens on (Deno prints it), else PORT.
     const deadline = Date.now() + 60000;
-    while (!/Listening on https?:\/\/\S+:(\d+)/.test(said)) {
+    let got;
+    while (got === undefined) {
       assert.ok(Date.now() < deadline && child.exitCode === null, `${where} did not listen: ${said}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      const at = Number(said.match(/Listening on https?:\/\/\S+:(\d+)/)?.[1] ?? port);
+      got = await answers(at).catch(() => undefined);
+      if (got === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const listening = Number(said.match(/Listening on https?:\/\/\S+:(\d+)/)[1]);
-    const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`http://127.0.0.1:${listening}/`)));
-    assert.ok(answers.every((answer) => answer.ok), `${where} answered ${answers.map((answer) => answer.status)}`);
-    await Promise.all(answers.map((answer) => answer.arrayBuffer()));
+    assert.ok(got.every((answer) => answer.ok), `${where} answered ${got.map((answer) => answer.status)}`);
+    await Promise.all(got.map((answer) => answer.arrayBuffer()));
   } finally {
     child.kill('SIGKILL');
   }
