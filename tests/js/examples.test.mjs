@@ -10,7 +10,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -158,6 +158,41 @@ function httpApiEvent(method, path) {
     isBase64Encoded: false,
   };
 }
+
+/** The docs' Lambda handlers: fenced blocks of README.md and docs/*.md tagged ```js lambda. */
+function lambdaSnippets() {
+  const docs = existsSync(join(root, 'docs')) ? readdirSync(join(root, 'docs')).filter((name) => name.endsWith('.md')).map((name) => join('docs', name)) : [];
+  return ['README.md', ...docs].flatMap((file) => [...readFileSync(join(root, file), 'utf8').matchAll(/^```js lambda[ \t]*\n([\s\S]*?)^```[ \t]*$/gm)].map(([, code], i) => ({ code, where: `${file} #${i + 1}` })));
+}
+
+const lambdas = lambdaSnippets();
+
+test('every Lambda handler of README.md and docs/*.md (```js lambda) answers a cold and a warm HTTP API invocation', { skip: (!haveDynalite() && 'no dynalite') || (lambdas.length === 0 && 'no ```js lambda block in the docs') }, async () => {
+  const dir = example('lambda-dynamodb');
+  installExample(dir, work, packed);
+  const dynalite = await startDynalite();
+  try {
+    for (const [i, { code, where }] of lambdas.entries()) {
+      // Beside the example, whose node_modules hold keyturn from the tarball.
+      const taskRoot = join(dir, 'dist', `snippet-${i}`);
+      mkdirSync(taskRoot, { recursive: true });
+      writeFileSync(join(taskRoot, 'index.mjs'), code);
+      const env = { AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'keyturn-test', AWS_SECRET_ACCESS_KEY: 'keyturn-test', AWS_ENDPOINT_URL_DYNAMODB: dynalite.endpoint };
+      const instance = lineProcess(join(root, 'tests/runtimes/lambda-runtime.mjs'), { taskRoot, handler: 'index.handler', env });
+      try {
+        assert.equal((await instance.send({ op: 'init' })).handlerType, 'function', where);
+        for (const method of ['POST', 'POST', 'GET']) {
+          const answer = await instance.send({ op: 'invoke', event: httpApiEvent(method, '/order-1'), timeoutMs: 30000 });
+          assert.equal(answer.result?.statusCode, 200, `${where}: ${JSON.stringify(answer)}`);
+        }
+      } finally {
+        instance.stop();
+      }
+    }
+  } finally {
+    dynalite.stop();
+  }
+});
 
 test(`examples/lambda-dynamodb: the handler in the Node runtime, cold then warm, then two instances over dynalite, ${REQUESTS} POSTs counted exactly`, { skip: !haveDynalite() && 'no dynalite' }, async () => {
   const dir = example('lambda-dynamodb');
