@@ -580,19 +580,25 @@ export class LockDurableObject {
   changed(key: string, version: string | null, ms: number): boolean | Promise<boolean>;
 }
 
+/** A part of a Deno KV key (`Deno.KvKeyPart`), restated so these types need none of Deno's. */
+export type DenoKvKeyPart = Uint8Array | string | number | bigint | boolean | symbol;
+
+/**
+ * What `DenoKvStore` uses of `Deno.openKv()`'s handle. Keys are read-only arrays, as Deno's
+ * `KvKey` is: a mutable array here would refuse `Deno.Kv` itself.
+ */
+export interface DenoKvHandle {
+  get(key: readonly DenoKvKeyPart[]): Promise<{ value: unknown; versionstamp: string | null }>;
+  atomic(): unknown;
+  watch?(keys: readonly (readonly DenoKvKeyPart[])[]): ReadableStream<readonly { versionstamp: string | null }[]>;
+}
+
 /**
  * Deno KV as a lock store: `atomic().check({ key, versionstamp })` for create and CAS. Records
  * live under the key prefix (default `['keyturn-lock']`).
  */
 export class DenoKvStore implements LockStore {
-  constructor(
-    kv: {
-      get(key: unknown[]): Promise<{ value: unknown; versionstamp: string | null }>;
-      atomic(): unknown;
-      watch?(keys: unknown[][]): ReadableStream<{ versionstamp: string | null }[]>;
-    },
-    options?: { prefix?: unknown[] | undefined },
-  );
+  constructor(kv: DenoKvHandle, options?: { prefix?: readonly DenoKvKeyPart[] | undefined });
   create(key: string, value: string): Promise<string | null>;
   read(key: string): Promise<{ value: string; version: string } | null>;
   replace(key: string, version: string, value: string): Promise<string | null>;

@@ -1,19 +1,25 @@
 // What the packaging and bundler tests share: the package packed and installed into a fresh
 // project as npm users receive it, and the checks every entry runs, by name.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/** `npm pack` of pkg/ into `work`: npm's report of the tarball (`filename`, `shasum`, …). */
+export function packTarball(work) {
+  const out = execFileSync('npm', ['pack', join(root, 'pkg'), '--pack-destination', work, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return JSON.parse(out)[0];
+}
 
 /**
  * `npm pack` of pkg/ into `work`, installed (the tarball, not a link) into `work/consumer`:
  * `{ project, installed, packed }` (`packed` is npm's report of the tarball).
  */
 export function installTarball(work) {
-  const out = execFileSync('npm', ['pack', join(root, 'pkg'), '--pack-destination', work, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const packed = JSON.parse(out)[0];
+  const packed = packTarball(work);
   const project = join(work, 'consumer');
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
@@ -54,3 +60,21 @@ export const checks = `async function checks(k) {
 }`;
 
 export const allPassed = (results) => Object.keys(results).length === 6 && Object.values(results).every((ok) => ok === true);
+
+/**
+ * An example project of examples/ made ready as its user would: `npm install` of its
+ * package.json, keyturn from the packed tarball (`packed`, in `work`) in place of the registry's,
+ * dev dependencies left out (the tests use the repository's wrangler, and the AWS SDK a Lambda
+ * runtime provides). Cached in the example's node_modules (gitignored): installed again only when
+ * its package.json or the tarball changed.
+ * @param {string} dir
+ * @param {string} work
+ * @param {{ filename: string, shasum: string }} packed
+ */
+export function installExample(dir, work, packed) {
+  const stamp = join(dir, 'node_modules/.keyturn-example');
+  const want = `${packed.shasum} ${createHash('sha256').update(readFileSync(join(dir, 'package.json'))).digest('hex')}`;
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  execFileSync('npm', ['install', '--no-save', '--no-package-lock', '--omit=dev', '--no-audit', '--no-fund', '--ignore-scripts', join(work, packed.filename)], { cwd: dir, stdio: 'pipe' });
+  writeFileSync(stamp, want);
+}

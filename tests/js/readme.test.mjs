@@ -1,11 +1,11 @@
 // The package's README and docs pages, followed as a user would: a fresh project installs the
 // packed tarball, reads node_modules/keyturn/README.md and docs/*.md, and runs their code blocks
-// as written — the Node examples
-// in Node, the Redis one against a redis-server this test starts, the worker built by wrangler
-// from the README's wrangler.toml and run as two isolates by docs/platforms.md's Miniflare script
-// (100 notifications at once, an exact count), the Deno example in Deno, the page bundled and
-// opened in headless Chromium; a `js fragment` (a function over bindings) is parsed by Node. The
-// `js sqlite`, `js dynamodb` and `js postgres` blocks run in their stores' tests, against their
+// as written — the Node examples in Node, the Redis one against a redis-server this test starts,
+// the worker built by wrangler from the README's wrangler.toml and run as two isolates by
+// docs/platforms.md's Miniflare script (100 notifications at once, an exact count), the page
+// bundled and opened in headless Chromium; a `js fragment` (a function over bindings) is parsed
+// by Node. The Deno blocks run in deno.test.mjs, the `js lambda` ones in examples.test.mjs, and
+// the `js sqlite`, `js dynamodb` and `js postgres` blocks in their stores' tests, against their
 // engines. Each `console.log(…); // what` must print what its comment says.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,7 +30,7 @@ function codeBlocks(markdown, file) {
 }
 
 // Every kind of block some test runs (`js sqlite`, `dynamodb`, `postgres`: the stores' tests).
-const RUN = ['js', 'js redis', 'js worker', 'js miniflare', 'js deno', 'js browser', 'js fragment', 'js sqlite', 'js dynamodb', 'js postgres', 'toml', 'rust ignore', 'sh'];
+const RUN = ['js', 'js redis', 'js worker', 'js miniflare', 'js deno', 'ts deno', 'js lambda', 'js browser', 'js fragment', 'js sqlite', 'js dynamodb', 'js postgres', 'toml', 'rust ignore', 'sh'];
 
 const blocksOf = (lang, tag) => blocks.filter((block) => block.lang === lang && block.tag === tag);
 
@@ -127,14 +127,7 @@ test('the Worker: wrangler.toml and src/index.js as written, two isolates in Min
   assert.equal(printed.trim(), '100');
 });
 
-const deno = bin('deno');
-
-test('the Deno example', () => {
-  const [{ code }] = blocksOf('js', 'deno');
-  const command = code.match(/^\/\/ deno (.*) main\.js$/m)[1].split(' ');
-  writeFileSync(join(project, 'main.js'), code);
-  printsAsPromised(run(deno, [...command, 'main.js'], { env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1', DENO_DIR: join(work, 'deno-dir') } }), code);
-});
+// The Deno example: tests/js/deno.test.mjs checks and runs every Deno snippet.
 
 const chromium = browsers().find((browser) => browser.name === 'chromium');
 
