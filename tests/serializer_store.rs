@@ -508,3 +508,44 @@ fn a_paced_batch_costs_no_store_call_beyond_an_unpaced_one_and_leaves_its_starts
         started.get()
     );
 }
+
+#[test]
+fn try_run_is_refused_with_the_time_the_records_pace_gives_and_never_runs() {
+    let (store, executor) = world();
+    let isolates = paced_isolates(&store, 2, 2.0, 1_000.0);
+    for _ in 0..2 {
+        let serializer = isolates[0].clone();
+        executor.spawn(async move {
+            serializer.run("k", |_s, _f| async {}).await.unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    let (serializer, ran) = (isolates[1].clone(), Rc::new(Cell::new(false)));
+    let refused = executor.spawn_with_output({
+        let ran = ran.clone();
+        async move {
+            serializer
+                .try_run("k", |_s, _f| async move { ran.set(true) })
+                .await
+        }
+    });
+    run(&executor, &store.clock);
+    let refused = refused.borrow_mut().take().expect("settled");
+    let Err(SerializeError::Unavailable {
+        retry_after_ms: Some(ms),
+        ..
+    }) = refused
+    else {
+        panic!("{refused:?}");
+    };
+    assert!(ms > 900.0 && ms <= 1_000.0, "retry after {ms} ms");
+    assert!(!ran.get(), "the work never ran");
+    assert_eq!(isolates[1].stats().unavailable, 1);
+    // The lease it took went back: the next call here takes it, and waits out the pace.
+    let serializer = isolates[1].clone();
+    let later =
+        executor.spawn_with_output(async move { serializer.run("k", |_s, _f| async { 7 }).await });
+    run(&executor, &store.clock);
+    assert_eq!(later.borrow_mut().take().expect("settled").unwrap(), 7);
+    assert!(store.clock.monotonic_ms() >= 1_000.0);
+}

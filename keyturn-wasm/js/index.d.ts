@@ -93,7 +93,9 @@ export interface SerializeOptions {
    * `true`: run only if the work can start at once — no work of its key is ahead of it, a slot
    * is free and the key's `rate` allows a start. Otherwise the call rejects at once with a
    * {@link SerializedWorkUnavailable} (with `retryAfterMs` where the pace is what held it up),
-   * queues nothing, and `work` is never called. Default `false`: wait in line.
+   * queues nothing, and `work` is never called. Default `false`: wait in line. With a `store`,
+   * the pace is the key's lease record's: the call takes the lease (waiting for it if another
+   * isolate holds it), and is refused then if the record's starts allow none yet.
    */
   ifAvailable?: boolean | undefined;
   /**

@@ -50,6 +50,7 @@ import {
   OUTCOME_DONE,
   OUTCOME_MISMATCH,
   OUTCOME_NEVER_STARTED,
+  OUTCOME_NOT_YET,
   OUTCOME_TIMED_OUT,
   OUTCOME_TIMER_REFUSED,
   QUERY_AHEAD,
@@ -256,6 +257,7 @@ export class Job {
     else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
     else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
     else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
+    else if (outcome === OUTCOME_NOT_YET) this.reject(new SerializedWorkUnavailable(this.key, host.field(FIELD_MS)));
     else if (outcome === OUTCOME_NEVER_STARTED) this.reject(new DOMException(`keyturn: ${fill(MESSAGES.neverStarted, { key: this.key })}`, 'AbortError'));
     else this.reject(/** @type {TimedJob} */ (/** @type {unknown} */ (this)).failure);
   }

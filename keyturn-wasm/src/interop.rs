@@ -129,6 +129,10 @@ pub fn load<V>(
                 Outcome::Released => outcome::RELEASED,
                 Outcome::TimerRefused => outcome::TIMER_REFUSED,
                 Outcome::NeverStarted => outcome::NEVER_STARTED,
+                Outcome::NotYet { retry_after_ms } => {
+                    set(register, field::MS, retry_after_ms);
+                    outcome::NOT_YET
+                }
             };
             set(register, field::CODE, code);
             effect::SETTLE

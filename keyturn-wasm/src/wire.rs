@@ -132,6 +132,7 @@ pub mod outcome {
             RELEASED = 9.0,
             TIMER_REFUSED = 10.0,
             NEVER_STARTED = 11.0,
+            NOT_YET = 12.0,
         }
     }
 }

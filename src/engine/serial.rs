@@ -32,8 +32,9 @@ pub(crate) struct Serial<H> {
     /// Works holding their key's lease until the record's pace lets them start, counted until
     /// their timer fires (what keeps the host alive meanwhile).
     pub(crate) pacing: usize,
-    /// Works that waited for the record's pace.
+    /// Works that waited for the record's pace, and calls it refused (`if_available`).
     paced: u64,
+    unavailable: u64,
 }
 
 /// What the engine keeps of a work besides its place in line.
@@ -55,6 +56,9 @@ pub(crate) struct Work<H> {
     /// Over a store, with a rate: holding its key's lease, it is called then, when the starts
     /// the record carries allow (∞ otherwise).
     pub(crate) pace_at: f64,
+    /// It asked to start at once (`if_available`): over a store, a record's pace that allows
+    /// no start yet refuses it ([`Outcome::NotYet`]) rather than holding it.
+    pub(crate) if_available: bool,
 }
 
 /// How long after its deadline an abandoned work whose caller has not said it heard leaves its
@@ -127,6 +131,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             rate,
             pacing: 0,
             paced: 0,
+            unavailable: 0,
         });
         Ok(self.serializers.len() as u32 - 1)
     }
@@ -163,6 +168,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             orphan_at: f64::INFINITY,
             ready_at: f64::INFINITY,
             pace_at: f64::INFINITY,
+            if_available,
         };
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
@@ -428,9 +434,13 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     pub fn stats(&self, serializer: u32) -> Stats {
         self.serializers
             .get(serializer as usize)
-            .map(|serial| Stats {
-                paced: serial.core.stats().paced + serial.paced,
-                ..serial.core.stats()
+            .map(|serial| {
+                let stats = serial.core.stats();
+                Stats {
+                    paced: stats.paced + serial.paced,
+                    unavailable: stats.unavailable + serial.unavailable,
+                    ..stats
+                }
             })
             .unwrap_or_default()
     }
@@ -782,6 +792,18 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 .map_or(f64::NEG_INFINITY, |starts| {
                     starts.next_start(rate.limit, rate.period_ms)
                 });
+            let refused = serial
+                .core
+                .payload(work)
+                .is_some_and(|found| found.if_available);
+            if next > now.wall && refused {
+                serial.unavailable += 1;
+                let outcome = Outcome::NotYet {
+                    retry_after_ms: next - now.wall,
+                };
+                self.give_up_work(serializer, work, outcome, Why::Aborted, now, random);
+                return;
+            }
             if next > now.wall {
                 self.hold_for_pace(serializer, work, leg, now.mono + (next - now.wall), now);
                 return;

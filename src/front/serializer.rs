@@ -369,6 +369,10 @@ fn failure(key: &str, outcome: Outcome, mailbox: &mut Mailbox) -> SerializeError
         Outcome::NeverStarted => SerializeError::NeverStarted {
             key: key.to_owned(),
         },
+        Outcome::NotYet { retry_after_ms } => SerializeError::Unavailable {
+            key: key.to_owned(),
+            retry_after_ms: Some(retry_after_ms),
+        },
         Outcome::Mismatch { found } => SerializeError::Lock(LockError::ConcurrencyMismatch {
             name: key.to_owned(),
             asked: 0,

@@ -87,6 +87,28 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
         self.serial.run(key, None, false, work).await
     }
 
+    /// [`run`](Self::run) only if the work can start at once: no work of the key ahead of it in
+    /// this isolate, a slot free, and — with a rate — the starts the key's lease record carries
+    /// allowing one when its lease is taken. Otherwise it fails with
+    /// [`SerializeError::Unavailable`] and never runs (with `retry_after_ms` when the pace is
+    /// what held it up). What an API answers with 429 and `Retry-After`.
+    ///
+    /// Not a promise that nothing waits: a lease held by another isolate is waited for, as by
+    /// [`run`](Self::run) (only the record, read on taking it, tells of the other isolates).
+    ///
+    /// # Cancel safety
+    /// As [`run`](Self::run).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), and [`SerializeError::Unavailable`].
+    pub async fn try_run<F, Fut>(&self, key: &str, work: F) -> Result<Fut::Output, SerializeError>
+    where
+        F: FnOnce(WorkSignal, u64) -> Fut,
+        Fut: Future,
+    {
+        self.serial.run(key, None, true, work).await
+    }
+
     /// [`run`](Self::run) for a work that re-decides from a fresh read: joins the key's last
     /// waiting work in this isolate as [`KeyedSerializer::run_coalesced`] says, and returns a
     /// clone of its output. Coalescing happens in each isolate's own line; every run holds the

@@ -150,3 +150,22 @@ test('a pace across two package instances over one MemoryStore: 40 works of one 
   const stats = [a, b].map((k) => k.lockStats(store));
   assert.ok(stats.every((s) => s.acquisitions > 0), `both instances took turns: ${JSON.stringify(stats)}`);
 });
+
+test('ifAvailable over a store: refused with the time the record\'s pace gives, the work never called; at once on a free key', async () => {
+  const store = new a.MemoryStore();
+  const rate = { limit: 2, periodMs: 1000 };
+  const serializeA = a.createKeyedSerializer({ store, rate });
+  const serializeB = b.createKeyedSerializer({ store, rate });
+  await Promise.all([1, 2].map(() => serializeA('k', () => {})));
+  let called = false;
+  const started = performance.now();
+  const refused = await serializeB('k', () => { called = true; }, { ifAvailable: true }).catch((error) => error);
+  const ms = performance.now() - started;
+  assert.ok(refused instanceof b.SerializedWorkUnavailable, String(refused));
+  assert.equal(refused.name, 'SerializedWorkUnavailable');
+  assert.ok(refused.retryAfterMs > 0 && refused.retryAfterMs <= rate.periodMs, `retryAfterMs ${refused.retryAfterMs}`);
+  assert.ok(ms < 200, `refused after ${ms.toFixed(0)} ms`);
+  assert.equal(called, false);
+  assert.equal(b.lockStats(store).held, 0, 'the lease it took went back');
+  assert.equal(await serializeB('free', () => 'ran', { ifAvailable: true }), 'ran');
+});
