@@ -101,11 +101,15 @@ impl Scripted {
             }
             "free" => {
                 let (asks, n) = (record.get("asks").cloned(), record.get("n").cloned());
+                let starts = record.get("starts").cloned();
                 record = serde_json::json!({
                     "keyturn": 1, "state": "free", "token": "", "fence": record["fence"], "at": t,
                 });
                 if let Some(asks) = asks {
                     record["asks"] = asks;
+                }
+                if let Some(starts) = starts {
+                    record["starts"] = starts;
                 }
                 if let Some(n) = n {
                     record["n"] = n;
@@ -126,6 +130,9 @@ impl Scripted {
         }
         if let Some(asks) = fields.get("asks").and_then(Value::as_str) {
             line += &format!(" asks {}", asks.split(',').count());
+        }
+        if let Some(starts) = fields.get("starts").and_then(Value::as_str) {
+            line += &format!(" starts {starts}");
         }
         if self.script.detail {
             line += &format!(" @{}", record.at);
@@ -306,11 +313,18 @@ fn number(value: &Value, name: &str, default: f64) -> f64 {
     value.get(name).and_then(Value::as_f64).unwrap_or(default)
 }
 
+/// A case's serializer `rate` (`limit`, `periodMs`), if it has one.
+fn options_rate(options: &Value) -> Option<(f64, f64)> {
+    let rate = options.get("rate")?;
+    Some((rate["limit"].as_f64()?, rate["periodMs"].as_f64()?))
+}
+
 fn error_name(error: &SerializeError) -> &'static str {
     match error {
         SerializeError::TimedOut { .. } => "SerializedWorkTimeout",
         SerializeError::Lock(LockError::Store(_)) => "LockStoreError",
         SerializeError::Lock(LockError::ConcurrencyMismatch { .. }) => "ConcurrencyMismatch",
+        SerializeError::Unavailable { .. } => "SerializedWorkUnavailable",
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -343,6 +357,7 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         }
     }
     let options = case.get("options").cloned().unwrap_or(Value::Null);
+    let options_json = options.clone();
     let stale_ms = number(&options, "staleMs", 2_000.0);
     let wait_ms = number(&options, "waitMs", 100.0);
     let timeout_ms = number(&options, "timeoutMs", 30_000.0);
@@ -382,6 +397,9 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
             if let Some(asks) = record.get("asks") {
                 value["asks"] = asks.clone();
             }
+            if let Some(starts) = record.get("starts") {
+                value["starts"] = starts.clone();
+            }
             if let Some(n) = record.get("n") {
                 value["n"] = n.clone();
             }
@@ -415,6 +433,10 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
         StoreSerializer::new(
             SerializerOptions::new(timeout_ms, f64::INFINITY)
                 .and_then(|options| options.with_concurrency(concurrency))
+                .and_then(|options| match options_rate(&options_json) {
+                    Some((limit, period_ms)) => options.with_rate(limit, period_ms),
+                    None => Ok(options),
+                })
                 .unwrap(),
             lock_options,
             locks.clone(),
@@ -503,28 +525,33 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
                 });
             } else if let Some(key) = action.get("serialize").and_then(Value::as_str) {
                 let hang = action.get("hang").and_then(Value::as_bool).unwrap_or(false);
+                let if_available = action["ifAvailable"] == true;
                 let (serializer, key) = (serializer.clone(), key.to_owned());
                 executor.spawn(async move {
-                    let outcome = Option::as_ref(&serializer)
-                        .expect("the case's options are a serializer's")
-                        .run(&key, |signal, fence| {
-                            let (clock, say) = (clock.clone(), say.clone());
-                            async move {
-                                say(&clock, format!("runs {}f{fence}", slotted(signal.slot())));
-                                let mut lost = false;
-                                let mut elapsed = 0.0;
-                                while hang || elapsed < ms {
-                                    clock.after(1.0).await;
-                                    yield_once().await;
-                                    elapsed += 1.0;
-                                    if !lost && signal.is_aborted() {
-                                        lost = true;
-                                        say(&clock, "lease lost".into());
-                                    }
+                    let serializer =
+                        Option::as_ref(&serializer).expect("the case's options are a serializer's");
+                    let work = |signal: keyturn::WorkSignal, fence| {
+                        let (clock, say) = (clock.clone(), say.clone());
+                        async move {
+                            say(&clock, format!("runs {}f{fence}", slotted(signal.slot())));
+                            let mut lost = false;
+                            let mut elapsed = 0.0;
+                            while hang || elapsed < ms {
+                                clock.after(1.0).await;
+                                yield_once().await;
+                                elapsed += 1.0;
+                                if !lost && signal.is_aborted() {
+                                    lost = true;
+                                    say(&clock, "lease lost".into());
                                 }
                             }
-                        })
-                        .await;
+                        }
+                    };
+                    let outcome = if if_available {
+                        serializer.try_run(&key, work).await
+                    } else {
+                        serializer.run(&key, work).await
+                    };
                     match outcome {
                         Ok(()) => say(&clock, "→ ok".into()),
                         Err(error) => say(&clock, format!("→ {}", error_name(&error))),
@@ -557,6 +584,8 @@ fn run_case(case: &Value) -> (BTreeMap<u64, Vec<String>>, Value) {
             "started": serializer_stats.started,
             "timedOut": serializer_stats.timed_out,
             "aborted": serializer_stats.aborted,
+            "paced": serializer_stats.paced,
+            "unavailable": serializer_stats.unavailable,
         },
         "lockStats": {
             "held": lock_stats.held,

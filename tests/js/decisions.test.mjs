@@ -89,6 +89,7 @@ class Scripted {
     let line = `${method} ${record.state} f${record.fence}`;
     if (record.n !== undefined) line += ` n${record.n}`;
     if (record.asks !== undefined) line += ` asks ${record.asks.split(',').length}`;
+    if (record.starts !== undefined) line += ` starts ${record.starts}`;
     if (this.detail) line += ` @${record.at}${record.lease === undefined ? '' : ` lease ${record.lease}`}`;
     this.log(`${line} → ${answer}`);
   }
@@ -131,7 +132,7 @@ class Scripted {
   }
 }
 
-const record = (state, token, fence, at, lease, asks, n) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease, asks, n });
+const record = (state, token, fence, at, lease, asks, n, starts) => JSON.stringify({ keyturn: 1, state, token, fence, at, lease, asks, starts, n });
 
 /**
  * A store call's method as the log shows it: with `s<k>` for the record of slot k above 0.
@@ -150,7 +151,7 @@ const OTHER_ASK = `${'e'.repeat(16)}:9999999999`;
  */
 const others = {
   ask: (found) => ({ ...found, asks: found.asks === undefined ? OTHER_ASK : `${found.asks},${OTHER_ASK}` }),
-  free: (found, t) => ({ keyturn: 1, state: 'free', token: '', fence: found.fence, at: t, asks: found.asks, n: found.n }),
+  free: (found, t) => ({ keyturn: 1, state: 'free', token: '', fence: found.fence, at: t, asks: found.asks, starts: found.starts, n: found.n }),
   lose: () => null,
 };
 
@@ -178,12 +179,12 @@ async function runCase(mode, scenario) {
   const events = [];
   const at = () => Date.now();
   const say = (line) => events.push(`${at()} ${line}`);
-  const { staleMs = 2000, waitMs = 100, timeoutMs = 30000, maxClockSkewMs, storeTimeoutMs, concurrency = 1 } = scenario.options ?? {};
+  const { staleMs = 2000, waitMs = 100, timeoutMs = 30000, maxClockSkewMs, storeTimeoutMs, concurrency = 1, rate } = scenario.options ?? {};
   const script = scenario.store ?? {};
   const store = new Scripted(say, script, scenario.detail === true);
-  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease, seeded.asks, seeded.n));
+  for (const [name, seeded] of Object.entries(script.records ?? {})) store.put(name, record(seeded.state, 'someone', seeded.fence, seeded.at, seeded.lease, seeded.asks, seeded.n, seeded.starts));
   // (A case about a refused lock option has no serializer: it would be refused too.)
-  const serialize = refusedOrNot(() => mode.createKeyedSerializer({ store, staleMs, timeoutMs, maxClockSkewMs, storeTimeoutMs, concurrency }));
+  const serialize = refusedOrNot(() => mode.createKeyedSerializer({ store, staleMs, timeoutMs, maxClockSkewMs, storeTimeoutMs, concurrency, rate }));
   // A slot is logged only where a name has more than one.
   const slotted = (slot) => (concurrency > 1 ? `s${slot} ` : '');
   // This isolate's wall clock, as the case sets it: `ahead` of the monotonic one, or `frozen` there.
@@ -232,7 +233,7 @@ async function runCase(mode, scenario) {
             said(`runs ${slotted(turn.slot)}f${turn.fence}`);
             signal.addEventListener('abort', () => isLeaseLost(signal.reason) && said('lease lost'));
             await (action.hang ? new Promise(() => {}) : sleep(action.ms));
-          }),
+          }, { ifAvailable: action.ifAvailable === true }),
         );
       } else {
         throw new Error(`unknown action ${JSON.stringify(action)}`);
