@@ -17,3 +17,9 @@ declare module 'cloudflare:workers' {
 
 /** Deno's global, in the Deno entry (`deno.js`): the one call it makes. */
 declare const Deno: { readFileSync(path: URL): Uint8Array };
+
+/** Vercel's bundlers, in the edge-light entry (`edge-light.js`): a `.wasm?module` import is the compiled module. */
+declare module '*.wasm?module' {
+  const module: WebAssembly.Module;
+  export default module;
+}
