@@ -549,3 +549,86 @@ fn try_run_is_refused_with_the_time_the_records_pace_gives_and_never_runs() {
     assert_eq!(later.borrow_mut().take().expect("settled").unwrap(), 7);
     assert!(store.clock.monotonic_ms() >= 1_000.0);
 }
+
+#[test]
+fn a_pace_holds_across_isolates_at_concurrency_2_through_the_keys_pace_record() {
+    let (store, executor) = world();
+    let isolates: Vec<Rc<Serializer>> = (1..=2)
+        .map(|seed| {
+            let locks =
+                LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
+            let options = SerializerOptions::new(10_000.0, f64::INFINITY)
+                .and_then(|options| options.with_concurrency(2.0))
+                .and_then(|options| options.with_rate(3.0, 200.0))
+                .unwrap();
+            Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap())
+        })
+        .collect();
+    let starts: Rc<RefCell<Vec<f64>>> = Rc::default();
+    let (live, most) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+    for i in 0..30 {
+        let (serializer, clock) = (isolates[i % 2].clone(), store.clock.clone());
+        let (starts, live, most) = (starts.clone(), live.clone(), most.clone());
+        executor.spawn(async move {
+            serializer
+                .run("k", |_signal, _fence| async move {
+                    live.set(live.get() + 1);
+                    most.set(most.get().max(live.get()));
+                    starts.borrow_mut().push(clock.monotonic_ms());
+                    clock.after(50.0).await;
+                    live.set(live.get() - 1);
+                })
+                .await
+                .unwrap();
+        });
+    }
+    run(&executor, &store.clock);
+    let starts = starts.borrow();
+    assert_eq!(starts.len(), 30);
+    // A start is written when its write is sent and called when it took: up to one store round
+    // trip (here at most 2 ms) after the time the record carries.
+    let mut sorted = starts.clone();
+    sorted.sort_by(f64::total_cmp);
+    let span = (0..sorted.len() - 3)
+        .map(|i| sorted[i + 3] - sorted[i])
+        .fold(f64::INFINITY, f64::min);
+    assert!(span >= 198.0, "4 starts within {span} ms: {sorted:?}");
+    assert_eq!(most.get(), 2, "at most 2 at once, and 2 reached");
+    assert!(sorted[29] <= 2_100.0, "the last started at {}", sorted[29]);
+    let paced: u64 = isolates.iter().map(|s| s.stats().paced).sum();
+    assert!(paced >= 9, "{paced}");
+}
+
+#[test]
+fn at_concurrency_2_a_paced_start_costs_one_store_call_beyond_an_unpaced_one() {
+    let calls = |rate: bool| {
+        let (store, executor) = world();
+        let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(9));
+        let options = SerializerOptions::new(10_000.0, f64::INFINITY)
+            .and_then(|options| options.with_concurrency(2.0))
+            .and_then(|options| match rate {
+                true => options.with_rate(1_000.0, 10.0),
+                false => Ok(options),
+            })
+            .unwrap();
+        let serializer = Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap());
+        for _ in 0..20 {
+            let (serializer, clock) = (serializer.clone(), store.clock.clone());
+            executor.spawn(async move {
+                serializer
+                    .run("k", |_s, _f| async move { clock.after(5.0).await })
+                    .await
+                    .unwrap();
+            });
+        }
+        run(&executor, &store.clock);
+        store.faults.calls()
+    };
+    let (paced, unpaced) = (calls(true), calls(false));
+    // One read of the pace record (it is not known yet), then one write per start.
+    assert_eq!(
+        paced - unpaced,
+        1 + 20,
+        "{paced} calls paced, {unpaced} not"
+    );
+}

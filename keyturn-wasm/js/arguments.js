@@ -19,7 +19,6 @@ import {
   REFUSED_BAD_WAIT,
   REFUSED_KEY_EMPTY,
   REFUSED_KEY_TOO_LONG,
-  REFUSED_RATE_OVER_STORE,
   fill,
 } from './constants.js';
 
@@ -283,8 +282,6 @@ export function refusalError(code, given, keyWhat) {
       return range(MESSAGES.concurrencyRange, 'rate.limit', given.rate?.limit, MAX_RATE_LIMIT);
     case REFUSED_BAD_RATE_PERIOD:
       return range(MESSAGES.timeoutRange, 'rate.periodMs', given.rate?.periodMs);
-    case REFUSED_RATE_OVER_STORE:
-      return typeError(MESSAGES.rateOverStore, {});
     case REFUSED_BAD_WAIT:
       return range(MESSAGES.waitRange, 'waitMs', given.waitMs);
     case REFUSED_BAD_STALE:

@@ -219,8 +219,9 @@ export interface KeyedSerializerOptions {
    * monotonic clock. With a `store`, at `concurrency` 1, in every isolate sharing the store: the
    * key's last starts travel in its lease record (no store call beyond the turns'), so the window
    * holds up to the isolates' clock skew; a record the store lost, or a holder that died between
-   * writes, may let one window's worth through again. With a store and `concurrency` above 1: a
-   * `TypeError`, for now.
+   * writes, may let one window's worth through again. Above `concurrency` 1 the starts go in a
+   * record of their own (`keyturn:pace:` + key): one store call per start, and a work starts up
+   * to one store round trip after the time its record carries.
    */
   rate?: { limit: number; periodMs: number } | undefined;
   /**

@@ -324,7 +324,6 @@ pub fn option_refusal(error: OptionError) -> f64 {
         OptionError::MaxClockSkewMs(_) => refused::BAD_SKEW,
         OptionError::StoreTimeoutMs(_) => refused::BAD_STORE_TIMEOUT,
         OptionError::Concurrency(_) => refused::BAD_CONCURRENCY,
-        OptionError::RateOverStore => refused::RATE_OVER_STORE,
     }
 }
 

@@ -304,7 +304,6 @@ pub mod refused {
             UNAVAILABLE = -13.0,
             BAD_RATE_LIMIT = -14.0,
             BAD_RATE_PERIOD = -15.0,
-            RATE_OVER_STORE = -16.0,
         }
     }
 }

@@ -97,9 +97,11 @@ pub(crate) struct Leg<H> {
 
 /// A store call in flight.
 pub(crate) struct Op {
-    /// The leg it is for, or a guard (`line`, `number`).
+    /// The leg it is for, a guard (`line`, `number`), or a turn's write of its key's pace
+    /// record (`serializer`, `work`; see `pace_record.rs`).
     pub(crate) leg: Option<Ticket>,
     pub(crate) guard: Option<(LineId, u32)>,
+    pub(crate) pace: Option<(u32, Ticket, Rc<str>)>,
     pub(crate) method: Method,
     /// When it was sent: a write's answer is timed from then.
     pub(crate) sent: Now,
@@ -407,7 +409,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let Some(found) = self.remove_op(op) else {
             return;
         };
-        let acting = found.leg.and_then(|leg| self.holder_handle(leg));
+        let acting = match &found.pace {
+            Some((serializer, work, _)) => self.work_handle(*serializer, *work),
+            None => found.leg.and_then(|leg| self.holder_handle(leg)),
+        };
         self.acting(acting);
         self.answered(found, answer, now, random);
         self.drain(now, random);
@@ -418,6 +423,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     fn answered(&mut self, op: Op, answer: Answer<V>, now: Now, random: &impl Random) {
         if let Some((line, number)) = op.guard {
             self.locks.guarded(line, number, answer);
+            return;
+        }
+        if let Some((serializer, work, name)) = op.pace {
+            self.pace_answered(serializer, work, &name, answer, now, random);
             return;
         }
         let Some(leg) = op.leg else {
@@ -456,7 +465,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let Some(found) = self.remove_op(op) else {
             return;
         };
-        let owner = found.leg.and_then(|leg| self.holder_handle(leg));
+        let owner = match &found.pace {
+            Some((serializer, work, _)) => self.work_handle(*serializer, *work),
+            None => found.leg.and_then(|leg| self.holder_handle(leg)),
+        };
         self.effects.push_back(Effect::Forget {
             op,
             owner,
@@ -615,6 +627,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 let op = self.insert_op(Op {
                     leg: Some(leg),
                     guard: None,
+                    pace: None,
                     method: Method::Changed,
                     sent: now,
                     bound_ms: ms,
@@ -663,6 +676,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let op = self.insert_op(Op {
             leg: Some(leg),
             guard: None,
+            pace: None,
             method: call.method(),
             sent: now,
             bound_ms,
@@ -1129,8 +1143,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     }
 
     /// A store call in flight (one made for a leg counts among what the host waits on).
-    fn insert_op(&mut self, op: Op) -> Ticket {
-        if op.leg.is_some() {
+    pub(crate) fn insert_op(&mut self, op: Op) -> Ticket {
+        if op.leg.is_some() || op.pace.is_some() {
             self.leg_ops += 1;
         }
         self.ops.insert(op)
@@ -1139,7 +1153,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     /// A store call answered, past its bound, or no longer wanted.
     fn remove_op(&mut self, op: Ticket) -> Option<Op> {
         let found = self.ops.remove(op)?;
-        if found.leg.is_some() {
+        if found.leg.is_some() || found.pace.is_some() {
             self.leg_ops -= 1;
         }
         Some(found)
@@ -1209,6 +1223,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             let op = self.insert_op(Op {
                 leg: None,
                 guard: Some((line, number)),
+                pace: None,
                 method: Method::Changed,
                 sent: now,
                 bound_ms: ms,

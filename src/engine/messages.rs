@@ -16,8 +16,6 @@ pub const LOCK_UNAVAILABLE: &str =
 pub const UNAVAILABLE: &str = "serialized work for {key} could not start at once, as ifAvailable asked: a work of the key is ahead of it, no slot is free, or its pace allows no start yet";
 /// Where contexts end: a work whose caller's context had ended by the time its turn came.
 pub const NEVER_STARTED: &str = "serialized work for {key} never started: its turn came after the request that called it had ended (await the call, or keep the request alive with ctx.waitUntil)";
-/// A serializer over a store given a rate.
-pub const RATE_OVER_STORE: &str = "rate with a store is supported at concurrency 1 only, yet: there the key's start times travel in its lease record. Without a store, rate paces the keys of this isolate at any concurrency";
 /// The wasm instance trapped: every call of it fails from then on.
 pub const INSTANCE_FAILED: &str = "keyturn's wasm instance failed ({reason}); serializers and locks made before this fail with this error, new ones get a fresh instance";
 /// An argument of the wrong type.
@@ -81,7 +79,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("queueFull", QUEUE_FULL),
     ("lockUnavailable", LOCK_UNAVAILABLE),
     ("unavailable", UNAVAILABLE),
-    ("rateOverStore", RATE_OVER_STORE),
     ("neverStarted", NEVER_STARTED),
     ("instanceFailed", INSTANCE_FAILED),
     ("wrongType", WRONG_TYPE),

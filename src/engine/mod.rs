@@ -33,6 +33,7 @@ mod locking;
 pub mod messages;
 pub(crate) mod options;
 pub(crate) mod pace;
+pub(crate) mod pace_record;
 pub(crate) mod queue;
 pub(crate) mod random;
 pub(crate) mod record;
@@ -119,6 +120,8 @@ pub struct Engine<V, H, const LOCKS: bool = true> {
     calls: LockOnly<Slab<Call<H>>, LOCKS>,
     ops: LockOnly<Slab<Op>, LOCKS>,
     timers: Deadlines<Timer>,
+    /// The pace records of keys taken N at a time (`pace_record.rs`).
+    paces: LockOnly<pace_record::PaceRecords<V>, LOCKS>,
     /// Where contexts end: when each abandoned work whose caller has not said it heard leaves
     /// its line (its serializer, its ticket). Each is [`ORPHAN_MS`] after its abandonment, so
     /// they come in time order: a line, not a heap (and a module without locks has no timer
@@ -206,6 +209,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             calls: LockOnly::default(),
             ops: LockOnly::default(),
             timers: Deadlines::default(),
+            paces: LockOnly::default(),
             orphans: VecDeque::new(),
             effects: VecDeque::new(),
             last: Now {

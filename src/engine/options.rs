@@ -470,15 +470,11 @@ pub enum OptionError {
     /// `concurrency` is not a whole number from 1 to
     /// [`MAX_CONCURRENCY`](crate::MAX_CONCURRENCY).
     Concurrency(f64),
-    /// A serializer over a store was given a rate with a concurrency above 1: not supported yet
-    /// (at 1 the key's start times travel in its lease record).
-    RateOverStore,
 }
 
 impl fmt::Display for OptionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (template, what, value) = match self {
-            OptionError::RateOverStore => return f.write_str(messages::RATE_OVER_STORE),
             // The serializer's error for the same rule says it.
             OptionError::Concurrency(value) => return ConcurrencyOutOfRange(*value).fmt(f),
             OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),

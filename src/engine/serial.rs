@@ -6,15 +6,21 @@
 
 use std::rc::Rc;
 
+use super::asks::Asks;
+use super::effect::StoreCall;
 use super::effect::{Effect, Outcome, Why};
 use super::key::validate_key;
 use super::key::SERIALIZE_PREFIX;
 use super::keymap::KeyMap;
+use super::leases::Answer;
 use super::leases::{Now, Refusal};
 use super::locking::Holder;
+use super::locking::Op;
 use super::options::{Coalesce, LockOptions, OptionError, Rate, SerializerOptions};
+use super::pace_record::PACE_PREFIX;
 use super::queue::{LineId, Ticket};
 use super::random::Random;
+use super::record::encode_ours;
 use super::turns::Turns;
 use super::works::{Abandon, EnqueueError, GaveUp, Released, SerializerCore, Stats};
 use super::{Engine, Owner};
@@ -103,8 +109,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
     /// serializer's concurrency, whatever `lease` says. Its number, for the calls below.
     ///
     /// # Errors
-    /// A lease option out of range; a rate with a lease and a concurrency above 1
-    /// ([`OptionError::RateOverStore`]).
+    /// A lease option out of range.
     pub fn add_serializer(
         &mut self,
         options: SerializerOptions,
@@ -113,9 +118,6 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         if !LOCKS && lease.is_some() {
             // (Never asked of an engine without locks: its host has no store.)
             return Err(OptionError::StaleMs(0.0));
-        }
-        if lease.is_some() && options.rate().is_some() && options.concurrency() > 1 {
-            return Err(OptionError::RateOverStore);
         }
         // Over a store the pace is the record's, decided when a turn holds the lease.
         let rate = options.rate().filter(|_| lease.is_some());
@@ -771,7 +773,6 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         now: Now,
         random: &impl Random,
     ) {
-        let view = self.held_view(leg);
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
             self.give_back(leg, now, random);
             return;
@@ -784,20 +785,30 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         found.leg = Some(leg);
         found.race = None;
+        let if_available = found.if_available;
         if let Some(rate) = serial.rate {
-            // Paced across isolates: by the starts the record carries, and this isolate's since.
+            let by_lease = serial.core.options().concurrency() <= 1;
+            // Paced across isolates: at N = 1 by the starts the lease's record carries (and this
+            // isolate's since), at N > 1 by the key's pace record.
             let lease = self.legs.get(leg).map(|found| found.ticket);
-            let next = lease
-                .and_then(|lease| self.locks.starts(lease))
-                .map_or(f64::NEG_INFINITY, |starts| {
-                    starts.next_start(rate.limit, rate.period_ms)
-                });
-            let refused = serial
-                .core
-                .payload(work)
-                .is_some_and(|found| found.if_available);
-            if next > now.wall && refused {
-                serial.unavailable += 1;
+            let next = if by_lease {
+                lease
+                    .and_then(|lease| self.locks.starts(lease))
+                    .map_or(f64::NEG_INFINITY, |starts| {
+                        starts.next_start(rate.limit, rate.period_ms)
+                    })
+            } else {
+                match self.pace_by_record(serializer, work, rate, now) {
+                    Some(next) => next,
+                    // Its start is being written, or it waits for this isolate's call on the
+                    // record: `pace_answered` goes on.
+                    None => return,
+                }
+            };
+            if next > now.wall && if_available {
+                if let Some(serial) = self.serializers.get_mut(serializer as usize) {
+                    serial.unavailable += 1;
+                }
                 let outcome = Outcome::NotYet {
                     retry_after_ms: next - now.wall,
                 };
@@ -808,10 +819,20 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 self.hold_for_pace(serializer, work, leg, now.mono + (next - now.wall), now);
                 return;
             }
+            if !by_lease {
+                self.write_start(serializer, work, rate, now);
+                return;
+            }
             if let Some(lease) = lease {
                 self.locks.started(lease, now.wall, rate.limit);
             }
         }
+        self.call_turn(serializer, work, leg, now);
+    }
+
+    /// Work `work`, holding its key's lease (`leg`), is called: its host starts it.
+    fn call_turn(&mut self, serializer: u32, work: Ticket, leg: Ticket, now: Now) {
+        let view = self.held_view(leg);
         let Some(found) = self
             .serializers
             .get_mut(serializer as usize)
@@ -838,6 +859,183 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         // Armed again as what it is now: a timer that keeps nothing alive.
         if armed.is_finite() {
             self.arm(super::Owner::Work(serializer, work), armed);
+        }
+    }
+
+    /// At N > 1: when work `work` (holding its slot's lease) may start by its key's pace record
+    /// as this isolate knows it (epoch milliseconds) — or `None` when the record must be read
+    /// first (the read is sent) or this isolate's call on it is in flight (the work waits for
+    /// it). See `pace_record.rs`.
+    fn pace_by_record(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        rate: Rate,
+        now: Now,
+    ) -> Option<f64> {
+        let name = self.pace_name(serializer, work)?;
+        let (name, record) = self.paces.get_or_add(&name)?;
+        if record.busy {
+            record.waiting.push_back((serializer, work));
+            return None;
+        }
+        if record.known {
+            return Some(record.starts.next_start(rate.limit, rate.period_ms));
+        }
+        record.busy = true;
+        self.send_pace(serializer, work, name, StoreCall::Read, now);
+        None
+    }
+
+    /// At N > 1: work `work` may start by its key's pace record: its start is written (a
+    /// compare-and-set on the version known, or a create), and it is called once that took.
+    fn write_start(&mut self, serializer: u32, work: Ticket, rate: Rate, now: Now) {
+        let Some(name) = self.pace_name(serializer, work) else {
+            return;
+        };
+        let Some((name, record)) = self.paces.get_or_add(&name) else {
+            return;
+        };
+        let mut starts = record.starts.clone();
+        starts.started(now.wall, rate.limit);
+        let value = encode_ours(false, "", 1, now.wall, None, &Asks::default(), &starts, 1);
+        record.writing = Some(starts.clone());
+        record.busy = true;
+        let call = match record.version.clone() {
+            Some(version) => StoreCall::Replace { version, value },
+            None => StoreCall::Create { value },
+        };
+        self.send_pace(serializer, work, name, call, now);
+    }
+
+    /// The name of the pace record of work `work`'s key.
+    fn pace_name(&self, serializer: u32, work: Ticket) -> Option<String> {
+        let core = &self.serializers.get(serializer as usize)?.core;
+        let key = core.key_of(core.line_of(work)?)?;
+        Some([PACE_PREFIX, &key].concat())
+    }
+
+    /// Sends a store call on a pace record for work `work`, bounded by its turns'
+    /// `storeTimeoutMs`.
+    fn send_pace(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        key: Rc<str>,
+        call: StoreCall<V>,
+        now: Now,
+    ) {
+        let bound_ms = self
+            .serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.turns.as_ref())
+            .map_or(0.0, Turns::store_timeout);
+        let bound_at = now.mono + bound_ms;
+        let op = self.insert_op(Op {
+            leg: None,
+            guard: None,
+            pace: Some((serializer, work, key.clone())),
+            method: call.method(),
+            sent: now,
+            bound_ms,
+            bound_at,
+        });
+        let owner = self.work_handle(serializer, work);
+        self.effects.push_back(Effect::Store {
+            op,
+            owner,
+            key,
+            call,
+        });
+        self.push_timer(bound_at, super::Timer::Op(op));
+        self.arm(super::Owner::Work(serializer, work), bound_at);
+    }
+
+    /// The store answered a call on work `work`'s pace record: what this isolate knows of the
+    /// record is updated; a start that took is called; anything else decides again. A failed
+    /// call fails the work (it never runs: its start may or may not be in the record). Then
+    /// the turns that waited for the call decide again.
+    pub(crate) fn pace_answered(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        name: &str,
+        answer: Answer<V>,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let Some(record) = self.paces.get_mut(name) else {
+            return;
+        };
+        record.busy = false;
+        let written = record.writing.take();
+        let mut took = false;
+        let mut failed = false;
+        match answer {
+            Answer::Read(Some((version, found))) => {
+                record.known = true;
+                record.version = Some(version);
+                // A record that is not ours is written over: it paces nothing.
+                record.starts = found.map(|found| found.starts).unwrap_or_default();
+            }
+            Answer::Read(None) => {
+                record.known = true;
+                record.version = None;
+                record.starts = Default::default();
+            }
+            Answer::Created(Some(version)) | Answer::Replaced(Some(version)) => {
+                record.known = true;
+                record.version = Some(version);
+                record.starts = written.unwrap_or_default();
+                took = true;
+            }
+            Answer::Created(None) | Answer::Replaced(None) => record.known = false,
+            _ => {
+                record.known = false;
+                failed = true;
+            }
+        }
+        let waiting: Vec<(u32, Ticket)> = record.waiting.drain(..).collect();
+        self.pace_go_on(serializer, work, took, failed, now, random);
+        for (serializer, work) in waiting {
+            self.pace_go_on(serializer, work, false, false, now, random);
+        }
+    }
+
+    /// Work `work`, waiting on its key's pace record, goes on: called when its start took,
+    /// failed when the store did, else decides again — if it still holds its lease.
+    fn pace_go_on(
+        &mut self,
+        serializer: u32,
+        work: Ticket,
+        took: bool,
+        failed: bool,
+        now: Now,
+        random: &impl Random,
+    ) {
+        let leg = self
+            .serializers
+            .get(serializer as usize)
+            .and_then(|serial| serial.core.payload(work))
+            .filter(|found| !found.called)
+            .and_then(|found| found.leg)
+            .filter(|&leg| self.legs.get(leg).is_some_and(|leg| leg.held));
+        let Some(leg) = leg else {
+            return;
+        };
+        if failed {
+            self.give_up_work(
+                serializer,
+                work,
+                Outcome::StoreFailed,
+                Why::Aborted,
+                now,
+                random,
+            );
+        } else if took {
+            self.call_turn(serializer, work, leg, now);
+        } else {
+            self.turn_held(serializer, work, leg, now, random);
         }
     }
 
@@ -877,9 +1075,13 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         serial.pacing = serial.pacing.saturating_sub(1);
         let due = serial
             .core
-            .payload(work)
+            .payload_mut(work)
             .filter(|found| found.pace_at <= now.mono && !found.called)
-            .and_then(|found| found.leg);
+            .and_then(|found| {
+                // Its time came: it waits for it no more (what it waits for next, it says).
+                found.pace_at = f64::INFINITY;
+                found.leg
+            });
         if let Some(leg) = due.filter(|&leg| self.legs.get(leg).is_some_and(|leg| leg.held)) {
             self.turn_held(serializer, work, leg, now, random);
         }

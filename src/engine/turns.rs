@@ -108,6 +108,11 @@ impl<L> Turns<L> {
         }
     }
 
+    /// The bound on each store call of a turn (its `storeTimeoutMs`).
+    pub fn store_timeout(&self) -> f64 {
+        self.lease.store_timeout()
+    }
+
     /// The options of an acquisition for a work whose deadline is `timeout_ms` long.
     fn options(&self, timeout_ms: f64) -> LockOptions {
         LockOptions {

@@ -169,3 +169,29 @@ test('ifAvailable over a store: refused with the time the record\'s pace gives, 
   assert.equal(b.lockStats(store).held, 0, 'the lease it took went back');
   assert.equal(await serializeB('free', () => 'ran', { ifAvailable: true }), 'ran');
 });
+
+test('a pace at concurrency 2 across two package instances over one MemoryStore: no 4 starts within 200 ms, never 3 at once', async () => {
+  const store = new a.MemoryStore();
+  const rate = { limit: 3, periodMs: 200 };
+  const events = [];
+  let live = 0;
+  let most = 0;
+  const began = epochMs();
+  await Promise.all([a, b].map((k) => {
+    const serialize = k.createKeyedSerializer({ store, timeoutMs: 10_000, rate, concurrency: 2 });
+    return Promise.all(Array.from({ length: 12 }, () => serialize('k', async () => {
+      const start = epochMs();
+      most = Math.max(most, ++live);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      live -= 1;
+      events.push({ start, end: epochMs() });
+    })));
+  }));
+  const starts = events.map((event) => event.start).sort((x, y) => x - y);
+  assert.equal(starts.length, 24);
+  // A start is written before its work is called: up to one store round trip (MemoryStore: a
+  // microtask or two) early, within the clocks' allowance.
+  for (let i = 0; i + rate.limit < starts.length; i++) assert.ok(starts[i + rate.limit] - starts[i] >= rate.periodMs - 3, `${rate.limit + 1} starts within ${(starts[i + rate.limit] - starts[i]).toFixed(1)} ms`);
+  assert.ok(most <= 2, `${most} at once`);
+  assert.ok(starts[23] - began <= 1_400 + 600, `the last started ${(starts[23] - began).toFixed(0)} ms after the first call`);
+});

@@ -151,8 +151,7 @@ forEachMode(({ createKeyedSerializer, SerializedWorkUnavailable, SerializedQueue
     ]) {
       assert.throws(() => createKeyedSerializer({ rate }), (error) => error instanceof kind && pattern.test(error.message), JSON.stringify(rate));
     }
-    assert.throws(() => createKeyedSerializer({ rate: { limit: 1, periodMs: 10 }, concurrency: 2, store: new MemoryStore() }), /rate with a store is supported at concurrency 1 only/);
-    assert.doesNotThrow(() => createKeyedSerializer({ rate: { limit: 1, periodMs: 10 }, store: new MemoryStore() }));
+    for (const concurrency of [1, 2]) assert.doesNotThrow(() => createKeyedSerializer({ rate: { limit: 1, periodMs: 10 }, concurrency, store: new MemoryStore() }));
     const serialize = createKeyedSerializer();
     assert.rejects(serialize('k', () => {}, { ifAvailable: 'yes' }), /options\.ifAvailable must be a boolean/);
     assert.rejects(serialize('k', () => {}, { ifAvalable: true }), /did you mean ifAvailable\?/);
