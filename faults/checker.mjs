@@ -15,6 +15,13 @@
 //                                                    `name` `group#k`, and `group` and `slots`
 //                                                    (N): each slot is judged as a name, and the
 //                                                    group's holders are counted against N
+//   or, a paced name's work (a serializer turn with `rate` over a store), without `heldUntil`:
+//   `acquired` { client, name, token, fence, at, clock, rate: { limit, periodMs }, waitedMs }
+//                                                  — its work started at `at` (`clock`: on its
+//                                                    client's clock); held until its `ended`
+// - `ended`    { client, token, at, abortedAt? }   — a paced work ended at `at`; its signal
+//                                                    aborted at `abortedAt` (its lease or its
+//                                                    deadline gone), if it did
 // - `released` { client, name, token, at }         — it began releasing at `at`
 // - `asked`    { client, name, at }                — its isolate's ask reached the record (a
 //                                                    replace that added it answered at `at`)
@@ -34,9 +41,11 @@
 //                                                    the writes it accepted, in order
 // - `healed`   { at }                              — every fault undone
 // - `crash`    { client, detail }                  — an unhandled rejection, a crash
-// - `fault`    { fault, client, from, to, store }  — the nemesis's fault, for the table;
+// - `fault`    { fault, client, from, to, store, everyone }
+//                                                  — the nemesis's fault, for the table;
 //                                                    `store`: a store fault, which may lose
-//                                                    what the store held
+//                                                    what the store held; `everyone`: a fault
+//                                                    of the store's server, not of `client`
 // - `disposed` { client, at }                      — the client's isolate was thrown away (its
 //                                                    leases stay held until their `heldUntil`)
 //
@@ -60,6 +69,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
   const finals = [];
   const heals = [];
   const acquisitions = [];
+  const faultEvents = [];
   let failed = 0;
   for (const event of history) {
     switch (event.kind) {
@@ -67,7 +77,8 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
         clients.set(event.client, { skewMs: event.skewMs, inFlight: event.inFlight ?? 1, pauses: [], killedAt: Infinity });
         break;
       case 'acquired': {
-        const lease = { ...event, until: event.heldUntil };
+        // A paced work's lease ends when its `ended` says.
+        const lease = { ...event, until: event.heldUntil ?? event.at };
         leases.push(lease);
         open.set(event.token, lease);
         acquisitions.push(event);
@@ -76,6 +87,11 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
       case 'released': {
         const lease = open.get(event.token);
         if (lease !== undefined) lease.until = Math.min(lease.until, event.at);
+        break;
+      }
+      case 'ended': {
+        const lease = open.get(event.token);
+        if (lease !== undefined) lease.until = Math.min(event.at, event.abortedAt ?? Infinity);
         break;
       }
       case 'asked':
@@ -116,6 +132,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
         break;
       case 'fault':
         faults.push([event.from, event.to]);
+        faultEvents.push(event);
         if (event.store === true) storeFaults.push([event.from, event.to]);
         break;
       case 'disposed':
@@ -130,6 +147,7 @@ export function check(history, { maxClockSkewMs, liveWithinMs, staleMs }) {
   }
   const judged = checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, violations);
   checkSlots(judged, staleMs, storeFaults, violations);
+  checkPace(acquisitions, clients, faultEvents, staleMs ?? 0, violations);
   checkLiveness(heals, acquisitions, clients, liveWithinMs, violations);
   const order = checkOrder(acquisitions, asks, clients, faults, staleMs ?? 0, violations);
   return { violations, order, leases: leases.length, writes: [...writes.values()].reduce((n, c) => n + c.answered, 0), failed };
@@ -253,6 +271,59 @@ function checkSlots(judged, staleMs, storeFaults, violations) {
           detail: `${group}: ${active.length} holders at ${lease.at.toFixed(1)}, taken ${lease.slots} at a time (${active.map((other) => `${other.client} in ${other.name}`).join(', ')})`,
         });
       }
+    }
+  }
+}
+
+/**
+ * How much shorter than `periodMs` a window of starts is judged, beyond the spread of its
+ * clients' clocks: the serializer stamps a start on its wall clock, whose reads fall up to 1 ms
+ * short, a moment before its work reads the shared clock — a moment that a busy machine can
+ * stretch to milliseconds. A pace that lets `limit + 1` through starts them far closer.
+ */
+const PACE_GRAIN_MS = 10;
+
+/**
+ * A paced name's starts (`acquired` with `rate`): no `limit + 1` of them within `periodMs`, less
+ * the clocks' allowance — the spread of the skews of the clients that started in the window,
+ * and PACE_GRAIN_MS. Save what lost starts let through: a fault that may have lost some lets
+ * one window's worth more through (`limit` starts) in any window it came in. A fault may have lost starts
+ * if it is a store fault (the record lost), a fault of the store's server, or a fault of a client
+ * that started in the window (a holder that died, or was cut off or paused past its lease,
+ * between writes); it came in the window if it began before the window's last start and ended
+ * at most `staleMs` before its first (a holder across a lost record goes on, its starts in
+ * memory, until its lease runs out).
+ */
+function checkPace(acquisitions, clients, faultEvents, staleMs, violations) {
+  const base = (client) => String(client).split('#')[0];
+  const byName = new Map();
+  for (const a of acquisitions) if (a.rate !== undefined) byName.set(a.name, [...(byName.get(a.name) ?? []), a]);
+  for (const [name, starts] of byName) {
+    starts.sort((a, b) => a.at - b.at);
+    for (let i = 0, reported = -1; i < starts.length; i++) {
+      const { limit, periodMs } = starts[i].rate;
+      // The longest window from this start that the pace bounds.
+      let j = i;
+      const skews = [clientOf(clients, starts[i].client).skewMs];
+      for (let k = i + 1; k < starts.length; k++) {
+        const spread = Math.max(...skews, clientOf(clients, starts[k].client).skewMs) - Math.min(...skews, clientOf(clients, starts[k].client).skewMs);
+        if (starts[k].at - starts[i].at >= periodMs - spread - PACE_GRAIN_MS) break;
+        skews.push(clientOf(clients, starts[k].client).skewMs);
+        j = k;
+      }
+      const count = j - i + 1;
+      if (count <= limit || j <= reported) continue; // one report per run of windows over the pace
+      const window = starts.slice(i, j + 1);
+      const starters = new Set(window.map((start) => base(start.client)));
+      const excusing = faultEvents.filter((f) => f.from < starts[j].at && f.to > starts[i].at - staleMs && (f.store === true || f.everyone === true || starters.has(base(f.client))));
+      if (count <= limit * (1 + excusing.length)) continue;
+      reported = j;
+      violations.push({
+        property: 'at most limit starts a period',
+        at: starts[j].at,
+        clients: [...new Set(window.map((start) => start.client))],
+        detail: `${name}: ${count} starts within ${(starts[j].at - starts[i].at).toFixed(1)} ms (${window.map((start) => `${start.client} ${start.at.toFixed(1)}`).join(', ')}), at most ${limit} a ${periodMs} ms period${excusing.length > 0 ? `, ${limit} more for each of ${excusing.length} faults that may have lost starts` : ''}`,
+      });
     }
   }
 }

@@ -120,5 +120,5 @@ async function write(resource, fence, token) {
 
 const turn = makeTurn({ api, store, serialize: makeSerializer(api, store, config), write, real, now, emit, config });
 
-await runCallers(turn, names, { id, emit, inFlight: config.inFlight });
+await runCallers(turn, names, { id, emit, inFlight: config.inFlight, paced: config.paced });
 process.exit(0);

@@ -62,7 +62,7 @@ async function write(resource, fence, token) {
 
 const turn = makeTurn({ api, store, serialize: makeSerializer(api, store, config), write, real, now, emit, config });
 
-await runCallers(turn, names, { id, emit, inFlight: config.inFlight });
+await runCallers(turn, names, { id, emit, inFlight: config.inFlight, paced: config.paced });
 // A connection the nemesis left reconnecting may never finish quitting: no longer than a moment.
 await Promise.race([Promise.allSettled([redis.quit(), counters.quit(), subscriber.quit()]), new Promise((resolve) => setTimeout(resolve, 500))]);
 process.exit(0);

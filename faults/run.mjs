@@ -1,13 +1,14 @@
 // One run of the fault harness on one engine: 6 client processes, each its own keyturn
-// instance, contend on two names — four with withLock, two with the serializer over a store —
+// instance, contend on three names — four with withLock, two with the serializer over a store —
 // each turn a fenced increment of the name's counter, while a nemesis injects one fault after
-// another. One lock client's clock is 10 s ahead under maxClockSkewMs 11000, and one runs an
+// another. The two serializer clients also take a paced name (`rate` over the store), back to
+// back, so that its pace always binds. One lock client's clock is 10 s ahead under maxClockSkewMs 11000, and one runs an
 // hour ahead; over Redis and Postgres one client keeps 4 turns in flight. Then the faults heal, every client
 // must acquire within the bound, and the checker reads the history.
 //
 //   node faults/run.mjs [--engine redis|durable-objects|postgres] [--seconds 40] [--history FILE]
 //                       [--store-faults] [--injections N]
-//                       [--plant skew|release|read-back|hog|fences|slots]
+//                       [--plant skew|release|read-back|hog|fences|slots|pace]
 //
 // Engines: `redis`, redis-servers behind TCP proxies, two per client (faults/redis-engine.mjs:
 // latency, lost answers, blackholes); `durable-objects`, workerd's Durable Objects shared by
@@ -22,8 +23,9 @@
 // clock within 4 ms of the machine's under maxClockSkewMs 10, as the promise of rising fences
 // across a lost record asks. `--injections N` goes on until each kind was injected N times.
 // `--plant` gives one lock client a planted bug (faults/turn.mjs), or, for `fences`, every
-// client fences from the record alone (faults/planted-fences.sh): the checker must then find
-// violations — the harness's self-test (faults/profiles.mjs).
+// client fences from the record alone, and for `pace`, every client's pace lets one start too
+// many through a window (faults/planted-fences.sh): the checker must then find violations — the
+// harness's self-test (faults/profiles.mjs).
 //
 // Prints a table per fault kind and, last, one JSON line. Exits 1 on any violation. Every
 // process it starts is stopped by its PID; loopback only.
@@ -57,23 +59,28 @@ const [c1Skew, c4Skew] = storeFaults ? [4, -4] : plant === 'hog' ? [0, 0] : [10_
 // `gamma` is taken 3 at a time (a semaphore): each slot judged as a name, its holders counted.
 const names = ['alpha', 'beta', 'gamma'];
 const semaphores = { gamma: 3 };
+// The paced name: a period short enough for many windows in a short run, and long against the
+// milliseconds a hand-off of its lease takes, so that its pace, not the store, sets its starts.
+const paced = { name: 'pace', limit: 3, periodMs: 300 };
 // c2 is a busy isolate over Redis and Postgres: 4 turns in flight, so its holds are batches of turns.
-// A planted bug goes to c1 (its clock skewed), the hog to c2 (the busy one); `fences` is the
-// package's own, in every client.
-const clientPlant = plant === 'fences' ? undefined : plant;
+// A planted bug goes to c1 (its clock skewed), the hog to c2 (the busy one); `fences` and `pace`
+// are the package's own, in every client.
+const packagePlants = { fences: 'record-fences', pace: 'pace-limit' };
+const clientPlant = plant in packagePlants ? undefined : plant;
 const clients = [
   { id: 'c0', mode: 'lock', skewMs: 0 },
   { id: 'c1', mode: 'lock', skewMs: c1Skew, plant: clientPlant === 'hog' ? undefined : clientPlant },
   { id: 'c2', mode: 'lock', skewMs: 0, inFlight: engineName === 'durable-objects' ? 1 : 4, plant: clientPlant === 'hog' ? clientPlant : undefined },
-  { id: 'c3', mode: 'serializer', skewMs: 0 },
+  { id: 'c3', mode: 'serializer', skewMs: 0, paced },
   { id: 'c4', mode: 'lock', skewMs: c4Skew },
-  { id: 'c5', mode: 'serializer', skewMs: 0 },
+  { id: 'c5', mode: 'serializer', skewMs: 0, paced },
 ];
-if (plant === 'fences' && engineName === 'durable-objects') throw new Error('the planted bug `fences` runs over Redis or Postgres, whose store faults lose records');
+// Its workerd clients load pkg/ itself; `fences` also needs store faults that lose records.
+if (plant in packagePlants && engineName === 'durable-objects') throw new Error(`the planted bug \`${plant}\` runs over Redis or Postgres`);
 // The planted package, built from the repository's sources (faults/planted-fences.sh).
-const plantedDir = plant === 'fences' ? mkdtempSync(join(tmpdir(), 'keyturn-planted-fences-')) : undefined;
+const plantedDir = plant in packagePlants ? mkdtempSync(join(tmpdir(), `keyturn-planted-${plant}-`)) : undefined;
 if (plantedDir !== undefined) {
-  const built = spawnSync('bash', [fileURLToPath(new URL('./planted-fences.sh', import.meta.url)), join(plantedDir, 'pkg')], { stdio: 'inherit' });
+  const built = spawnSync('bash', [fileURLToPath(new URL('./planted-fences.sh', import.meta.url)), join(plantedDir, 'pkg'), packagePlants[plant]], { stdio: 'inherit' });
   if (built.status !== 0) throw new Error('faults/planted-fences.sh failed');
 }
 const keyturn = plantedDir === undefined ? {} : { keyturn: join(plantedDir, 'pkg/node.mjs') };
@@ -125,6 +132,7 @@ function counters(name) {
   const of = (prefix) => (slots === 1 ? [`counter:${prefix}${name}`] : Array.from({ length: slots }, (_, k) => `counter:${prefix}${name}#${k}`));
   return [...of(''), ...of('turns:')];
 }
+const pacedCounter = `counter:turns:${paced.name}`;
 
 async function startClient(slot, client) {
   const { script, config } = await engine.client(slot);
@@ -193,7 +201,9 @@ try {
     await slots[slot].ready; // a client started again after a kill may still be loading
     const from = real();
     await faults[kind](slot);
-    history.push({ kind: 'fault', fault: kind, client: slots[slot].client.id, from, to: real(), ...(storeFaults ? { store: true } : {}) });
+    // A fault of no one client (a fault of the store's server) reaches every client's writes.
+    const reach = storeFaults ? { store: true } : faults[kind].length === 0 ? { everyone: true } : {};
+    history.push({ kind: 'fault', fault: kind, client: slots[slot].client.id, from, to: real(), ...reach });
     await sleep(lease.staleMs / 2);
   }
 
@@ -215,7 +225,7 @@ try {
   const children = slots.map(({ child }) => child);
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   await Promise.all(children.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
-  for (const final of await engine.finals(names.flatMap((name) => counters(name)))) history.push({ kind: 'final', ...final });
+  for (const final of await engine.finals([...names.flatMap((name) => counters(name)), pacedCounter])) history.push({ kind: 'final', ...final });
 
   const result = check(history, { ...lease, liveWithinMs: lease.staleMs + lease.waitMs + lease.storeTimeoutMs });
   // A history that broke a promise is kept for reading, asked for or not.

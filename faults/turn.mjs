@@ -177,15 +177,28 @@ export function makeTurn({ api, store, serialize, write, real, now, emit, config
     const group = slots > 1 ? { group: name, slots } : {};
     if (serialize !== undefined) {
       // Its turns hold the lease named `SERIALIZE_PREFIX + name`: fences of their own, and a
-      // counter of their own. A turn's lease is not visible here, so turns are judged by fences.
+      // counter of their own. A turn's lease is not visible here, so turns are judged by fences;
+      // a paced name's works by their starts too, and by their spans: a work holds its lease
+      // from its start until it ends, or until its signal says the lease (or deadline) is gone.
+      const rate = config.paced?.name === name ? { limit: config.paced.limit, periodMs: config.paced.periodMs } : undefined;
       await serialize(name, async (signal, { fence, slot }) => {
-        const resource = slotted(`turns:${name}`, slots, slot);
+        // Read first: the pace judged is the start's, which the serializer stamped just before.
         const at = real();
+        const clock = now();
+        const resource = slotted(`turns:${name}`, slots, slot);
         const token = `${id}/${fence}`;
         const turnGroup = slots > 1 ? { group: `turns:${name}`, slots } : {};
-        await emit({ kind: 'acquired', client: id, name: resource, token, fence, at, heldUntil: at, waitedMs: at - asked, ...turnGroup });
+        if (rate === undefined) {
+          await emit({ kind: 'acquired', client: id, name: resource, token, fence, at, heldUntil: at, waitedMs: at - asked, ...turnGroup });
+          await increment(resource, fence, token);
+          return;
+        }
+        let abortedAt;
+        signal.addEventListener('abort', () => (abortedAt = real()), { once: true });
+        await emit({ kind: 'acquired', client: id, name: resource, token, fence, at, clock, rate, waitedMs: at - asked });
         await increment(resource, fence, token);
-      });
+        await emit({ kind: 'ended', client: id, token, at: real(), ...(abortedAt === undefined ? {} : { abortedAt }) });
+      }, rate);
       return;
     }
     await api.withLock(store, name, async (lock) => {
@@ -203,12 +216,13 @@ export function makeTurn({ api, store, serialize, write, real, now, emit, config
  * A client's callers, `config.inFlight` of them (1 by default), each taking `turn`s of `names`
  * in turn until SIGTERM; a turn that fails is recorded. A client thinks between turns, as a
  * service between requests; a busy one (several callers) calls again at once, so its works of a
- * name always queue behind each other. Resolves once every caller stopped.
+ * name always queue behind each other. With `paced` (a serializer client's `config.paced`), one
+ * more caller takes the paced name only. Resolves once every caller stopped.
  * @param {(name: string) => Promise<void>} turn
  * @param {string[]} names
- * @param {{ id: string, emit: (event: object) => unknown, inFlight?: number }} client
+ * @param {{ id: string, emit: (event: object) => unknown, inFlight?: number, paced?: { name: string } }} client
  */
-export async function runCallers(turn, names, { id, emit, inFlight = 1 }) {
+export async function runCallers(turn, names, { id, emit, inFlight = 1, paced }) {
   let stopping = false;
   process.on('SIGTERM', () => {
     stopping = true;
@@ -226,22 +240,34 @@ export async function runCallers(turn, names, { id, emit, inFlight = 1 }) {
       await new Promise((resolve) => setTimeout(resolve, busy ? 0 : 5 + Math.random() * 25));
     }
   };
-  await Promise.all(Array.from({ length: inFlight }, caller));
+  // A paced name has a caller of its own, which calls again at once: its pace always binds.
+  const pacedCaller = async () => {
+    while (!stopping) {
+      try {
+        await turn(paced.name);
+      } catch (error) {
+        emit({ kind: 'failed', client: id, name: paced.name, error: error?.name ?? String(error) });
+        await new Promise((resolve) => setTimeout(resolve, 5)); // a store away: no spinning
+      }
+    }
+  };
+  await Promise.all([...Array.from({ length: inFlight }, caller), ...(paced === undefined ? [] : [pacedCaller()])]);
 }
 
 /**
  * The serializer of a serializer-mode client (its records carry the machine's clock): one per
- * concurrency its names are taken at.
+ * concurrency its names are taken at, and one with the paced name's `rate`.
  */
 export function makeSerializer(api, store, config) {
   if (config.mode !== 'serializer') return undefined;
   const serializers = new Map();
-  return (name, work) => {
+  return (name, work, rate) => {
     const concurrency = config.semaphores?.[name] ?? 1;
-    let serialize = serializers.get(concurrency);
+    const which = rate === undefined ? concurrency : 'paced';
+    let serialize = serializers.get(which);
     if (serialize === undefined) {
-      serialize = api.createKeyedSerializer({ ...leaseOptions(config), store, concurrency, timeoutMs: config.waitMs + config.staleMs });
-      serializers.set(concurrency, serialize);
+      serialize = api.createKeyedSerializer({ ...leaseOptions(config), store, concurrency, timeoutMs: config.waitMs + config.staleMs, ...(rate === undefined ? {} : { rate }) });
+      serializers.set(which, serialize);
     }
     return serialize(name, work);
   };

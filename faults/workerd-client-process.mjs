@@ -1,7 +1,8 @@
 // One client process of the fault harness over Durable Objects: a workerd (Miniflare) of its
 // own running faults/workerd/client-worker.mjs — its own keyturn instance — whose bindings LOCKS and
 // COUNTERS reach the engine's objects through the dev registry. It asks for one turn after
-// another and prints the events the worker sends it as JSON lines (see checker.mjs) until SIGTERM.
+// another (a serializer client also for the paced name's, beside them) and prints the events
+// the worker sends it as JSON lines (see checker.mjs) until SIGTERM.
 // Its first line says it is ready, and names the process ids of its workerd (`{"kind":"ready",
 // "pids":[…]}`: the harness pauses and kills them with this process); so does one after each restart.
 //
@@ -74,22 +75,29 @@ async function restart() {
   emit({ kind: 'ready', client: id, pids: workerdPids() });
 }
 
-let ops = 0;
-while (!stopping) {
-  const name = names[ops++ % names.length];
-  try {
-    const response = await mf.dispatchFetch(`http://client/turn?name=${encodeURIComponent(name)}`, { method: 'POST' });
-    if (response.status !== 204) throw new Error(`the worker answered ${response.status}: ${await response.text()}`);
-  } catch (error) {
-    // A turn cut short by its isolate's disposal is no failure of the lock.
-    if (disposing === undefined) emit({ kind: 'failed', client: id, name, error: error?.name ?? String(error), message: String(error?.message) });
+/** Takes turns of `nameOf(n)`, one after another; `thinks`: a pause between them. */
+async function caller(nameOf, thinks) {
+  for (let ops = 0; !stopping; ops++) {
+    const name = nameOf(ops);
+    let failed = false;
+    try {
+      const response = await mf.dispatchFetch(`http://client/turn?name=${encodeURIComponent(name)}`, { method: 'POST' });
+      if (response.status !== 204) throw new Error(`the worker answered ${response.status}: ${await response.text()}`);
+    } catch (error) {
+      // A turn cut short by its isolate's disposal is no failure of the lock.
+      failed = disposing === undefined;
+      if (failed) emit({ kind: 'failed', client: id, name, error: error?.name ?? String(error), message: String(error?.message) });
+    }
+    while (disposing !== undefined) {
+      const replaced = disposing;
+      await replaced;
+      if (disposing === replaced) disposing = undefined;
+    }
+    // A client thinks between turns, as a service between requests (see redis-client-process.mjs);
+    // its paced caller calls again at once (faults/turn.mjs, runCallers).
+    if (thinks || failed) await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 25));
   }
-  if (disposing !== undefined) {
-    await disposing;
-    disposing = undefined;
-  }
-  // A client thinks between turns, as a service between requests (see redis-client-process.mjs).
-  await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 25));
 }
+await Promise.all([caller((ops) => names[ops % names.length], true), ...(config.paced === undefined ? [] : [caller(() => config.paced.name, false)])]);
 await mf.dispose().catch(() => {});
 process.exit(0);

@@ -60,14 +60,14 @@ impl Starts {
     pub(crate) fn started(&mut self, wall: f64, limit: u32) {
         let newest = self.0.last().copied().unwrap_or(0.0);
         self.0.push(wall.ceil().max(newest));
-        let extra = self.0.len().saturating_sub(limit as usize);
+        let extra = self.0.len().saturating_sub(paced_limit(limit));
         self.0.drain(..extra);
     }
 
     /// When the next work may start by these starts, at most `limit` in any window of
     /// `period_ms` (epoch milliseconds; −∞ when it may at any time).
     pub(crate) fn next_start(&self, limit: u32, period_ms: f64) -> f64 {
-        let limit = limit as usize;
+        let limit = paced_limit(limit);
         match self.0.len().checked_sub(limit) {
             Some(oldest) => self
                 .0
@@ -86,6 +86,12 @@ impl Starts {
     pub fn as_slice(&self) -> &[f64] {
         &self.0
     }
+}
+
+/// How many starts a window lets through: `limit`, but one more in the fault harness's planted
+/// bug (faults/README.md), built only by faults/planted-fences.sh.
+fn paced_limit(limit: u32) -> usize {
+    limit as usize + usize::from(cfg!(keyturn_planted = "pace-limit"))
 }
 
 #[cfg(test)]

@@ -217,3 +217,56 @@ test('a name taken N at a time: each slot is one name, a slot out of range and m
   const faulted = [...three, { kind: 'fault', fault: 'restart', from: 3, to: 4, store: true }, ...slot('b', 3, 't6', 5, 8)];
   assert.deepEqual(properties(faulted), ['slots in range']);
 });
+
+test('a paced name: limit + 1 starts within its period are found, less the clocks’ allowance; a lost record lets one window’s worth more through, once per fault', () => {
+  const rate = { limit: 3, periodMs: 300 };
+  const judged = { ...options, staleMs: 1000 };
+  const paced = (history) => check(history, judged).violations.map((v) => v.property);
+  const start = (client, at) => [
+    { kind: 'acquired', client, name: 'p', token: `${client}/${at}`, fence: at, at, clock: at, rate, waitedMs: 0 },
+    { kind: 'ended', client, token: `${client}/${at}`, at: at + 2 },
+  ];
+  const clients = [
+    { kind: 'client', client: 'a', skewMs: 0 },
+    { kind: 'client', client: 'b', skewMs: 0 },
+  ];
+  // Three at once, then one each as the oldest leaves the window: within the pace.
+  const within = [...clients, ...[0, 3, 6, 300, 303, 306, 600].flatMap((at, i) => start(i % 2 === 0 ? 'a' : 'b', at))];
+  assert.deepEqual(paced(within), []);
+  // A fourth within the period, less the allowance for clocks read a moment before the work.
+  const burst = (last) => [...clients, ...[0, 3, 6].flatMap((at) => start('a', at)), ...start('b', last)];
+  const fourth = burst(280);
+  assert.deepEqual(paced(fourth), ['at most limit starts a period']);
+  assert.deepEqual(paced(burst(295)), [], 'within the allowance');
+  // Clocks apart by 50 ms shorten the window judged by as much.
+  const apart = fourth.map((e) => (e.kind === 'client' && e.client === 'b' ? { ...e, skewMs: 50 } : e));
+  assert.deepEqual(paced(apart), []);
+
+  // A lost record: a, b, c before it; the next holder starts three again — excused once.
+  const lost = [
+    ...clients,
+    ...[0, 10, 20].flatMap((at) => start('a', at)),
+    { kind: 'fault', fault: 'failover', client: 'a', from: 30, to: 40, store: true },
+    ...[50, 60, 70].flatMap((at) => start('b', at)),
+  ];
+  assert.deepEqual(paced(lost), []);
+  assert.deepEqual(paced([...lost, ...start('b', 80)]), ['at most limit starts a period'], 'no more than one window’s worth');
+  // Past the lease a holder across the loss may have gone on with: the pace again.
+  assert.deepEqual(paced([...lost, ...[1100, 1110, 1120].flatMap((at) => start('b', at))]), []);
+  assert.deepEqual(paced([...lost, ...[1100, 1110, 1120, 1130].flatMap((at) => start('b', at))]), ['at most limit starts a period'], 'and after it, the pace again');
+  assert.deepEqual(paced([...lost.filter((e) => e.kind !== 'fault')]), ['at most limit starts a period'], 'no fault, no excuse');
+  const later = { kind: 'fault', fault: 'failover', client: 'a', from: -1500, to: -1200, store: true };
+  assert.deepEqual(paced([...lost.filter((e) => e.kind !== 'fault'), later]), ['at most limit starts a period'], 'a fault long before excuses nothing');
+  // A holder that died between writes: its own fault excuses, another client's does not; a
+  // fault of the store's server reaches every client.
+  const died = (fault) => [...lost.filter((e) => e.kind !== 'fault'), { kind: 'fault', fault: 'killed', from: 30, to: 40, ...fault }];
+  assert.deepEqual(paced(died({ client: 'a#1' })), []);
+  assert.deepEqual(paced(died({ client: 'z' })), ['at most limit starts a period']);
+  assert.deepEqual(paced(died({ client: 'z', everyone: true })), []);
+
+  // Paced works are judged for overlap too: from their start until they end, or their signal aborts.
+  const overlap = [...clients, ...start('a', 0), ...start('b', 1)];
+  assert.deepEqual(paced(overlap), ['one holder at a time']);
+  assert.deepEqual(paced(overlap.map((e) => (e.kind === 'ended' && e.client === 'a' ? { ...e, abortedAt: 0.5 } : e))), []);
+  assert.deepEqual(paced(overlap.filter((e) => !(e.kind === 'ended' && e.client === 'a'))), [], 'a work that never ended (its client killed) is judged by fences');
+});
