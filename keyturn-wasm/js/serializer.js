@@ -56,9 +56,11 @@ import {
   QUERY_CHECK_CALL,
   QUERY_KEYS,
   QUERY_MAX_PENDING,
+  QUERY_ONE_ISOLATE,
   QUERY_PENDING,
   QUERY_STAT,
   REFUSED_QUEUE_FULL,
+  REFUSED_SCOPE_OVER_STORE,
   REFUSED_UNAVAILABLE,
   SERIALIZE_PREFIX,
   STATS,
@@ -67,16 +69,21 @@ import {
   WHY_TIMER_REFUSED,
   fill,
 } from './constants.js';
-import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, wrongType } from './arguments.js';
+import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, scopeOption, typeError, wrongType } from './arguments.js';
 import { Callers } from './coalescing.js';
 import { Door } from './engine.js';
 import { clear } from './timers.js';
+import { TurnTrace, channels } from './tracing.js';
+
+/** Each traced call's turn (see `tracing.js`): kept off the job, which exists without tracing. */
+/** @type {WeakMap<Job, TurnTrace>} */
+const traces = new WeakMap();
 
 /** @typedef {import('./engine.js').Host} Host */
 /** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
 /** @typedef {(signal: AbortSignal, turn: Turn) => unknown} Work */
 
-const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs']);
+const SERIALIZER_OPTIONS = new OptionNames(['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'scope']);
 const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce', 'ifAvailable']);
 
 const resolved = Promise.resolve();
@@ -116,6 +123,21 @@ function refused(error) {
   const result = Promise.reject(error);
   result.then(undefined, ignore);
   return result;
+}
+
+/**
+ * The trace of `job`'s turn: the one made when it was queued, or one made now (queued before
+ * anyone subscribed).
+ * @param {Job} job
+ */
+function traced(job) {
+  let trace = traces.get(job);
+  if (trace === undefined) {
+    trace = new TurnTrace(/** @type {import('./tracing.js').Channels} */ (channels), job.key, NaN);
+    trace.wrap(job);
+    traces.set(job, trace);
+  }
+  return trace;
 }
 
 /**
@@ -330,6 +352,7 @@ const lostLease = (key) => new DOMException(`keyturn: ${fill(MESSAGES.turnLeaseL
  * @property {number} [staleMs]
  * @property {number} [maxClockSkewMs]
  * @property {number} [storeTimeoutMs]
+ * @property {'isolate'} [scope]
  */
 
 /**
@@ -365,6 +388,7 @@ export class Serializer {
       staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
       maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
       storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
+      isolate: scopeOption(options?.scope, 'options.scope'),
     };
     const store = options?.store;
     /** @type {Host} */
@@ -381,8 +405,12 @@ export class Serializer {
       given.staleMs,
       given.maxClockSkewMs,
       given.storeTimeoutMs,
+      given.isolate,
     );
+    if (this.id === REFUSED_SCOPE_OVER_STORE) throw typeError(MESSAGES.scopeOverStore, {});
     if (this.id < 0) throw refusalError(this.id, given, 'key');
+    /** Whether its first call says it orders keys in this isolate only (the engine's answer). */
+    this.oneIsolate = engine.query(QUERY_ONE_ISOLATE, this.id, undefined, undefined) === 1;
     this.timeoutMs = given.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.concurrency = given.concurrency ?? 1;
     this.inContext = hosts.inContext;
@@ -442,6 +470,10 @@ export class Serializer {
   serialize(key, work, options) {
     const { instance } = this.host;
     if (instance.failure !== undefined) return refused(instance.failure);
+    if (this.oneIsolate) {
+      this.oneIsolate = false;
+      console.warn(`keyturn: ${MESSAGES.oneIsolate}`);
+    }
     try {
       return this.enter(key, work, options);
     } catch (error) {
@@ -526,6 +558,12 @@ export class Serializer {
     capturing = undefined;
     const callers = call?.callers;
     if (callers !== undefined) callers.settleWith(job);
+    if (channels !== undefined && channels.turns()) {
+      const trace = new TurnTrace(channels, key, performance.now());
+      trace.wrap(job);
+      traces.set(job, trace);
+      trace.queued();
+    }
     this.entered(job, result, line);
     if (this.inContext) host.applyAs(job.handle, kind);
     else host.apply(kind);
@@ -661,6 +699,7 @@ export class Serializer {
       return;
     }
     const turn = fence === 0 ? (PLAIN_TURNS[slot] ??= Object.freeze({ fence: 0, slot })) : { fence, slot };
+    if (channels !== undefined && channels.turns()) traced(job).started(slot, fence);
     const work = /** @type {Work} */ (job.work);
     job.work = undefined;
     let run;

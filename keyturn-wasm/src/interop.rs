@@ -319,6 +319,7 @@ pub fn option_refusal(error: OptionError) -> f64 {
         OptionError::StoreTimeoutMs(_) => refused::BAD_STORE_TIMEOUT,
         OptionError::Concurrency(_) => refused::BAD_CONCURRENCY,
         OptionError::RateOverStore => refused::RATE_OVER_STORE,
+        OptionError::ScopeOverStore => refused::SCOPE_OVER_STORE,
     }
 }
 

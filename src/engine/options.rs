@@ -467,12 +467,16 @@ pub enum OptionError {
     /// A serializer over a store was given a rate: not supported yet (a pace across isolates
     /// needs the key's start times in its store).
     RateOverStore,
+    /// A serializer over a store said it means one isolate (`scope: 'isolate'`): a store is
+    /// what orders a key across isolates.
+    ScopeOverStore,
 }
 
 impl fmt::Display for OptionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (template, what, value) = match self {
             OptionError::RateOverStore => return f.write_str(messages::RATE_OVER_STORE),
+            OptionError::ScopeOverStore => return f.write_str(messages::SCOPE_OVER_STORE),
             // The serializer's error for the same rule says it.
             OptionError::Concurrency(value) => return ConcurrencyOutOfRange(*value).fmt(f),
             OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),
