@@ -149,7 +149,10 @@ impl Engine {
         let lease = (cfg!(feature = "lock") && lease).then(|| {
             interop::lock_options(None, stale_ms, max_clock_skew_ms, store_timeout_ms, None)
         });
-        match self.engine.add_scoped_serializer(options, lease, scope_isolate) {
+        match self
+            .engine
+            .add_scoped_serializer(options, lease, scope_isolate)
+        {
             Ok(serializer) => f64::from(serializer),
             Err(error) => interop::option_refusal(error),
         }
