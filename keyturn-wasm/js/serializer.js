@@ -73,11 +73,7 @@ import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction
 import { Callers } from './coalescing.js';
 import { Door } from './engine.js';
 import { clear } from './timers.js';
-import { TurnTrace, channels } from './tracing.js';
-
-/** Each traced call's turn (see `tracing.js`): kept off the job, which exists without tracing. */
-/** @type {WeakMap<Job, TurnTrace>} */
-const traces = new WeakMap();
+import { TurnTrace, channels, traceOf } from './tracing.js';
 
 /** @typedef {import('./engine.js').Host} Host */
 /** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
@@ -131,11 +127,10 @@ function refused(error) {
  * @param {Job} job
  */
 function traced(job) {
-  let trace = traces.get(job);
+  let trace = traceOf(job);
   if (trace === undefined) {
     trace = new TurnTrace(/** @type {import('./tracing.js').Channels} */ (channels), job.key, NaN);
     trace.wrap(job);
-    traces.set(job, trace);
   }
   return trace;
 }
@@ -561,7 +556,6 @@ export class Serializer {
     if (channels !== undefined && channels.turns()) {
       const trace = new TurnTrace(channels, key, performance.now());
       trace.wrap(job);
-      traces.set(job, trace);
       trace.queued();
     }
     this.entered(job, result, line);

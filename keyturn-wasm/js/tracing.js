@@ -71,6 +71,12 @@ export function useDiagnostics(diagnostics) {
 let ids = 0;
 
 /**
+ * The trace of a job's turn, if it was traced (see `TurnTrace.wrap`).
+ * @param {{ resolve: Function & { trace?: TurnTrace } }} job
+ */
+export const traceOf = (job) => job.resolve.trace;
+
+/**
  * One call's turn, traced from the moment a turn channel had a subscriber (its queuing, or its
  * start): it wraps its job's resolvers, so its end is published however the call ends.
  */
@@ -99,10 +105,14 @@ export class TurnTrace {
    */
   wrap(job) {
     const { resolve, reject } = job;
-    job.resolve = (value) => {
+    /** @param {unknown} value */
+    const traced = (value) => {
       this.end(true, undefined);
       resolve(value);
     };
+    // (Found again from the job by its resolver: no map beside the jobs, no field on each.)
+    traced.trace = this;
+    job.resolve = traced;
     job.reject = (error) => {
       this.end(false, error);
       reject(error);
