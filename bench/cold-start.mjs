@@ -94,7 +94,7 @@ try {
       return median(times);
     })();
   };
-  writeFileSync(join(root, 'bench/runtimes/.cold-keyturn.mjs'), "import { createKeyedSerializer } from '../../pkg/workerd.js';\nexport default { async fetch() { return new Response(String(await createKeyedSerializer()('k', async () => 1))); } };\n");
+  writeFileSync(join(root, 'bench/runtimes/.cold-keyturn.mjs'), "import { createKeyedSerializer } from '../../pkg/workerd.js';\nexport default { async fetch() { return new Response(String(await createKeyedSerializer({ scope: 'isolate' })('k', async () => 1))); } };\n");
   writeFileSync(join(root, 'bench/runtimes/.cold-empty.mjs'), "export default { async fetch() { return new Response('1'); } };\n");
   const empty = await worker('bench/runtimes/.cold-empty.mjs');
   const keyturn = await worker('bench/runtimes/.cold-keyturn.mjs');

@@ -36,7 +36,7 @@ for module in wasm:serializer:2:-inline-threshold=75 lock:lock:2:-inline-thresho
 done
 js=keyturn-wasm/js
 cp "$js"/api.js "$js"/platform.js "$js"/engine.js "$js"/serializer.js "$js"/coalescing.js "$js"/lock.js \
-  "$js"/arguments.js "$js"/errors.js "$js"/instance.js "$js"/timers.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js "$js"/edge-light.js \
+  "$js"/arguments.js "$js"/errors.js "$js"/instance.js "$js"/timers.js "$js"/tracing.js "$js"/browser.js "$js"/workerd.js "$js"/deno.js "$js"/edge-light.js \
   "$js"/node.mjs "$js"/index.d.ts "$js"/package.json CHANGELOG.md LICENSE-MIT LICENSE-APACHE pkg/
 cp -r "$js"/stores pkg/
 # The package's README is the repository's, without what only the repository has.

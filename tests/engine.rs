@@ -1,12 +1,12 @@
 //! The engine alone, natively, with no executor: what it says when the host refuses a timer,
 //! which of its wake-ups may come early, and how a change of whether its one timer keeps the host
-//! alive is taken.
+//! alive is taken; which serializers warn that they order keys in one isolate only.
 
 use keyturn::engine::{
     read_answer, Answer, Config, Effect, Engine, Entered, Now, Outcome, StoreCall, Ticket, Why,
     ORPHAN_MS,
 };
-use keyturn::{Coalesce, LockOptions, SeededRandom, SerializerOptions};
+use keyturn::{Coalesce, LockOptions, OptionError, SeededRandom, SerializerOptions};
 
 const PER_CALL: Config = Config {
     timer_per_call: true,
@@ -357,4 +357,28 @@ fn a_change_of_whether_the_one_timer_keeps_the_host_alive_is_taken_by_poll_keep_
     assert_eq!(engine.poll_keep(), Some(false), "nothing waits on it now");
     assert!(engine.poll().is_none() && !engine.has_effects());
     assert_eq!(engine.poll_keep(), None);
+}
+
+#[test]
+fn a_serializer_without_a_store_where_contexts_end_warns_unless_one_isolate_was_meant() {
+    let options = SerializerOptions::given(None, None).expect("options");
+    let mut workers: Engine<u64, u32> = Engine::new(PER_CALL);
+    let plain = workers.add_serializer(options, None).expect("serializer");
+    let meant = workers
+        .add_scoped_serializer(options, None, true)
+        .expect("serializer");
+    let stored = workers
+        .add_serializer(options, Some(LockOptions::default()))
+        .expect("serializer");
+    assert!(workers.warns_one_isolate(plain));
+    assert!(!workers.warns_one_isolate(meant));
+    assert!(!workers.warns_one_isolate(stored));
+    assert_eq!(
+        workers.add_scoped_serializer(options, Some(LockOptions::default()), true),
+        Err(OptionError::ScopeOverStore)
+    );
+    // One process is one isolate: contexts that do not end never warn.
+    let mut node: Engine<u64, u32> = Engine::new(Config::default());
+    let plain = node.add_serializer(options, None).expect("serializer");
+    assert!(!node.warns_one_isolate(plain));
 }

@@ -10,7 +10,7 @@ import { serializeMany } from '../../tests/workerd/limits-worker.mjs';
 import { bareChain } from './bare-chain.mjs';
 
 // One serializer for the isolate, as a worker holds it: `?one=KEY` is one request's one call.
-const perRequest = createKeyedSerializer();
+const perRequest = createKeyedSerializer({ scope: 'isolate' });
 const asyncWork = async () => {};
 
 export default {

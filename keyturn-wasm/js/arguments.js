@@ -225,6 +225,18 @@ export function rateOption(value, what) {
 }
 
 /**
+ * A serializer's `scope`: `undefined`, or `'isolate'` (one isolate is meant: `true`); any other
+ * value is a `RangeError` (its conflict with a store is the engine's to refuse).
+ * @param {unknown} value
+ * @param {string} what
+ */
+export function scopeOption(value, what) {
+  if (value === undefined) return false;
+  if (value === 'isolate') return true;
+  throw rangeError(MESSAGES.scopeValue, { what, value: typeof value === 'string' ? `'${value}'` : describe(value) });
+}
+
+/**
  * Insertions, deletions, substitutions and swaps of neighbours between `a` and `b`.
  * @param {string} a
  * @param {string} b

@@ -48,6 +48,7 @@ import {
 } from './constants.js';
 import { describe } from './arguments.js';
 import { aboutDelay, clear, keepAlive, timerDelay } from './timers.js';
+import { channels, storeCalled } from './tracing.js';
 
 /** @typedef {import('./instance.js').Instance} Instance */
 
@@ -479,6 +480,21 @@ export class Host {
       else answer = /** @type {NonNullable<Store['changed']>} */ (s.changed).call(s, key, version, ms);
     } catch (error) {
       answer = Promise.reject(error);
+    }
+    if (channels !== undefined && channels.store.hasSubscribers) {
+      const traced = channels.store;
+      const sentAt = performance.now();
+      Promise.resolve(answer).then(
+        (value) => {
+          storeCalled(traced, method, key, sentAt, true, value);
+          this.heard(op, method, owner, true, value);
+        },
+        (error) => {
+          storeCalled(traced, method, key, sentAt, false, error);
+          this.heard(op, method, owner, false, error);
+        },
+      );
+      return;
     }
     Promise.resolve(answer).then(
       (value) => this.heard(op, method, owner, true, value),

@@ -237,6 +237,15 @@ export interface KeyedSerializerOptions {
   maxClockSkewMs?: number | undefined;
   /** With a store: the bound on one store call, in ms (see {@link LockOptions.storeTimeoutMs}); default `staleMs`. */
   storeTimeoutMs?: number | undefined;
+  /**
+   * `'isolate'`: this serializer orders each key within its own isolate, and that is what is
+   * meant. Without a store, the order holds in one isolate only; a Cloudflare Worker runs in
+   * many, so on the `workerd` entry a serializer made with neither a `store` nor this option
+   * logs one warning (`console.warn`) at its first call. It changes nothing else, and other
+   * hosts never warn (one process is one isolate). `'isolate'` is the only value (any other is
+   * a `RangeError`); with a `store` it is a `TypeError`.
+   */
+  scope?: 'isolate' | undefined;
 }
 
 /** A serializer with a store serves key `k` under the lock name `SERIALIZE_PREFIX + k`: `'keyturn:serialize:'`. */

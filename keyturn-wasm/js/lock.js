@@ -44,6 +44,7 @@ import {
 } from './constants.js';
 import { OptionNames, checkKey, optionalNumber, optionalSignal, refusalError, typeError, wrongType } from './arguments.js';
 import { Door, Host } from './engine.js';
+import { channels } from './tracing.js';
 
 /** @typedef {import('./engine.js').Box} Box */
 
@@ -166,6 +167,8 @@ class Acquisition extends LockCall {
     this.name = name;
     this.concurrency = concurrency;
     this.signal = signal;
+    /** When it was asked for, while `keyturn:lock:acquire` has a subscriber (NaN otherwise). */
+    this.askedAt = channels !== undefined && channels.acquire.hasSubscribers ? performance.now() : NaN;
   }
 
   /** Its signal aborted: it rejects at once; what a store call in flight takes is given back. */
@@ -185,6 +188,10 @@ class Acquisition extends LockCall {
       // and counts on its timer.
       const lock = new KeyturnLock(host, this.id, this.handle, this.name, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_TOKEN_COUNT), host.field(FIELD_HELD_UNTIL), this);
       host.instance.replace(this.handle, lock);
+      if (channels !== undefined && channels.acquire.hasSubscribers) {
+        const waitedMs = Number.isNaN(this.askedAt) ? undefined : performance.now() - this.askedAt;
+        channels.acquire.publish({ name: this.name, slot: lock.slot, fence: lock.fence, heldUntil: lock.heldUntil, waitedMs });
+      }
       this.resolve(lock);
       return;
     }
@@ -218,6 +225,8 @@ export class KeyturnLock {
   #controller;
   /** @type {{ timer?: ReturnType<typeof setTimeout>, box: Box }} on Workers: its own timer (its renewals'), and what is posted to it */
   #own;
+  /** When it was acquired, while `keyturn:lock:release` has a subscriber (NaN otherwise). */
+  #acquiredAt = channels !== undefined && channels.release.hasSubscribers ? performance.now() : NaN;
 
   /**
    * @param {Host} host
@@ -289,6 +298,9 @@ export class KeyturnLock {
     if (kind === EFFECT_LOCK_LOST) {
       const why = host.field(FIELD_CODE);
       const template = why === WHY_RELEASED ? MESSAGES.lockReleased : why === WHY_TAKEN_OVER ? MESSAGES.lockLost : MESSAGES.lockLapsed;
+      if (why !== WHY_RELEASED && channels !== undefined && channels.lost.hasSubscribers) {
+        channels.lost.publish({ name: this.#name, slot: this.#slot, fence: this.#fence, reason: why === WHY_TAKEN_OVER ? 'takenOver' : 'lapsed' });
+      }
       this.#controller?.abort(lostReason(template, this.#name));
     } else if (kind === EFFECT_ARM) {
       const handle = this.#handle;
@@ -334,6 +346,10 @@ export class KeyturnLock {
       const call = new LockCall(host, resolve, reject);
       host.eventAs(call.handle, EVENT_RELEASE, this.#id, call.handle);
     });
+    if (this.#handle !== -1 && channels !== undefined && channels.release.hasSubscribers) {
+      const heldMs = Number.isNaN(this.#acquiredAt) ? undefined : performance.now() - this.#acquiredAt;
+      channels.release.publish({ name: this.#name, slot: this.#slot, fence: this.#fence, heldMs });
+    }
     // Its handle is named no more: the engine forgot the lock (its signal was told).
     if (this.#handle !== -1) {
       host.instance.letGo(this.#handle);

@@ -4,8 +4,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { initSync } from './keyturn_wasm.js';
 import { platformApi } from './platform.js';
+import { useDiagnostics } from './tracing.js';
+import * as diagnostics from 'node:diagnostics_channel';
 
 initSync({ module: readFileSync(join(__dirname, 'keyturn_wasm_bg.wasm')) });
+useDiagnostics(diagnostics);
 
 export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: readFileSync(join(__dirname, 'keyturn_lock_bg.wasm')) }),

@@ -57,9 +57,11 @@ import {
   QUERY_CHECK_CALL,
   QUERY_KEYS,
   QUERY_MAX_PENDING,
+  QUERY_ONE_ISOLATE,
   QUERY_PENDING,
   QUERY_STAT,
   REFUSED_QUEUE_FULL,
+  REFUSED_SCOPE_OVER_STORE,
   REFUSED_UNAVAILABLE,
   SERIALIZE_PREFIX,
   STATS,
@@ -68,16 +70,17 @@ import {
   WHY_TIMER_REFUSED,
   fill,
 } from './constants.js';
-import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, wrongType } from './arguments.js';
+import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, scopeOption, typeError, wrongType } from './arguments.js';
 import { Callers } from './coalescing.js';
 import { Door } from './engine.js';
 import { clear } from './timers.js';
+import { TurnTrace, channels, traceOf } from './tracing.js';
 
 /** @typedef {import('./engine.js').Host} Host */
 /** @typedef {{ readonly fence: number, readonly slot: number }} Turn */
 /** @typedef {(signal: AbortSignal, turn: Turn) => unknown} Work */
 
-const SERIALIZER_NAMES = ['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs'];
+const SERIALIZER_NAMES = ['timeoutMs', 'maxPending', 'concurrency', 'rate', 'store', 'staleMs', 'maxClockSkewMs', 'storeTimeoutMs', 'scope'];
 // Other libraries' words for these options. Without a store a work's only time is its deadline;
 // with one, a "ttl" or "lease" is the lease its turn holds. Waiting for the lease is within the
 // deadline: a serializer has no waitMs.
@@ -88,7 +91,7 @@ const SERIALIZER_MEANT = {
   ratelimit: 'rate', pace: 'rate', throttle: 'rate', interval: 'rate',
   storage: 'store', backend: 'store', skew: 'maxClockSkewMs', clockskew: 'maxClockSkewMs',
 };
-const SERIALIZER_LISTED = ' A serializer takes timeoutMs, maxPending, concurrency, rate and store; with a store also three of the lock\'s options: staleMs, maxClockSkewMs and storeTimeoutMs (its wait for a key\'s lease is within timeoutMs).';
+const SERIALIZER_LISTED = ' A serializer takes timeoutMs, maxPending, concurrency, rate, store and scope; with a store also three of the lock\'s options: staleMs, maxClockSkewMs and storeTimeoutMs (its wait for a key\'s lease is within timeoutMs).';
 const SERIALIZER_OPTIONS = new OptionNames(SERIALIZER_NAMES, SERIALIZER_MEANT, SERIALIZER_LISTED);
 const STORE_SERIALIZER_OPTIONS = new OptionNames(SERIALIZER_NAMES, { ...SERIALIZER_MEANT, ttl: 'staleMs', lease: 'staleMs', expiry: 'staleMs' }, SERIALIZER_LISTED);
 const CALL_OPTIONS = new OptionNames(['signal', 'onLateSettle', 'timeoutMs', 'coalesce', 'ifAvailable'], {
@@ -132,6 +135,20 @@ function refused(error) {
   const result = Promise.reject(error);
   result.then(undefined, ignore);
   return result;
+}
+
+/**
+ * The trace of `job`'s turn: the one made when it was queued, or one made now (queued before
+ * anyone subscribed).
+ * @param {Job} job
+ */
+function traced(job) {
+  let trace = traceOf(job);
+  if (trace === undefined) {
+    trace = new TurnTrace(/** @type {import('./tracing.js').Channels} */ (channels), job.key, NaN);
+    trace.wrap(job);
+  }
+  return trace;
 }
 
 /**
@@ -347,6 +364,7 @@ const lostLease = (key) => new DOMException(`keyturn: ${fill(MESSAGES.turnLeaseL
  * @property {number} [staleMs]
  * @property {number} [maxClockSkewMs]
  * @property {number} [storeTimeoutMs]
+ * @property {'isolate'} [scope]
  */
 
 /**
@@ -382,6 +400,7 @@ export class Serializer {
       staleMs: optionalNumber(options?.staleMs, 'options.staleMs'),
       maxClockSkewMs: optionalNumber(options?.maxClockSkewMs, 'options.maxClockSkewMs'),
       storeTimeoutMs: optionalNumber(options?.storeTimeoutMs, 'options.storeTimeoutMs'),
+      isolate: scopeOption(options?.scope, 'options.scope'),
     };
     const store = options?.store;
     /** @type {Host} */
@@ -398,8 +417,12 @@ export class Serializer {
       given.staleMs,
       given.maxClockSkewMs,
       given.storeTimeoutMs,
+      given.isolate,
     );
+    if (this.id === REFUSED_SCOPE_OVER_STORE) throw typeError(MESSAGES.scopeOverStore, {});
     if (this.id < 0) throw refusalError(this.id, given, 'key');
+    /** Whether its first call says it orders keys in this isolate only (the engine's answer). */
+    this.oneIsolate = engine.query(QUERY_ONE_ISOLATE, this.id, undefined, undefined) === 1;
     this.timeoutMs = given.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.concurrency = given.concurrency ?? 1;
     this.inContext = hosts.inContext;
@@ -459,6 +482,10 @@ export class Serializer {
   serialize(key, work, options) {
     const { instance } = this.host;
     if (instance.failure !== undefined) return refused(instance.failure);
+    if (this.oneIsolate) {
+      this.oneIsolate = false;
+      console.warn(`keyturn: ${MESSAGES.oneIsolate}`);
+    }
     try {
       return this.enter(key, work, options);
     } catch (error) {
@@ -543,6 +570,11 @@ export class Serializer {
     capturing = undefined;
     const callers = call?.callers;
     if (callers !== undefined) callers.settleWith(job);
+    if (channels !== undefined && channels.turns()) {
+      const trace = new TurnTrace(channels, key, performance.now());
+      trace.wrap(job);
+      trace.queued();
+    }
     this.entered(job, result, line);
     if (this.inContext) host.applyAs(job.handle, kind);
     else host.apply(kind);
@@ -678,6 +710,7 @@ export class Serializer {
       return;
     }
     const turn = fence === 0 ? (PLAIN_TURNS[slot] ??= Object.freeze({ fence: 0, slot })) : { fence, slot };
+    if (channels !== undefined && channels.turns()) traced(job).started(slot, fence);
     const work = /** @type {Work} */ (job.work);
     job.work = undefined;
     let run;

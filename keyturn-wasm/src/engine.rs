@@ -114,8 +114,8 @@ impl Engine {
 
     /// Adds a serializer with the options the caller gave (`undefined` for each left out; the
     /// JS checked their types; a rate's limit and period come together or not at all); with
-    /// `lease`, over the store, with its lease options. Its number, or a refusal code
-    /// (negative).
+    /// `lease`, over the store, with its lease options; `scope_isolate`: its caller said one
+    /// isolate is meant. Its number, or a refusal code (negative).
     #[allow(clippy::too_many_arguments)]
     pub fn serializer(
         &mut self,
@@ -128,6 +128,7 @@ impl Engine {
         stale_ms: Option<f64>,
         max_clock_skew_ms: Option<f64>,
         store_timeout_ms: Option<f64>,
+        scope_isolate: bool,
     ) -> f64 {
         let options =
             SerializerOptions::given(timeout_ms, max_pending).and_then(
@@ -148,7 +149,10 @@ impl Engine {
         let lease = (cfg!(feature = "lock") && lease).then(|| {
             interop::lock_options(None, stale_ms, max_clock_skew_ms, store_timeout_ms, None)
         });
-        match self.engine.add_serializer(options, lease) {
+        match self
+            .engine
+            .add_scoped_serializer(options, lease, scope_isolate)
+        {
             Ok(serializer) => f64::from(serializer),
             Err(error) => interop::option_refusal(error),
         }
@@ -268,6 +272,8 @@ impl Engine {
                 usize::MAX => f64::INFINITY,
                 max => max as f64,
             }
+        } else if kind == query::ONE_ISOLATE {
+            f64::from(u8::from(self.engine.warns_one_isolate(serializer)))
         } else if kind == query::AHEAD {
             let work = self.engine.work(serializer, b.unwrap_or(-1.0));
             let ahead = work.and_then(|work| self.engine.ahead(serializer, work));

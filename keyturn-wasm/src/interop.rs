@@ -324,6 +324,7 @@ pub fn option_refusal(error: OptionError) -> f64 {
         OptionError::MaxClockSkewMs(_) => refused::BAD_SKEW,
         OptionError::StoreTimeoutMs(_) => refused::BAD_STORE_TIMEOUT,
         OptionError::Concurrency(_) => refused::BAD_CONCURRENCY,
+        OptionError::ScopeOverStore => refused::SCOPE_OVER_STORE,
     }
 }
 

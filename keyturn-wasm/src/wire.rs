@@ -262,6 +262,9 @@ pub mod query {
             /// The handle of the work right ahead of a waiting work (-1: none): serializer,
             /// ticket.
             AHEAD = 9.0,
+            /// Whether a serializer's host says once that it orders keys in one isolate only
+            /// (1) or not (0): serializer.
+            ONE_ISOLATE = 10.0,
         }
     }
 }
@@ -304,6 +307,7 @@ pub mod refused {
             UNAVAILABLE = -13.0,
             BAD_RATE_LIMIT = -14.0,
             BAD_RATE_PERIOD = -15.0,
+            SCOPE_OVER_STORE = -17.0,
         }
     }
 }

@@ -72,9 +72,18 @@ pub const LOCK_RELEASED: &str = "the lease on lock {name} was released";
 pub const LOCK_LOST: &str = "the lease on lock {name} was lost: taken over, or past its heldUntil";
 /// A lock's signal: its end passed unrenewed.
 pub const LOCK_LAPSED: &str = "the lease on lock {name} passed its heldUntil unrenewed";
+/// A serializer without a store on Workers, at its first call (unless `scope: 'isolate'`).
+pub const ONE_ISOLATE: &str = "a serializer without a store orders each key within one isolate only, and a Worker runs in many: concurrent requests served by other isolates interleave. Pass a store to order keys across isolates, e.g. createKeyedSerializer({ store: new DurableObjectStore(env.LOCKS) }); or, if one isolate is what you mean, say so with createKeyedSerializer({ scope: 'isolate' })";
+/// A serializer given a `scope` other than `'isolate'`.
+pub const SCOPE_VALUE: &str = "{what} must be 'isolate' or undefined, got {value}";
+/// A serializer over a store given `scope: 'isolate'`.
+pub const SCOPE_OVER_STORE: &str = "scope: 'isolate' says a serializer orders keys within one isolate, and a store orders them across isolates: pass one or the other";
 
 /// Every template, by the name `constants.js` gives it.
 pub const ALL: &[(&str, &str)] = &[
+    ("oneIsolate", ONE_ISOLATE),
+    ("scopeValue", SCOPE_VALUE),
+    ("scopeOverStore", SCOPE_OVER_STORE),
     ("timeout", TIMEOUT),
     ("queueFull", QUEUE_FULL),
     ("lockUnavailable", LOCK_UNAVAILABLE),

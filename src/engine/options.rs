@@ -470,11 +470,15 @@ pub enum OptionError {
     /// `concurrency` is not a whole number from 1 to
     /// [`MAX_CONCURRENCY`](crate::MAX_CONCURRENCY).
     Concurrency(f64),
+    /// A serializer over a store said it means one isolate (`scope: 'isolate'`): a store is
+    /// what orders a key across isolates.
+    ScopeOverStore,
 }
 
 impl fmt::Display for OptionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (template, what, value) = match self {
+            OptionError::ScopeOverStore => return f.write_str(messages::SCOPE_OVER_STORE),
             // The serializer's error for the same rule says it.
             OptionError::Concurrency(value) => return ConcurrencyOutOfRange(*value).fmt(f),
             OptionError::WaitMs(value) => (messages::WAIT_RANGE, "waitMs", value),

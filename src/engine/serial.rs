@@ -41,6 +41,9 @@ pub(crate) struct Serial<H> {
     /// Works that waited for the record's pace, and calls it refused (`if_available`).
     paced: u64,
     unavailable: u64,
+    /// Where contexts end (Workers) without a store, unless one isolate was said to be meant:
+    /// its host says once that the order holds in this isolate only.
+    pub(crate) one_isolate: bool,
 }
 
 /// What the engine keeps of a work besides its place in line.
@@ -115,6 +118,25 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         options: SerializerOptions,
         lease: Option<LockOptions>,
     ) -> Result<u32, OptionError> {
+        self.add_scoped_serializer(options, lease, false)
+    }
+
+    /// [`add_serializer`](Self::add_serializer), where `isolate` says whether its caller meant
+    /// one isolate (the package's `scope: 'isolate'`): a serializer without a store where
+    /// contexts end (Workers, whose deployments run many isolates) is one the host warns of
+    /// ([`warns_one_isolate`](Self::warns_one_isolate)) unless it was.
+    ///
+    /// # Errors
+    /// As `add_serializer`'s; `isolate` with a lease ([`OptionError::ScopeOverStore`]).
+    pub fn add_scoped_serializer(
+        &mut self,
+        options: SerializerOptions,
+        lease: Option<LockOptions>,
+        isolate: bool,
+    ) -> Result<u32, OptionError> {
+        if isolate && lease.is_some() {
+            return Err(OptionError::ScopeOverStore);
+        }
         if !LOCKS && lease.is_some() {
             // (Never asked of an engine without locks: its host has no store.)
             return Err(OptionError::StaleMs(0.0));
@@ -126,6 +148,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let lease = lease.map(|lease| lease.with_concurrency(options.concurrency() as f64));
         let turns = lease.map(Turns::new).transpose()?;
         let calls_at_start = turns.is_none();
+        let one_isolate = turns.is_none() && self.config.contexts_end && !isolate;
         self.serializers.push(Serial {
             core: SerializerCore::new(options, true, calls_at_start),
             index: KeyMap::default(),
@@ -134,8 +157,18 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             pacing: 0,
             paced: 0,
             unavailable: 0,
+            one_isolate,
         });
         Ok(self.serializers.len() as u32 - 1)
+    }
+
+    /// Whether serializer `serializer` orders its keys in this isolate only where a deployment
+    /// runs many (no store, contexts end) without its caller having said one isolate is meant:
+    /// then its host says so once.
+    pub fn warns_one_isolate(&self, serializer: u32) -> bool {
+        self.serializers
+            .get(serializer as usize)
+            .is_some_and(|serial| serial.one_isolate)
     }
 
     /// A call of serializer `serializer` for `key`, with its own deadline (`None`: the
