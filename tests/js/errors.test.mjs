@@ -15,7 +15,7 @@ const refusal = (name, message) => (error) => {
 
 const unknown = (what, name, closest, also = '') => refusal('TypeError', `keyturn: ${what} has no option ${name}: did you mean ${closest}?${also}`);
 // A serializer's refusal also lists its options: with a store it takes only three of the lock's.
-const SERIALIZER_LISTED = " A serializer takes timeoutMs, maxPending, concurrency, rate and store; with a store also three of the lock's options: staleMs, maxClockSkewMs and storeTimeoutMs (its wait for a key's lease is within timeoutMs).";
+const SERIALIZER_LISTED = " A serializer takes timeoutMs, maxPending, concurrency, rate, store and scope; with a store also three of the lock's options: staleMs, maxClockSkewMs and storeTimeoutMs (its wait for a key's lease is within timeoutMs).";
 const unknownToSerializer = (name, closest) => unknown('options', name, closest, SERIALIZER_LISTED);
 
 test('an option name nobody knows is refused, naming the closest known one', async () => {

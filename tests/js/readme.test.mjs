@@ -4,9 +4,10 @@
 // the worker built by wrangler from the README's wrangler.toml and run as two isolates by
 // docs/platforms.md's Miniflare script (100 notifications at once, an exact count), the page
 // bundled and opened in headless Chromium; a `js fragment` (a function over bindings) is parsed
-// by Node. The Deno blocks run in deno.test.mjs, the `js lambda` ones in examples.test.mjs, and
-// the `js sqlite`, `js dynamodb` and `js postgres` blocks in their stores' tests, against their
-// engines. Each `console.log(…); // what` must print what its comment says.
+// by Node. The Deno blocks run in deno.test.mjs, the `js lambda` ones in examples.test.mjs, the
+// `js otel` one in tracing.test.mjs, and the `js sqlite`, `js dynamodb` and `js postgres` blocks
+// in their stores' tests, against their engines. Each `console.log(…); // what` must print what
+// its comment says.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -30,7 +31,7 @@ function codeBlocks(markdown, file) {
 }
 
 // Every kind of block some test runs (`js sqlite`, `dynamodb`, `postgres`: the stores' tests).
-const RUN = ['js', 'js redis', 'js worker', 'js miniflare', 'js deno', 'ts deno', 'js lambda', 'js browser', 'js fragment', 'js sqlite', 'js dynamodb', 'js postgres', 'toml', 'rust ignore', 'sh'];
+const RUN = ['js', 'js redis', 'js worker', 'js miniflare', 'js deno', 'ts deno', 'js lambda', 'js otel', 'js browser', 'js fragment', 'js sqlite', 'js dynamodb', 'js postgres', 'toml', 'rust ignore', 'sh'];
 
 const blocksOf = (lang, tag) => blocks.filter((block) => block.lang === lang && block.tag === tag);
 
@@ -67,8 +68,7 @@ test('the README and docs name nothing only the repository has, and every page t
   assert.ok(pages.size > 5, `${[...pages.keys()]}`);
   for (const [file, text] of pages) assert.doesNotMatch(text, /make (dev|test|bench)|tests\/README|bench\/README|design\.md|contributing\.md|repository-only/, file);
   for (const [, page] of pages.get('README.md').matchAll(/\]\((docs\/[\w-]+\.md)\)/g)) {
-    // A page another change brings is linked before it lands; once packed it must be here.
-    if (!['docs/vercel-nextjs.md', 'docs/tracing.md'].includes(page)) assert.ok(pages.has(page), `the README links ${page}, not packed`);
+    assert.ok(pages.has(page), `the README links ${page}, not packed`);
   }
 });
 

@@ -169,7 +169,7 @@ test('a lock is acquired, released, lost to a takeover and lapses', () =>
 
 test("the docs' OpenTelemetry example runs as written: a span per turn, the failed one marked", async () => {
   const doc = readFileSync(new URL('../../docs/tracing.md', import.meta.url), 'utf8');
-  const code = /```js\n([\s\S]*?)```/.exec(doc)[1];
+  const code = /```js otel\n([\s\S]*?)```/.exec(doc)[1];
   const expected = /\/\/ (.*)\n$/.exec(code)[1];
   // In the repository, so `keyturn` and `@opentelemetry/api` resolve as a user's would.
   const example = fileURLToPath(new URL('./tracing-example.tmp.mjs', import.meta.url));
