@@ -8,21 +8,30 @@
 //   a burst on an idle key waits too.
 // - p-queue's `intervalCap`/`interval`: a count reset on a fixed interval; with `strict: true`
 //   (p-queue 9), a window that slides over start times.
-// Neither library hands the work a signal or bounds it with a deadline.
+// Neither library hands the work a signal or bounds it with a deadline. A key's limiter must
+// outlive its window, or a burst on a key gone idle would find a new limiter with a fresh
+// budget: Bottleneck's group drops one after its `timeout` (5 minutes by default); the p-queues
+// are kept for the run (a map that never forgets a key — what a user would bound with an expiry
+// of at least a period).
 import Bottleneck from 'bottleneck';
 import PQueue from 'p-queue';
 
 import { createKeyedSerializer } from 'keyturn';
-import { keyed } from './peers.mjs';
 
 /** @typedef {{ limit: number, periodMs: number, concurrency: number }} Pace */
 
-const pQueue = ({ limit, periodMs, concurrency }, strict) =>
-  keyed(
-    () => new PQueue({ concurrency, intervalCap: limit, interval: periodMs, strict }),
-    (queue, work) => queue.add(work),
-    (queue) => queue.size === 0 && queue.pending === 0,
-  );
+function pQueue({ limit, periodMs, concurrency }, strict) {
+  const queues = new Map();
+  const paced = (key, work) => {
+    let queue = queues.get(key);
+    if (queue === undefined) {
+      queue = new PQueue({ concurrency, intervalCap: limit, interval: periodMs, strict });
+      queues.set(key, queue);
+    }
+    return queue.add(work);
+  };
+  return Object.assign(paced, { close: () => queues.forEach((queue) => queue.clear()) });
+}
 
 /** name → (pace) → (key, work) => Promise, each a fresh limiter set; `close()` lets it go. */
 export const pacePeers = {
@@ -35,8 +44,8 @@ export const pacePeers = {
   'Bottleneck reservoir, heartbeat period/10': ({ limit, periodMs, concurrency }) =>
     bottleneck({ reservoir: limit, reservoirRefreshAmount: limit, reservoirRefreshInterval: periodMs, maxConcurrent: concurrency, heartbeatInterval: periodMs / 10 }),
   'Bottleneck minTime': ({ limit, periodMs, concurrency }) => bottleneck({ minTime: periodMs / limit, maxConcurrent: concurrency }),
-  'p-queue intervalCap': (pace) => Object.assign(pQueue(pace, false), { close() {} }),
-  'p-queue intervalCap, strict': (pace) => Object.assign(pQueue(pace, true), { close() {} }),
+  'p-queue intervalCap': (pace) => pQueue(pace, false),
+  'p-queue intervalCap, strict': (pace) => pQueue(pace, true),
 };
 
 function bottleneck(options) {
