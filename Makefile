@@ -49,6 +49,7 @@ bench: build
 	node bench/serializer.mjs
 	node bench/coalescing.mjs
 	node bench/concurrency.mjs
+	node bench/pace.mjs
 	node bench/semaphore.mjs
 	node bench/workerd.mjs
 	node bench/lock.mjs

@@ -8,15 +8,20 @@
 //   GET  /objects/:id/acl             → the derived ACL {id, public, fence, runs}, or 404
 //   POST /tenants/:tenant/exports     → 200 {tenant, slot, fence, upstreamMs, upstream} — at most
 //                                       2 exports per tenant reach the upstream at once | 503
+//   GET  /tenants/:tenant/search?q=…  → 200 {tenant, query, slot, waitedMs, upstreamMs, upstream} — at
+//                                       most 5 searches per tenant start per second, 2 at once, in
+//                                       order of arrival (this isolate's pace) | 503
+//        …&wait=0                     → the same if it can start now, else 429 + Retry-After
 //
 // Bad input gets a 4xx with a JSON error, and nothing is written.
-import { LockDurableObject, LockStoreError, LockUnavailable, SerializedWorkTimeout } from 'keyturn';
+import { LockDurableObject, LockStoreError, LockUnavailable, SerializedQueueFull, SerializedWorkTimeout, SerializedWorkUnavailable } from 'keyturn';
 
 import { claim, readBoard, writeBoard } from './board.js';
 import { checkId, HttpError, json, readJson } from './http.js';
 import { notify } from './objects.js';
 import { readAcl, reconcile, writeSource } from './acl.js';
 import { exportFor } from './exports.js';
+import { searchFor } from './searches.js';
 
 export { LockDurableObject };
 
@@ -28,6 +33,7 @@ const routes = [
   [/^\/objects\/([^/]+)\/reconcile$/, { POST: reconcileRoute }],
   [/^\/objects\/([^/]+)\/acl$/, { GET: aclRoute }],
   [/^\/tenants\/([^/]+)\/exports$/, { POST: exportRoute }],
+  [/^\/tenants\/([^/]+)\/search$/, { GET: searchRoute }],
 ];
 
 async function claimRoute(request, env, [board]) {
@@ -77,6 +83,18 @@ async function exportRoute(request, env, [tenant]) {
   return json(200, await exportFor(env, tenant));
 }
 
+const MAX_QUERY = 256;
+
+async function searchRoute(request, env, [tenant]) {
+  checkId(tenant, 'tenant');
+  const params = new URL(request.url).searchParams;
+  const query = params.get('q') ?? '';
+  if (query.length > MAX_QUERY) throw new HttpError(400, `q must be at most ${MAX_QUERY} characters`);
+  const wait = params.get('wait') ?? '1';
+  if (wait !== '0' && wait !== '1') throw new HttpError(400, 'wait must be 0 or 1');
+  return json(200, await searchFor(env, tenant, query, wait === '0'));
+}
+
 // Off unless the TEST_HOOKS var is "1" (the tests set it): a holder's late write, as a holder
 // that was taken over would make it, to show the board refusing it by fence.
 async function lateWriteRoute(request, env, [board]) {
@@ -102,6 +120,13 @@ export default {
     } catch (error) {
       if (error instanceof HttpError) return json(error.status, { error: error.message }, error.headers);
       if (error instanceof LockUnavailable) return json(503, { error: 'busy; try again' }, { 'retry-after': '1' });
+      // Refused at once by `?wait=0`: how long until the pace allows a start when the pace is
+      // what held it up (Retry-After in whole seconds, rounded up; the body's in ms), else a guess.
+      if (error instanceof SerializedWorkUnavailable) {
+        const retry = error.retryAfterMs === undefined ? 1 : Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+        return json(429, { error: 'busy; try again', retryAfterMs: error.retryAfterMs ?? null }, { 'retry-after': String(retry) });
+      }
+      if (error instanceof SerializedQueueFull) return json(503, { error: 'too many waiting; try again' }, { 'retry-after': '1' });
       if (error instanceof SerializedWorkTimeout) return json(503, { error: error.message }, { 'retry-after': '1' });
       if (error instanceof LockStoreError) return json(503, { error: 'the lock store failed' }, { 'retry-after': '1' });
       if (error instanceof URIError) return json(400, { error: 'the path is not valid' });
