@@ -107,15 +107,20 @@ export class Host {
     /** @type {number[] | undefined} the fields of an effect done from its call's request */
     this.posted = undefined;
     /**
-     * While a timer's callback runs, the time it was armed for: a host timer that fires is on
-     * time (hosts round to whole milliseconds, and Node's count from a time it cached).
+     * While the callback of a timer that may fire early runs (a pause between polls), the time
+     * it was armed for: it counts as on time. Any other timer is timed by the clock: Node arms a
+     * timer from a time it cached, which under load is milliseconds old, so its timers fire
+     * that early — a pace must not start a work early, so the engine is told the real time and
+     * arms again for what is left.
      */
     this.due = 0;
+    /** Whether the one timer may fire early (`wake`'s `early`). */
+    this.timerEarly = false;
     this.tick = () => {
       const at = this.timerAt;
       this.timer = undefined;
       this.timerAt = Infinity;
-      this.fire(at, () => this.event(EVENT_TICK, 0, 0));
+      this.fire(at, this.timerEarly, () => this.event(EVENT_TICK, 0, 0));
     };
   }
 
@@ -136,12 +141,14 @@ export class Host {
   }
 
   /**
-   * Calls `fired`, a timer's callback, for a timer armed for `at`.
+   * Calls `fired`, a timer's callback, for a timer armed for `at` (`early`: one that may fire
+   * early).
    * @param {number} at
+   * @param {boolean} early
    * @param {() => void} fired
    */
-  fire(at, fired) {
-    this.due = at;
+  fire(at, early, fired) {
+    this.due = early ? at : 0;
     try {
       fired();
     } finally {
@@ -396,6 +403,7 @@ export class Host {
         return;
       }
       this.timerAt = at;
+      this.timerEarly = early;
       clear(old);
     }
     if (this.timer !== undefined) keepAlive(this.timer, keep);
@@ -432,7 +440,7 @@ export class Host {
       const ms = at - performance.now();
       owner.timer = setTimeout(() => {
         owner.timer = undefined;
-        this.fire(at, fired);
+        this.fire(at, early, fired);
       }, early ? aboutDelay(ms) : timerDelay(ms));
       keepAlive(owner.timer, keep);
     } catch (error) {

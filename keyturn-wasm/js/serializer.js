@@ -26,6 +26,7 @@ import {
   EVENT_CANCEL,
   EVENT_DONE,
   EVENT_DONE_HEAD,
+  EVENT_CALLED,
   EVENT_FIRED_WORK,
   EVENT_LATE_SETTLED,
   EVENT_LEAVE,
@@ -431,6 +432,8 @@ export class Serializer {
      * with a pace (it counts start times).
      */
     this.timed = store !== undefined || this.inContext || given.rate !== undefined;
+    /** Paced: each start is timed once its work was called (see `called`). */
+    this.paced = given.rate !== undefined;
     /** ... and the wall clock: over a store (records carry it). */
     this.walled = store !== undefined;
     // Lines whose next job may start: staged a microtask later, started one after that.
@@ -603,6 +606,19 @@ export class Serializer {
   }
 
   /**
+   * A paced serializer's `job` was called, and its synchronous part ran: the engine times its
+   * start now, not when it decided it. Whatever ran between the two (a garbage collection,
+   * even in the call of an async function, before its first line) must not open the key's
+   * next window early, and anything the work sends in its synchronous part was sent by now.
+   * The effects that were to follow are applied here, in their order.
+   * @param {Job} job
+   */
+  called(job) {
+    const host = this.host;
+    host.apply(host.engine.event(EVENT_CALLED, this.id, job.ticket, NaN, performance.now()));
+  }
+
+  /**
    * On Workers: `entered` for `job`, whose request this is. Its door, and its request's anchor
    * (see `anchor`), made in one context with the reaction to its end.
    * @param {TimedJob} job
@@ -716,6 +732,8 @@ export class Serializer {
     let run;
     try {
       const value = work(job.controller.signal, turn);
+      // Paced: the start is timed once the work's synchronous part ran (see `called`).
+      if (this.paced) this.called(job);
       if (!report && (value === null || (typeof value !== 'object' && typeof value !== 'function'))) {
         // Not a thenable: settled already, and nothing is left to abort.
         job.resolve(value);
@@ -723,6 +741,7 @@ export class Serializer {
       }
       run = Promise.resolve(value);
     } catch (error) {
+      if (this.paced) this.called(job);
       run = Promise.reject(error);
     }
     if (report) {

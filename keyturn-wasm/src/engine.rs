@@ -240,6 +240,8 @@ impl Engine {
                 engine.leave(serializer, ticket, now, random);
             } else if kind == event::FIRED_WORK {
                 engine.fired(Some(serializer), ticket, now, random);
+            } else if kind == event::CALLED {
+                engine.work_called(serializer, ticket, now);
             }
         }
         #[cfg(feature = "lock")]

@@ -210,6 +210,8 @@ pub mod event {
             /// The host refused a timer: a work's (serializer, ticket), a lock call's (-1, call),
             /// or the one timer for all's (-1, -1).
             TIMER_REFUSED = 16.0,
+            /// A paced serializer's work was called, at `mono`: serializer, ticket.
+            CALLED = 17.0,
         }
     }
 }

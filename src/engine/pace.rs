@@ -120,6 +120,29 @@ impl Pace {
         self.spent.push_back((now, key.clone()));
     }
 
+    /// The newest start of `key` was made at `at`, not before: its host called the work then
+    /// (what ran between the engine's start and the call — a garbage collection — would
+    /// otherwise open the next window early).
+    pub(crate) fn restamp(&mut self, key: &Rc<str>, at: f64) {
+        let limit = self.rate.limit as usize;
+        let Some(window) = self.window_mut(key) else {
+            return;
+        };
+        let newest = match window.starts.len() {
+            len if len < limit => len.checked_sub(1),
+            _ => Some((window.oldest + limit - 1) % limit),
+        };
+        let Some(start) = newest.and_then(|newest| window.starts.get_mut(newest)) else {
+            return;
+        };
+        if at > *start {
+            *start = at;
+            window.newest = window.newest.max(at);
+            // Its window is let go a period after this start, not the one first noted.
+            self.spent.push_back((at, key.clone()));
+        }
+    }
+
     /// `line` (of `key`) waits for its pace until `at`, its first work that has not started
     /// being `work`; `key_of` names a line's key.
     pub(crate) fn wait(

@@ -283,6 +283,22 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         began
     }
 
+    /// A paced serializer's host called work `work` at `now`: its start is timed then, if later
+    /// than when the engine started it — what ran between the two (a garbage collection, an
+    /// executor polling other tasks first) must not open the key's next window early. Without a
+    /// `rate`, nothing.
+    pub fn work_called(&mut self, serializer: u32, work: Ticket, now: Now) {
+        let Some(serial) = self.serializers.get_mut(serializer as usize) else {
+            return;
+        };
+        serial.core.restamp_start(work, now.mono);
+        let by_lease = serial.rate.is_some() && serial.core.options().concurrency() <= 1;
+        let leg = serial.core.payload(work).and_then(|found| found.leg);
+        if let Some(lease) = leg.filter(|_| by_lease).and_then(|leg| self.legs.get(leg)) {
+            self.locks.restamp_start(lease.ticket, now.wall);
+        }
+    }
+
     /// The work `work`'s caller heard how it ended (its promise's handlers ran; its future
     /// returned or was dropped): it leaves its line, and the next work's turn may come. Its
     /// host handle, which the engine names no more; `None` for a work that left already (or

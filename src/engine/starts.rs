@@ -64,6 +64,13 @@ impl Starts {
         self.0.drain(..extra);
     }
 
+    /// The newest start was made at `wall`, not before (its host called the work then).
+    pub(crate) fn restamp(&mut self, wall: f64) {
+        if let Some(newest) = self.0.last_mut() {
+            *newest = newest.max(wall.ceil());
+        }
+    }
+
     /// When the next work may start by these starts, at most `limit` in any window of
     /// `period_ms` (epoch milliseconds; −∞ when it may at any time).
     pub(crate) fn next_start(&self, limit: u32, period_ms: f64) -> f64 {

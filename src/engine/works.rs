@@ -837,6 +837,18 @@ impl<P> SerializerCore<P> {
 
     /// Whether the serializer has a pace.
     #[inline]
+    /// The host called work `ticket`, started by the pace at `at` (see `Pace::restamp`).
+    pub(crate) fn restamp_start(&mut self, ticket: Ticket, at: f64) {
+        let key = self
+            .lines
+            .line_of(ticket)
+            .and_then(|line| self.lines.line_key(line))
+            .cloned();
+        if let (Some(pace), Some(key)) = (self.pace.as_mut(), key) {
+            pace.restamp(&key, at);
+        }
+    }
+
     pub(crate) fn has_pace(&self) -> bool {
         self.pace.is_some()
     }

@@ -146,6 +146,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'_, S, C, 
                 Poll::Ready(Err(error)) => return Some(Err(error)),
                 Poll::Ready(Ok(started)) => {
                     let signal = WorkSignal::in_slot(started.slot);
+                    serial.called(self.ticket);
                     let work = work(signal.clone(), started.fence);
                     let report = started.report;
                     return self.step(

@@ -130,6 +130,8 @@ impl std::error::Error for SerializeError {}
 pub(crate) struct Serial<S: LockStore, C, R> {
     pub(crate) exec: Rc<Executor<S, C, R>>,
     pub(crate) serializer: u32,
+    /// It has a `rate`: each start is timed as its work is called.
+    pub(crate) paced: bool,
 }
 
 /// A call's place in its line: given up, if its caller has not heard, and let go when dropped.
@@ -177,7 +179,12 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         lease: Option<LockOptions>,
     ) -> Result<Self, OptionError> {
         let serializer = exec.engine.borrow_mut().add_serializer(options, lease)?;
-        Ok(Serial { exec, serializer })
+        let paced = options.rate().is_some();
+        Ok(Serial {
+            exec,
+            serializer,
+            paced,
+        })
     }
 
     /// Queues a call (with `if_available`, only if its work can start at once): its handle's
@@ -249,6 +256,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         let outcome = match poll_fn(|cx| self.poll_turn(cx, key, handle)).await {
             Ok(started) => {
                 let signal = WorkSignal::in_slot(started.slot);
+                self.called(ticket);
                 let mut work = pin!(work(signal.clone(), started.fence));
                 let output = poll_fn(|cx| match work.as_mut().poll(cx) {
                     Poll::Ready(output) => Poll::Ready(Ok(output)),
@@ -268,6 +276,17 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         };
         place.finish().await;
         outcome
+    }
+
+    /// The work of `ticket` is called now. Paced, its start is timed then: the executor may poll
+    /// its task well after the engine started it, which must not open the key's next window
+    /// early.
+    pub(crate) fn called(&self, ticket: Ticket) {
+        if self.paced {
+            let serializer = self.serializer;
+            self.exec
+                .event(|engine, now, _| engine.work_called(serializer, ticket, now));
+        }
     }
 
     pub(crate) fn pending(&self) -> usize {

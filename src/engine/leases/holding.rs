@@ -134,6 +134,13 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
         }
     }
 
+    /// The newest start under the lease `ticket` holds was made at `wall`, not before.
+    pub(crate) fn restamp_start(&mut self, ticket: Ticket, wall: f64) {
+        if let Some(lease) = self.lease_mut(ticket) {
+            lease.starts.restamp(wall);
+        }
+    }
+
     /// Whether `ticket` holds a lease that has not ended by `now`.
     pub fn holds(&self, ticket: Ticket, now: Now) -> bool {
         matches!(&self.lines.get(ticket).map(|entry| &entry.state),

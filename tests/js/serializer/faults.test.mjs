@@ -143,8 +143,9 @@ forEachMode(({ name, acquireLock, createKeyedSerializer, KeyturnInstanceFailed, 
     const serialize = createKeyedSerializer({ timeoutMs: 300 });
     const hung = [serialize('a', () => new Promise(() => {})), serialize('b', () => new Promise(() => {}), { timeoutMs: 600 })];
     await sleep(2);
-    // The next setTimeout: the re-arm after the first deadline (direct mode), or nothing (each
-    // work armed its own already, workers mode).
+    // The next setTimeout: the re-arm after the first deadline (direct mode); in workers mode,
+    // where each work armed its own already, the re-arm of one that fired early (Node arms a
+    // timer from a clock it cached, and the engine is told the real time), if any.
     const injected = failOn('setTimeout', [1], callThrough);
     let outcomes;
     try {
@@ -154,7 +155,8 @@ forEachMode(({ name, acquireLock, createKeyedSerializer, KeyturnInstanceFailed, 
     }
     const reasons = outcomes.map((outcome) => outcome.reason);
     if (name === 'workers') {
-      assert.ok(reasons.every((reason) => reason instanceof SerializedWorkTimeout), String(reasons));
+      assert.ok(reasons.filter((reason) => reason === injected.fault).length <= 1, String(reasons));
+      assert.ok(reasons.every((reason) => reason === injected.fault || reason instanceof SerializedWorkTimeout), String(reasons));
     } else {
       // The re-arm that fails is the one after the first firing: b's deadline — or a's own,
       // when the timer fired a little early. The work it was for gets the host's error; the
