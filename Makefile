@@ -50,6 +50,7 @@ bench: build
 	node bench/coalescing.mjs
 	node bench/concurrency.mjs
 	node bench/pace.mjs
+	node bench/pace-across.mjs
 	node bench/semaphore.mjs
 	node bench/workerd.mjs
 	node bench/lock.mjs
