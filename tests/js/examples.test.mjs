@@ -38,7 +38,12 @@ test('every example names in its package.json each package its source imports', 
   for (const name of readdirSync(join(root, 'examples')).filter((entry) => existsSync(join(example(entry), 'package.json')))) {
     const manifest = JSON.parse(readFileSync(join(example(name), 'package.json'), 'utf8'));
     const named = new Set(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies }));
-    const sources = readdirSync(example(name), { recursive: true }).filter((file) => /\.(m?js|ts)$/.test(file) && !/^(node_modules|dist|\.wrangler)\b/.test(file));
+    // examples/nextjs-webpack holds only what building examples/nextjs with Next 15's webpack
+    // needs: nextjs.test.mjs copies the app in.
+    if (name === 'nextjs-webpack') continue;
+    // What a user copies: the files the repository holds (not what a build or a test put there).
+    const tracked = execFileSync('git', ['ls-files'], { cwd: example(name), encoding: 'utf8' }).split('\n');
+    const sources = tracked.filter((file) => /\.(m?js|ts)$/.test(file));
     assert.ok(sources.length > 0, `examples/${name} has a source file`);
     for (const file of sources) {
       for (const [, specifier] of readFileSync(join(example(name), file), 'utf8').matchAll(/^(?:import|export)[^'"]*from '([^'.][^']*)'/gm)) {
