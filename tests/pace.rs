@@ -514,7 +514,11 @@ fn a_work_told_it_may_start_by_another_calls_timer_keeps_its_own_until_it_starts
         host.call("k", handle, false).expect("queued");
     }
     host.run(999.0);
-    assert_eq!(host.armed.get(&2), Some(&1000.0), "work 2 waits for its pace");
+    assert_eq!(
+        host.armed.get(&2),
+        Some(&1000.0),
+        "work 2 waits for its pace"
+    );
     host.held.insert(2);
     host.now = 1001.0;
     let (second, third) = (host.tickets[&2], host.tickets[&3]);
@@ -543,7 +547,9 @@ fn n_at_a_time_a_first_work_never_started_lets_the_one_behind_start_when_given_u
     // Two at a time: work 2's context ended before it started, and work 3's turn came when
     // work 1 left (both are of the first two). Given up a grace after it was told, work 2 lets
     // work 3 start, though no turn came then.
-    let options = SerializerOptions::default().with_concurrency(2.0).expect("concurrency");
+    let options = SerializerOptions::default()
+        .with_concurrency(2.0)
+        .expect("concurrency");
     let mut host = Host::new(options, true, 100.0);
     host.call("k", 1, false).expect("queued");
     host.dead.insert(2);
