@@ -40,6 +40,9 @@ struct Host {
     settled: Vec<u32>,
     /// Callers whose context ended: what the engine asks of them is never done.
     dead: BTreeSet<u32>,
+    /// Callers told they may start from another call's context (Workers posts it): they start
+    /// when `held` lets them go, their timers kept meanwhile.
+    held: BTreeSet<u32>,
     never_started: Vec<u32>,
 }
 
@@ -67,6 +70,7 @@ impl Host {
             most_running: 0,
             settled: Vec::new(),
             dead: BTreeSet::new(),
+            held: BTreeSet::new(),
             never_started: Vec::new(),
         }
     }
@@ -101,6 +105,7 @@ impl Host {
                 } => self.never_started.push(handle),
                 Effect::Ready { handle, .. } | Effect::Arm { handle, .. }
                     if self.dead.contains(&handle) => {}
+                Effect::Ready { handle, .. } if self.held.contains(&handle) => {}
                 Effect::Ready { handle, line, .. } => {
                     // The JS starts a line's next work; the Rust front end, the work itself.
                     let now = at(self.now);
@@ -496,4 +501,62 @@ fn a_burst_of_calls_in_one_context_keeps_a_few_timers_not_one_a_call() {
         assert!(host.starts.len() > before, "stalled at {}", host.now);
     }
     assert!(most <= 4, "{most} timers at once");
+}
+
+#[test]
+fn a_work_told_it_may_start_by_another_calls_timer_keeps_its_own_until_it_starts() {
+    // On Workers, work 2's pace came at 1000 ms, and work 3's timer fired first (both due, run
+    // in either order): work 3's request tells work 2 it may start, by a reaction workerd does
+    // not wait for. Work 2's own timer, firing next, must be armed again — its request, with
+    // nothing pending, would be cancelled as hung before the news reached it.
+    let mut host = Host::new(rate(1.0, 1000.0), true, 10.0);
+    for handle in 1..=3 {
+        host.call("k", handle, false).expect("queued");
+    }
+    host.run(999.0);
+    assert_eq!(
+        host.armed.get(&2),
+        Some(&1000.0),
+        "work 2 waits for its pace"
+    );
+    host.held.insert(2);
+    host.now = 1001.0;
+    let (second, third) = (host.tickets[&2], host.tickets[&3]);
+    host.armed.remove(&3);
+    host.engine.fired(Some(0), third, at(1001.0), &host.random);
+    host.apply();
+    host.armed.remove(&2);
+    host.engine.fired(Some(0), second, at(1001.0), &host.random);
+    host.apply();
+    assert_eq!(
+        host.armed.get(&2),
+        Some(&(1001.0 + START_GRACE_MS)),
+        "work 2 keeps a timer of its own until it starts"
+    );
+    // The news reaches it: it starts, and the line goes on.
+    host.held.remove(&2);
+    assert!(host.engine.start_work(0, second, at(1001.0), &host.random));
+    host.apply();
+    host.run(f64::INFINITY);
+    assert_eq!(host.starts, vec![(1, 0.0), (2, 1001.0), (3, 2001.0)]);
+    assert!(host.never_started.is_empty());
+}
+
+#[test]
+fn n_at_a_time_a_first_work_never_started_lets_the_one_behind_start_when_given_up() {
+    // Two at a time: work 2's context ended before it started, and work 3's turn came when
+    // work 1 left (both are of the first two). Given up a grace after it was told, work 2 lets
+    // work 3 start, though no turn came then.
+    let options = SerializerOptions::default()
+        .with_concurrency(2.0)
+        .expect("concurrency");
+    let mut host = Host::new(options, true, 100.0);
+    host.call("k", 1, false).expect("queued");
+    host.dead.insert(2);
+    host.call("k", 2, false).expect("queued");
+    host.call("k", 3, false).expect("queued");
+    host.run(f64::INFINITY);
+    assert_eq!(host.never_started, vec![2]);
+    assert_eq!(host.starts, vec![(1, 0.0), (3, START_GRACE_MS)]);
+    assert_eq!(host.engine.stats(0).keys, 0, "the key ends idle");
 }

@@ -731,7 +731,15 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         match owner {
             Owner::Work(serializer, work) => {
                 let serial = self.serializers.get(serializer as usize)?;
-                at = at.min(serial.core.payload(work)?.pace_at);
+                let found = serial.core.payload(work)?;
+                at = at.min(found.pace_at);
+                // Told it may start, a work keeps its own timer until it starts: the timer of
+                // another call may have told it (its pace came there first), and on Workers
+                // what that posts reaches it by a reaction workerd does not wait for — its own
+                // request, its timer spent, would be cancelled as hung before it started.
+                if self.config.contexts_end && !serial.core.has_started(work) {
+                    at = at.min(found.ready_at + START_GRACE_MS);
+                }
                 if let Some(deadline) = serial.core.deadline_of(work) {
                     at = at.min(deadline);
                 }

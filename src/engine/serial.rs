@@ -410,12 +410,18 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let (handle, leg, race) = (found.handle, found.leg, found.race);
         let line = serial.core.line_of(work);
         let key = line.and_then(|line| serial.core.key_of(line));
+        let first = line.is_some_and(|line| serial.core.first_unstarted(line) == Some(work));
         self.acting = Some(handle);
         match serial.core.give_up(work) {
             GaveUp::Left(released) => {
                 self.effects.push_back(Effect::Settle { handle, outcome });
                 if let (Some(line), Some(key)) = (line, key) {
                     self.line_moved(serializer, line, &key, &released, now, random);
+                    // The first work not started left: the one behind it, whose turn came
+                    // already (N at a time, no turn came now), may start in its place.
+                    if first && !released.idle && released.next.is_none() {
+                        self.turn_came(serializer, line);
+                    }
                 }
             }
             GaveUp::Abandoned => {
