@@ -10,7 +10,7 @@
 //                                       2 exports per tenant reach the upstream at once | 503
 //   GET  /tenants/:tenant/search?q=…  → 200 {tenant, query, slot, waitedMs, upstreamMs, upstream} — at
 //                                       most 5 searches per tenant start per second, 2 at once, in
-//                                       order of arrival (this isolate's pace) | 503
+//                                       order of arrival, in every isolate | 503
 //        …&wait=0                     → the same if it can start now, else 429 + Retry-After
 //
 // Bad input gets a 4xx with a JSON error, and nothing is written.

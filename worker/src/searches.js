@@ -1,13 +1,15 @@
 // Searches per tenant against a slow upstream whose quota is 5 requests per second per tenant,
-// 2 at a time: one serializer per isolate, keyed by tenant, with `rate` and `concurrency`. A
-// search waits in its tenant's line for a slot and the pace, in order of arrival; another
-// tenant's line never holds it up. A caller that would rather be told "later" than wait asks
-// with `?wait=0` (`ifAvailable`) and gets a 429 with Retry-After.
+// 2 at a time: a serializer keyed by tenant, with `rate` and `concurrency`, over the isolate's
+// Durable Object store, so the quota holds in every isolate of the deployment (each start goes
+// in the tenant's pace record: one store call). A search waits in its tenant's line for a slot
+// and the pace, in order of arrival; another tenant's line never holds it up. A caller that
+// would rather be told "later" than wait asks with `?wait=0` (`ifAvailable`) and gets a 429 with
+// Retry-After.
 //
-// The pace is the isolate's: each isolate of a deployment paces its own requests (a `rate`
-// over a store is not there yet), so N isolates may send up to N × 5 per second per tenant.
 // Under workerd a waiting search's timer runs in its own request, which stays open while it waits.
 import { createKeyedSerializer } from 'keyturn';
+
+import { lockStore } from './locks.js';
 
 /** The upstream's quota per tenant. */
 export const SEARCH_RATE = { limit: 5, periodMs: 1000 };
@@ -16,7 +18,8 @@ export const SEARCHES_AT_ONCE = 2;
 /** Searches of one tenant that may wait or run at once in an isolate; more get a 503. */
 export const SEARCHES_PENDING = 100;
 
-const searches = createKeyedSerializer({ rate: SEARCH_RATE, concurrency: SEARCHES_AT_ONCE, maxPending: SEARCHES_PENDING, timeoutMs: 10_000 });
+/** The isolate's serializer over its store, made from the first request's env. */
+let searches;
 
 const sleep = (ms, signal) =>
   new Promise((resolve, reject) => {
@@ -31,6 +34,7 @@ const sleep = (ms, signal) =>
  */
 export function searchFor(env, tenant, query, ifAvailable) {
   const asked = Date.now();
+  searches ??= createKeyedSerializer({ store: lockStore(env), rate: SEARCH_RATE, concurrency: SEARCHES_AT_ONCE, maxPending: SEARCHES_PENDING, timeoutMs: 10_000 });
   return searches(
     tenant,
     async (signal, turn) => {
