@@ -429,6 +429,16 @@ fn paced_isolates(
         .collect()
 }
 
+/// `count` works of key `k` on `serializer` that do nothing, each awaited by its own task.
+fn empty_works(executor: &Executor, serializer: &Rc<Serializer>, count: usize) {
+    for _ in 0..count {
+        let serializer = serializer.clone();
+        executor.spawn(async move {
+            serializer.run("k", |_s, _f| async {}).await.unwrap();
+        });
+    }
+}
+
 /// The most starts in any window of `period_ms` (a start `period_ms` after another is outside
 /// its window).
 fn most_in_a_window(starts: &[f64], period_ms: f64) -> usize {
@@ -482,12 +492,7 @@ fn a_pace_holds_across_isolates_through_the_lease_record() {
 fn a_paced_batch_costs_no_store_call_beyond_an_unpaced_one_and_leaves_its_starts_behind() {
     let (store, executor) = world();
     let isolates = paced_isolates(&store, 2, 16.0, 1_000.0);
-    for _ in 0..16 {
-        let serializer = isolates[0].clone();
-        executor.spawn(async move {
-            serializer.run("k", |_s, _f| async {}).await.unwrap();
-        });
-    }
+    empty_works(&executor, &isolates[0], 16);
     run(&executor, &store.clock);
     assert_eq!(store.faults.calls(), 3, "create, one hand-off CAS, release");
     // A second isolate, a moment later, finds 16 starts in the record: its work waits out the
@@ -513,12 +518,7 @@ fn a_paced_batch_costs_no_store_call_beyond_an_unpaced_one_and_leaves_its_starts
 fn try_run_is_refused_with_the_time_the_records_pace_gives_and_never_runs() {
     let (store, executor) = world();
     let isolates = paced_isolates(&store, 2, 2.0, 1_000.0);
-    for _ in 0..2 {
-        let serializer = isolates[0].clone();
-        executor.spawn(async move {
-            serializer.run("k", |_s, _f| async {}).await.unwrap();
-        });
-    }
+    empty_works(&executor, &isolates[0], 2);
     run(&executor, &store.clock);
     let (serializer, ran) = (isolates[1].clone(), Rc::new(Cell::new(false)));
     let refused = executor.spawn_with_output({
