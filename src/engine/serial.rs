@@ -843,6 +843,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let if_available = found.if_available;
         if let Some(rate) = serial.rate {
             let by_lease = serial.core.options().concurrency() <= 1;
+            // Held while its pace is looked at, waited for or written: renewed meanwhile.
+            self.keep_turn_renewed(leg, now);
             // Paced across isolates: at N = 1 by the starts the lease's record carries (and this
             // isolate's since), at N > 1 by the key's pace record.
             let lease = self.legs.get(leg).map(|found| found.ticket);
@@ -871,7 +873,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 return;
             }
             if next > now.wall {
-                self.hold_for_pace(serializer, work, leg, now.mono + (next - now.wall), now);
+                self.hold_for_pace(serializer, work, now.mono + (next - now.wall));
                 return;
             }
             if !by_lease {
@@ -1094,10 +1096,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         }
     }
 
-    /// Work `work` holds its key's lease (`leg`), and the starts its record carries let it start
-    /// at `at` (monotonic): it is called then, its deadline running from then, its lease kept
-    /// renewed meanwhile. Nothing of its key starts in any isolate before it.
-    fn hold_for_pace(&mut self, serializer: u32, work: Ticket, leg: Ticket, at: f64, now: Now) {
+    /// Work `work` holds its key's lease, and the starts its record carries let it start at `at`
+    /// (monotonic): it is called then, its deadline running from then, its lease kept renewed
+    /// meanwhile. Nothing of its key starts in any isolate before it.
+    fn hold_for_pace(&mut self, serializer: u32, work: Ticket, at: f64) {
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
             return;
         };
@@ -1110,7 +1112,6 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         }
         found.pace_at = at;
         serial.pacing += 1;
-        self.keep_turn_renewed(leg, now);
         self.push_timer(at, super::Timer::Paced(serializer, work));
         self.arm(super::Owner::Work(serializer, work), at);
     }
