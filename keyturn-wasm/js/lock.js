@@ -21,6 +21,7 @@ import {
   FIELD_FENCE,
   FIELD_FOUND,
   FIELD_HELD_UNTIL,
+  FIELD_TOOK_OVER,
   FIELD_ID,
   FIELD_SLOT,
   FIELD_TOKEN_COUNT,
@@ -190,7 +191,8 @@ class Acquisition extends LockCall {
       host.instance.replace(this.handle, lock);
       if (channels !== undefined && channels.acquire.hasSubscribers) {
         const waitedMs = Number.isNaN(this.askedAt) ? undefined : performance.now() - this.askedAt;
-        channels.acquire.publish({ name: this.name, slot: lock.slot, fence: lock.fence, heldUntil: lock.heldUntil, waitedMs });
+        const tookOver = host.field(FIELD_TOOK_OVER) === 1;
+        channels.acquire.publish({ name: this.name, slot: lock.slot, fence: lock.fence, heldUntil: lock.heldUntil, waitedMs, tookOver });
       }
       this.resolve(lock);
       return;

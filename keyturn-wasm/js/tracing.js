@@ -12,7 +12,8 @@
 // - `keyturn:turn:start` { id, key, slot, fence, waitedMs }: its work is called.
 // - `keyturn:turn:end`   { id, key, slot, fence, waitedMs, heldMs, ok, error }: its caller is
 //   told (a work that never started: `slot`, `fence` and `heldMs` undefined).
-// - `keyturn:lock:acquire` { name, slot, fence, heldUntil, waitedMs }
+// - `keyturn:lock:acquire` { name, slot, fence, heldUntil, waitedMs, tookOver }: `tookOver`, it
+//   was taken over from a holder found stale.
 // - `keyturn:lock:release` { name, slot, fence, heldMs }
 // - `keyturn:lock:lost` { name, slot, fence, reason: 'takenOver' | 'lapsed' }: a lock whose
 //   `signal` is watched (read, or `withLock`'s) lost its lease.

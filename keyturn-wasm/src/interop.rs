@@ -109,11 +109,13 @@ pub fn load<V>(
                     fence,
                     token_count,
                     held_until,
+                    took_over,
                 }) => {
                     set(register, field::SLOT, f64::from(slot));
                     set(register, field::FENCE, fence as f64);
                     set(register, field::TOKEN_COUNT, token_count as f64);
                     set(register, field::HELD_UNTIL, held_until);
+                    set(register, field::TOOK_OVER, f64::from(u8::from(took_over)));
                     outcome::HELD
                 }
                 Outcome::Unavailable => outcome::UNAVAILABLE,

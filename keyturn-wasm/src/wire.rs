@@ -30,7 +30,7 @@ pub mod effect {
             /// Call a work: `HANDLE`, `SLOT`, `FENCE`, `AT` (its deadline), `REPORT`.
             START = 2.0,
             /// Settle a caller: `HANDLE`, `CODE` (an outcome), and for `HELD` `SLOT`, `FENCE`,
-            /// `TOKEN_COUNT`, `HELD_UNTIL`; for `RENEWED` `HELD_UNTIL`; for `TIMED_OUT` `MS`; for
+            /// `TOKEN_COUNT`, `HELD_UNTIL`, `TOOK_OVER`; for `RENEWED` `HELD_UNTIL`; for `TIMED_OUT` `MS`; for
             /// `MISMATCH` `FOUND`.
             SETTLE = 3.0,
             /// Abort a running work's signal: `HANDLE`, `CODE` (a why).
@@ -109,10 +109,14 @@ pub mod field {
             /// and its length in bytes (UTF-8): there until the next call into the module.
             RECORD = 22.0,
             RECORD_LEN = 23.0,
+            /// A lease just acquired was taken over from a holder found stale (1) or not (0).
+            TOOK_OVER = 24.0,
         }
     }
     /// The register's length.
-    pub const LEN: usize = 24;
+    pub const LEN: usize = 25;
+    // A field past the register would be written nowhere (`interop`'s `set` keeps in bounds).
+    const _: () = assert!(CODES.len() == LEN);
 }
 
 /// How a call ended (`OUTCOME_*`).

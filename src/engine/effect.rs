@@ -180,6 +180,8 @@ pub struct Held {
     pub token_count: u64,
     /// Until when nobody may take it over, on the writer's wall clock.
     pub held_until: f64,
+    /// It was taken over from a holder found stale (or a record not ours).
+    pub took_over: bool,
 }
 
 /// Why a running work's signal aborts.

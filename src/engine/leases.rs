@@ -283,6 +283,8 @@ pub struct LeaseView<'a> {
     pub held_until: f64,
     /// The lease's end on this isolate's monotonic clock: it ends at whichever comes first.
     pub ends_at: f64,
+    /// It was taken over from a holder found stale (or a record not ours).
+    pub took_over: bool,
 }
 
 /// A guard for the driver to start, from [`LockCore::take_guard`]: `store.changed(name,
@@ -409,6 +411,8 @@ struct Lease<V> {
     starts: Starts,
     /// The name's `concurrency`, which its records carry.
     slots: u16,
+    /// Taken over from a holder found stale (or a record not ours).
+    took_over: bool,
 }
 
 impl<V> Lease<V> {

@@ -1039,12 +1039,14 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 fence: 0,
                 token_count: 0,
                 held_until: f64::NAN,
+                took_over: false,
             },
             |lease| Held {
                 slot,
                 fence: lease.fence,
                 token_count: lease.count,
                 held_until: lease.held_until,
+                took_over: lease.took_over,
             },
         )
     }

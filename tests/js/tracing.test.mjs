@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import diagnostics from 'node:diagnostics_channel';
@@ -15,6 +16,9 @@ import diagnostics from 'node:diagnostics_channel';
 import { MemoryStore, SerializedWorkTimeout, acquireLock, createKeyedSerializer, withLock } from 'keyturn';
 
 import { onMockedTime } from './support.mjs';
+
+/** A second package instance (the CommonJS entry, its own wasm instance): another isolate. */
+const other = createRequire(import.meta.url)('keyturn');
 
 const CHANNELS = ['keyturn:turn:wait', 'keyturn:turn:start', 'keyturn:turn:end', 'keyturn:lock:acquire', 'keyturn:lock:release', 'keyturn:lock:lost', 'keyturn:store'];
 
@@ -143,7 +147,7 @@ test('a lock is acquired, released, lost to a takeover and lapses', () =>
       await clock.advance(40);
       await clock.settle(lock.release());
       const [acquired] = of(seen, 'lock:acquire');
-      assert.deepEqual(acquired, { name: 'board', slot: 0, fence: lock.fence, heldUntil: lock.heldUntil, waitedMs: 0 });
+      assert.deepEqual(acquired, { name: 'board', slot: 0, fence: lock.fence, heldUntil: lock.heldUntil, waitedMs: 0, tookOver: false });
       assert.deepEqual(of(seen, 'lock:release'), [{ name: 'board', slot: 0, fence: lock.fence, heldMs: 40 }]);
 
       // Taken over: the record is another holder's when the lock renews.
@@ -160,6 +164,13 @@ test('a lock is acquired, released, lost to a takeover and lapses', () =>
         { name: 'board', slot: 0, fence: taken.fence, reason: 'takenOver' },
         { name: 'other', slot: 0, fence: lapsing.fence, reason: 'lapsed' },
       ]);
+      // The taker of a stale record — another isolate (the CommonJS instance) — says it took it
+      // over.
+      seen.length = 0;
+      const dead = await clock.settle(acquireLock(store, 'stale', { staleMs: 100 }));
+      await clock.advance(150);
+      const taker = await clock.settle(other.acquireLock(store, 'stale', { staleMs: 100, waitMs: 1000 }));
+      assert.deepEqual(of(seen, 'lock:acquire').map(({ fence, tookOver }) => [fence, tookOver]), [[dead.fence, false], [taker.fence, true]]);
       // withLock's lock: acquired and released.
       seen.length = 0;
       await clock.settle(withLock(store, 'again', async () => clock.sleep(7)));

@@ -113,6 +113,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
                 fence: lease.fence,
                 held_until: lease.held_until(),
                 ends_at: lease.ends_at(),
+                took_over: lease.took_over,
             }),
             _ => None,
         }

@@ -128,6 +128,7 @@ impl<V: Clone> Batch<V> {
             asks: Asks::default(),
             starts: Starts::default(),
             slots: holder.slots(),
+            took_over: false,
         }
     }
 }

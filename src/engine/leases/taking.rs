@@ -486,6 +486,7 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
             asks: std::mem::take(&mut attempt.asks),
             starts: std::mem::take(&mut attempt.starts),
             slots: attempt.options.slots(),
+            took_over: takeover,
         };
         if takeover {
             self.stats.takeovers += 1;
