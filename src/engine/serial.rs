@@ -59,8 +59,8 @@ pub(crate) struct Work<H> {
     /// Abandoned: when it leaves its line if its caller has not said it heard (∞: not
     /// abandoned).
     pub(crate) orphan_at: f64,
-    /// Where contexts end: when its host was told it may start ([`Effect::Ready`]), until it
-    /// starts (∞ otherwise).
+    /// Where contexts end: when its host was told it may start ([`Effect::Ready`]); ∞ until
+    /// then, and again once it waits for its pace instead. Read only while it has not started.
     pub(crate) ready_at: f64,
     /// Over a store, with a rate: holding its key's lease, it is called then, when the starts
     /// the record carries allow (∞ otherwise).
