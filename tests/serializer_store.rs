@@ -19,9 +19,34 @@ use keyturn::{
 type Serializer = StoreSerializer<FaultyStore, ManualClock, SeededRandom>;
 
 fn isolate(store: &FaultyStore, timeout_ms: f64, stale_ms: f64, seed: u64) -> Rc<Serializer> {
-    let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
     let options = SerializerOptions::new(timeout_ms, f64::INFINITY).unwrap();
+    isolate_with(store, options, stale_ms, seed)
+}
+
+/// An isolate over `store` whose serializer has `options`, its leases `stale_ms` long.
+fn isolate_with(
+    store: &FaultyStore,
+    options: SerializerOptions,
+    stale_ms: f64,
+    seed: u64,
+) -> Rc<Serializer> {
+    let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
     Rc::new(StoreSerializer::new(options, lease(stale_ms), locks).unwrap())
+}
+
+/// `count` isolates over `store` (seeds 1 up) whose serializers have `options` — a deadline of
+/// 10 s and more as `more` says — and leases of 500 ms.
+fn isolates(
+    store: &FaultyStore,
+    count: u64,
+    more: impl Fn(SerializerOptions) -> Result<SerializerOptions, keyturn::SerializerOptionError>,
+) -> Vec<Rc<Serializer>> {
+    let options = SerializerOptions::new(10_000.0, f64::INFINITY)
+        .and_then(more)
+        .unwrap();
+    (1..=count)
+        .map(|seed| isolate_with(store, options, 500.0, seed))
+        .collect()
 }
 
 /// The lease options of a serializer's turns: leases of `stale_ms`, the rest by default.
@@ -96,16 +121,7 @@ fn two_isolates_increment_one_key_without_overlap_and_with_rising_fences() {
 #[test]
 fn two_isolates_at_concurrency_3_run_at_most_3_works_of_a_key_with_fences_rising_per_slot() {
     let (store, executor) = world();
-    let isolates: Vec<Rc<Serializer>> = (1..=2)
-        .map(|seed| {
-            let locks =
-                LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
-            let options = SerializerOptions::new(10_000.0, f64::INFINITY)
-                .and_then(|options| options.with_concurrency(3.0))
-                .unwrap();
-            Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap())
-        })
-        .collect();
+    let isolates = isolates(&store, 2, |options| options.with_concurrency(3.0));
     let slots: Rc<RefCell<[Option<u64>; 3]>> = Rc::default();
     let most = Rc::new(Cell::new(0));
     let turns: Rc<RefCell<Vec<(u16, u64)>>> = Rc::default();
@@ -417,16 +433,7 @@ fn paced_isolates(
     limit: f64,
     period_ms: f64,
 ) -> Vec<Rc<Serializer>> {
-    (1..=count)
-        .map(|seed| {
-            let locks =
-                LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
-            let options = SerializerOptions::new(10_000.0, f64::INFINITY)
-                .and_then(|options| options.with_rate(limit, period_ms))
-                .unwrap();
-            Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap())
-        })
-        .collect()
+    isolates(store, count, |options| options.with_rate(limit, period_ms))
 }
 
 /// `count` works of key `k` on `serializer` that do nothing, each awaited by its own task.
@@ -553,17 +560,9 @@ fn try_run_is_refused_with_the_time_the_records_pace_gives_and_never_runs() {
 #[test]
 fn a_pace_holds_across_isolates_at_concurrency_2_through_the_keys_pace_record() {
     let (store, executor) = world();
-    let isolates: Vec<Rc<Serializer>> = (1..=2)
-        .map(|seed| {
-            let locks =
-                LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(seed));
-            let options = SerializerOptions::new(10_000.0, f64::INFINITY)
-                .and_then(|options| options.with_concurrency(2.0))
-                .and_then(|options| options.with_rate(3.0, 200.0))
-                .unwrap();
-            Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap())
-        })
-        .collect();
+    let isolates = isolates(&store, 2, |options| {
+        options.with_concurrency(2.0)?.with_rate(3.0, 200.0)
+    });
     let starts: Rc<RefCell<Vec<f64>>> = Rc::default();
     let (live, most) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
     for i in 0..30 {
@@ -603,15 +602,14 @@ fn a_pace_holds_across_isolates_at_concurrency_2_through_the_keys_pace_record() 
 fn at_concurrency_2_a_paced_start_costs_one_store_call_beyond_an_unpaced_one() {
     let calls = |rate: bool| {
         let (store, executor) = world();
-        let locks = LockManager::new(store.clone(), store.clock.clone(), SeededRandom::new(9));
-        let options = SerializerOptions::new(10_000.0, f64::INFINITY)
-            .and_then(|options| options.with_concurrency(2.0))
-            .and_then(|options| match rate {
+        let serializer = isolates(&store, 1, |options| {
+            let options = options.with_concurrency(2.0)?;
+            match rate {
                 true => options.with_rate(1_000.0, 10.0),
                 false => Ok(options),
-            })
-            .unwrap();
-        let serializer = Rc::new(StoreSerializer::new(options, lease(500.0), locks).unwrap());
+            }
+        })
+        .remove(0);
         for _ in 0..20 {
             let (serializer, clock) = (serializer.clone(), store.clock.clone());
             executor.spawn(async move {
