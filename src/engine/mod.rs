@@ -418,7 +418,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 .serializers
                 .get(serializer as usize)
                 .and_then(|serial| serial.core.payload(work))
-                .and_then(|found| found.leg),
+                .and_then(serial::Work::leg),
         };
         leg.and_then(|leg| self.legs.get(leg))
             .is_some_and(|found| self.locks.waits_in_line(found.ticket))
@@ -590,7 +590,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 .filter(|found| at < found.armed)
                 .map(|found| {
                     found.armed = at;
-                    (found.handle, found.leg, found.pace_at.is_finite())
+                    (found.handle, found.leg(), found.pace_at().is_finite())
                 })
                 .map(|(handle, leg, pace_held)| {
                     // A work waits on its timer while its lease is being taken, or its pace
@@ -654,8 +654,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 else {
                     return legs;
                 };
-                legs.extend(found.leg);
-                found.race
+                legs.extend(found.leg());
+                found.race()
             }
             Owner::Call(call) => match self.calls.get(call).map(|found| found.kind) {
                 Some(CallKind::Acquire { leg, race }) => {
@@ -732,7 +732,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             Owner::Work(serializer, work) => {
                 let serial = self.serializers.get(serializer as usize)?;
                 let found = serial.core.payload(work)?;
-                at = at.min(found.pace_at);
+                at = at.min(found.pace_at());
                 // Told it may start, a work keeps its own timer until it starts: the timer of
                 // another call may have told it (its pace came there first), and on Workers
                 // what that posts reaches it by a reaction workerd does not wait for — its own

@@ -46,28 +46,62 @@ pub(crate) struct Serial<H> {
     pub(crate) one_isolate: bool,
 }
 
-/// What the engine keeps of a work besides its place in line.
+/// What the engine keeps of a work besides its place in line: what every work needs, and
+/// apart what only a work over a store does — a serializer queues up to millions of works, and
+/// each byte here is one more per work, first touched while a burst is queued.
 pub(crate) struct Work<H> {
     pub(crate) handle: H,
     /// With a timer per call: when its timer is armed for (∞: none).
     pub(crate) armed: f64,
-    /// With a store: the leg taking, then holding, its turn's lease (or its race).
-    pub(crate) leg: Option<Ticket>,
-    pub(crate) race: Option<Ticket>,
-    /// Its lease is held and its work called: its outcome is reported ([`Engine::settled`]).
-    pub(crate) called: bool,
     /// Abandoned: when it leaves its line if its caller has not said it heard (∞: not
     /// abandoned).
     pub(crate) orphan_at: f64,
     /// Where contexts end: when its host was told it may start ([`Effect::Ready`]); ∞ until
     /// then, and again once it waits for its pace instead. Read only while it has not started.
     pub(crate) ready_at: f64,
-    /// Over a store, with a rate: holding its key's lease, it is called then, when the starts
-    /// the record carries allow (∞ otherwise).
+    /// With a store: its turn's lease (`None` without one).
+    pub(crate) lease: Option<Box<TurnLease>>,
+}
+
+/// What a work of a serializer over a store keeps of its turn's lease.
+#[derive(Default)]
+pub(crate) struct TurnLease {
+    /// The leg taking, then holding, its turn's lease (or its race).
+    pub(crate) leg: Option<Ticket>,
+    pub(crate) race: Option<Ticket>,
+    /// Its lease is held and its work called: its outcome is reported ([`Engine::settled`]).
+    pub(crate) called: bool,
+    /// With a rate: holding its key's lease, it is called then, when the starts the record
+    /// carries allow (∞ otherwise).
     pub(crate) pace_at: f64,
-    /// It asked to start at once (`if_available`): over a store, a record's pace that allows
-    /// no start yet refuses it ([`Outcome::NotYet`]) rather than holding it.
+    /// It asked to start at once (`if_available`): a record's pace that allows no start yet
+    /// refuses it ([`Outcome::NotYet`]) rather than holding it.
     pub(crate) if_available: bool,
+}
+
+impl<H> Work<H> {
+    /// The leg taking or holding its turn's lease, if any.
+    pub(crate) fn leg(&self) -> Option<Ticket> {
+        self.lease.as_ref().and_then(|lease| lease.leg)
+    }
+
+    /// The race for its turn's lease, if any.
+    pub(crate) fn race(&self) -> Option<Ticket> {
+        self.lease.as_ref().and_then(|lease| lease.race)
+    }
+
+    /// Whether its lease is held and its work called.
+    pub(crate) fn called(&self) -> bool {
+        self.lease.as_ref().is_some_and(|lease| lease.called)
+    }
+
+    /// When it is called, holding its lease, by the pace its record carries (∞: it waits for
+    /// no such pace).
+    pub(crate) fn pace_at(&self) -> f64 {
+        self.lease
+            .as_ref()
+            .map_or(f64::INFINITY, |lease| lease.pace_at)
+    }
 }
 
 /// How long after its deadline an abandoned work whose caller has not said it heard leaves its
@@ -197,13 +231,15 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let work = Work {
             handle,
             armed: f64::INFINITY,
-            leg: None,
-            race: None,
-            called: false,
             orphan_at: f64::INFINITY,
             ready_at: f64::INFINITY,
-            pace_at: f64::INFINITY,
-            if_available,
+            lease: serial.turns.is_some().then(|| {
+                Box::new(TurnLease {
+                    pace_at: f64::INFINITY,
+                    if_available,
+                    ..TurnLease::default()
+                })
+            }),
         };
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
@@ -293,7 +329,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         serial.core.restamp_start(work, now.mono);
         let by_lease = serial.rate.is_some() && serial.core.options().concurrency() <= 1;
-        let leg = serial.core.payload(work).and_then(|found| found.leg);
+        let leg = serial.core.payload(work).and_then(Work::leg);
         if let Some(lease) = leg.filter(|_| by_lease).and_then(|leg| self.legs.get(leg)) {
             self.locks.restamp_start(lease.ticket, now.wall);
         }
@@ -355,9 +391,11 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         let handle = found.handle;
         // Nothing of its key here will take its lease: let go before its caller hears.
-        let first = found
-            .leg
-            .take_if(|_| LOCKS && Turns::<()>::settled(pending, waiting, false));
+        let first = found.lease.as_deref_mut().and_then(|lease| {
+            lease
+                .leg
+                .take_if(|_| LOCKS && Turns::<()>::settled(pending, waiting, false))
+        });
         self.acting(Some(handle));
         match first {
             Some(leg) => {
@@ -407,7 +445,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let Some(found) = serial.core.payload(work) else {
             return;
         };
-        let (handle, leg, race) = (found.handle, found.leg, found.race);
+        let (handle, leg, race) = (found.handle, found.leg(), found.race());
         let line = serial.core.line_of(work);
         let key = line.and_then(|line| serial.core.key_of(line));
         let first = line.is_some_and(|line| serial.core.first_unstarted(line) == Some(work));
@@ -790,16 +828,18 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         };
         match opened {
             Ok((leg, race)) => {
-                if let Some(found) = self
+                if let Some(lease) = self
                     .serializers
                     .get_mut(serializer as usize)
                     .and_then(|serial| serial.core.payload_mut(ticket))
+                    .and_then(|found| found.lease.as_deref_mut())
+                    .filter(|lease| !lease.called)
                 {
-                    if found.leg.is_none() && !found.called {
-                        found.leg = leg.filter(|leg| self.legs.get(*leg).is_some());
+                    if lease.leg.is_none() {
+                        lease.leg = leg.filter(|leg| self.legs.get(*leg).is_some());
                     }
-                    if found.race.is_none() && !found.called {
-                        found.race = race.filter(|race| self.races.get(*race).is_some());
+                    if lease.race.is_none() {
+                        lease.race = race.filter(|race| self.races.get(*race).is_some());
                     }
                 }
             }
@@ -833,14 +873,19 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             return;
         };
         let running = serial.core.has_started(work) && !serial.core.is_abandoned(work);
-        let Some(found) = serial.core.payload_mut(work).filter(|_| running) else {
+        let Some(lease) = serial
+            .core
+            .payload_mut(work)
+            .filter(|_| running)
+            .and_then(|found| found.lease.as_deref_mut())
+        else {
             // Abandoned meanwhile: nobody here is left to hand it to.
             self.give_back(leg, now, random);
             return;
         };
-        found.leg = Some(leg);
-        found.race = None;
-        let if_available = found.if_available;
+        lease.leg = Some(leg);
+        lease.race = None;
+        let if_available = lease.if_available;
         if let Some(rate) = serial.rate {
             let by_lease = serial.core.options().concurrency() <= 1;
             // Held while its pace is looked at, waited for or written: renewed meanwhile.
@@ -897,8 +942,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         else {
             return;
         };
-        found.pace_at = f64::INFINITY;
-        found.called = true;
+        if let Some(lease) = found.lease.as_deref_mut() {
+            lease.pace_at = f64::INFINITY;
+            lease.called = true;
+        }
         let armed = std::mem::replace(&mut found.armed, f64::INFINITY);
         let handle = found.handle;
         if let Some(serial) = self.serializers.get_mut(serializer as usize) {
@@ -1074,8 +1121,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             .serializers
             .get(serializer as usize)
             .and_then(|serial| serial.core.payload(work))
-            .filter(|found| !found.called)
-            .and_then(|found| found.leg)
+            .filter(|found| !found.called())
+            .and_then(Work::leg)
             .filter(|&leg| self.legs.get(leg).is_some_and(|leg| leg.held));
         let Some(leg) = leg else {
             return;
@@ -1104,13 +1151,17 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             return;
         };
         serial.core.restart_deadline(work, at);
-        let Some(found) = serial.core.payload_mut(work) else {
+        let Some(lease) = serial
+            .core
+            .payload_mut(work)
+            .and_then(|found| found.lease.as_deref_mut())
+        else {
             return;
         };
-        if !found.pace_at.is_finite() {
+        if !lease.pace_at.is_finite() {
             serial.paced += 1;
         }
-        found.pace_at = at;
+        lease.pace_at = at;
         serial.pacing += 1;
         self.push_timer(at, super::Timer::Paced(serializer, work));
         self.arm(super::Owner::Work(serializer, work), at);
@@ -1132,11 +1183,12 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let due = serial
             .core
             .payload_mut(work)
-            .filter(|found| found.pace_at <= now.mono && !found.called)
-            .and_then(|found| {
+            .and_then(|found| found.lease.as_deref_mut())
+            .filter(|lease| lease.pace_at <= now.mono && !lease.called)
+            .and_then(|lease| {
                 // Its time came: it waits for it no more (what it waits for next, it says).
-                found.pace_at = f64::INFINITY;
-                found.leg
+                lease.pace_at = f64::INFINITY;
+                lease.leg
             });
         if let Some(leg) = due.filter(|&leg| self.legs.get(leg).is_some_and(|leg| leg.held)) {
             self.turn_held(serializer, work, leg, now, random);
@@ -1159,8 +1211,10 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let Some(found) = serial.core.payload_mut(work) else {
             return;
         };
-        found.leg = None;
-        found.race = None;
+        if let Some(lease) = found.lease.as_deref_mut() {
+            lease.leg = None;
+            lease.race = None;
+        }
         let handle = found.handle;
         if serial.core.is_abandoned(work) || !serial.core.has_started(work) {
             return;
@@ -1189,7 +1243,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let Some(found) = serial.core.payload(work) else {
             return;
         };
-        let (handle, leg, race) = (found.handle, found.leg, found.race);
+        let (handle, leg, race) = (found.handle, found.leg(), found.race());
         let timeout_ms = serial.core.timeout_of(work).unwrap_or_default();
         if !serial.core.abandon(work, Abandon::TimedOut) {
             return;
@@ -1227,6 +1281,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                 .serializers
                 .get_mut(serializer as usize)
                 .and_then(|serial| serial.core.payload_mut(work))
+                .and_then(|found| found.lease.as_deref_mut())
             {
                 found.leg = None;
             }
@@ -1295,7 +1350,8 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let leg = serial
             .core
             .payload_mut(work)
-            .and_then(|found| found.leg.take())
+            .and_then(|found| found.lease.as_deref_mut())
+            .and_then(|lease| lease.leg.take())
             .filter(|_| LOCKS);
         if let Some(leg) = leg {
             self.keep_for_next(serializer, work, leg, now, random);
