@@ -557,6 +557,65 @@ fn try_run_is_refused_with_the_time_the_records_pace_gives_and_never_runs() {
     assert!(store.clock.monotonic_ms() >= 1_000.0);
 }
 
+/// With the key's `concurrency` slots all held in one isolate, `try_run` in another is refused
+/// after one look at the record, with no time to give, and never runs; once the key is free it
+/// runs at once.
+fn try_run_is_refused_at_once_while_another_isolate_holds_the_key(concurrency: u32) {
+    let (store, executor) = world();
+    let isolates = isolates(&store, 2, |options| {
+        options.with_concurrency(concurrency.into())
+    });
+    for _ in 0..concurrency {
+        let (holder, clock) = (isolates[0].clone(), store.clock.clone());
+        executor.spawn(async move {
+            let held = holder.run("k", |_s, _f| async move { clock.after(1_000.0).await });
+            held.await.unwrap();
+        });
+    }
+    let ran = Rc::new(Cell::new(false));
+    let (serializer, clock, called) = (isolates[1].clone(), store.clock.clone(), ran.clone());
+    let refused = executor.spawn_with_output(async move {
+        clock.after(100.0).await;
+        let asked = clock.monotonic_ms();
+        let result = serializer
+            .try_run("k", |_s, _f| async move { called.set(true) })
+            .await;
+        (result, clock.monotonic_ms() - asked)
+    });
+    run(&executor, &store.clock);
+    let (result, took) = refused.borrow_mut().take().expect("settled");
+    assert!(
+        matches!(
+            result,
+            Err(SerializeError::Unavailable {
+                retry_after_ms: None,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    // The store's calls lag 2 ms at most: a few round trips, not the holder's second.
+    assert!(took <= 10.0, "refused after {took} ms");
+    assert!(!ran.get(), "the work never ran");
+    assert_eq!(isolates[1].stats().unavailable, 1);
+    assert!(store.clock.monotonic_ms() >= 1_000.0, "the holder ran on");
+    let serializer = isolates[1].clone();
+    let later = executor
+        .spawn_with_output(async move { serializer.try_run("k", |_s, _f| async { 7 }).await });
+    run(&executor, &store.clock);
+    assert_eq!(later.borrow_mut().take().expect("settled").unwrap(), 7);
+}
+
+#[test]
+fn try_run_is_refused_at_once_while_another_isolate_holds_the_key_at_concurrency_1() {
+    try_run_is_refused_at_once_while_another_isolate_holds_the_key(1);
+}
+
+#[test]
+fn try_run_is_refused_at_once_while_another_isolate_holds_the_key_at_concurrency_2() {
+    try_run_is_refused_at_once_while_another_isolate_holds_the_key(2);
+}
+
 #[test]
 fn a_pace_holds_across_isolates_at_concurrency_2_through_the_keys_pace_record() {
     let (store, executor) = world();

@@ -94,8 +94,9 @@ export interface SerializeOptions {
    * is free and the key's `rate` allows a start. Otherwise the call rejects at once with a
    * {@link SerializedWorkUnavailable} (with `retryAfterMs` where the pace is what held it up),
    * queues nothing, and `work` is never called. Default `false`: wait in line. With a `store`,
-   * the pace is the key's lease record's: the call takes the lease (waiting for it if another
-   * isolate holds it), and is refused then if the record's starts allow none yet.
+   * a slot must be free in every isolate: the call looks once at the key's lease record and is
+   * refused (no `retryAfterMs`) if another isolate holds it; the pace is the record's, and a
+   * call that took the lease is refused then if the record's starts allow none yet.
    */
   ifAvailable?: boolean | undefined;
   /**

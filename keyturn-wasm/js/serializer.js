@@ -139,6 +139,14 @@ function refused(error) {
 }
 
 /**
+ * A `retryAfterMs` as the engine gives it: negative when it has none to give.
+ * @param {number} ms
+ */
+function orNone(ms) {
+  return ms < 0 ? undefined : ms;
+}
+
+/**
  * The trace of `job`'s turn: the one made when it was queued, or one made now (queued before
  * anyone subscribed).
  * @param {Job} job
@@ -275,7 +283,7 @@ export class Job {
     else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
     else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
     else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
-    else if (outcome === OUTCOME_NOT_YET) this.reject(new SerializedWorkUnavailable(this.key, host.field(FIELD_MS)));
+    else if (outcome === OUTCOME_NOT_YET) this.reject(new SerializedWorkUnavailable(this.key, orNone(host.field(FIELD_MS))));
     else if (outcome === OUTCOME_NEVER_STARTED) this.reject(new DOMException(`keyturn: ${fill(MESSAGES.neverStarted, { key: this.key })}`, 'AbortError'));
     else this.reject(/** @type {TimedJob} */ (/** @type {unknown} */ (this)).failure);
   }
@@ -553,8 +561,7 @@ export class Serializer {
       instance.letGo(job.handle);
       if (kind === REFUSED_QUEUE_FULL) return refused(new SerializedQueueFull(key, engine.query(QUERY_MAX_PENDING, this.id, undefined, undefined)));
       if (kind === REFUSED_UNAVAILABLE) {
-        const retryAfterMs = host.read(FIELD_MS);
-        return refused(new SerializedWorkUnavailable(key, retryAfterMs < 0 ? undefined : retryAfterMs));
+        return refused(new SerializedWorkUnavailable(key, orNone(host.read(FIELD_MS))));
       }
       throw refusalError(kind, { key, timeoutMs }, 'key');
     }

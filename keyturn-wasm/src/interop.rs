@@ -132,7 +132,7 @@ pub fn load<V>(
                 Outcome::TimerRefused => outcome::TIMER_REFUSED,
                 Outcome::NeverStarted => outcome::NEVER_STARTED,
                 Outcome::NotYet { retry_after_ms } => {
-                    set(register, field::MS, retry_after_ms);
+                    set(register, field::MS, retry_after_ms.unwrap_or(-1.0));
                     outcome::NOT_YET
                 }
             };

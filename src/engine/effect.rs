@@ -160,12 +160,13 @@ pub enum Outcome {
     /// [`START_GRACE_MS`](super::START_GRACE_MS) — its caller's context had ended, so the start
     /// the engine asked of it never came. It never runs, and the key moves on.
     NeverStarted,
-    /// Over a store, with a rate: a call that asked to start at once (`if_available`) took its
-    /// key's lease, and the starts the record carries allow none for `retry_after_ms` more. It
-    /// never runs; the lease goes to the next work.
+    /// Over a store: a call that asked to start at once (`if_available`) found its key's lease
+    /// held in another isolate, or took it and the starts the record carries allow none for
+    /// `retry_after_ms` more. It never runs; a lease it took goes to the next work.
     NotYet {
-        /// How long until the record's pace allows a start.
-        retry_after_ms: f64,
+        /// How long until the record's pace allows a start; `None` when the lease was held
+        /// elsewhere.
+        retry_after_ms: Option<f64>,
     },
 }
 

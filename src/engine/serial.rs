@@ -74,8 +74,9 @@ pub(crate) struct TurnLease {
     /// With a rate: holding its key's lease, it is called then, when the starts the record
     /// carries allow (∞ otherwise).
     pub(crate) pace_at: f64,
-    /// It asked to start at once (`if_available`): a record's pace that allows no start yet
-    /// refuses it ([`Outcome::NotYet`]) rather than holding it.
+    /// It asked to start at once (`if_available`): a lease held in another isolate, or a
+    /// record's pace that allows no start yet, refuses it ([`Outcome::NotYet`]) rather than
+    /// holding it.
     pub(crate) if_available: bool,
 }
 
@@ -93,6 +94,11 @@ impl<H> Work<H> {
     /// Whether its lease is held and its work called.
     pub(crate) fn called(&self) -> bool {
         self.lease.as_ref().is_some_and(|lease| lease.called)
+    }
+
+    /// Whether it asked to start at once, over a store.
+    pub(crate) fn if_available(&self) -> bool {
+        self.lease.as_ref().is_some_and(|lease| lease.if_available)
     }
 
     /// When it is called, holding its lease, by the pace its record carries (∞: it waits for
@@ -788,6 +794,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
         let Some(serial) = self.serializers.get_mut(serializer as usize) else {
             return true;
         };
+        let at_once = serial.core.payload(ticket).is_some_and(Work::if_available);
         let (Some(turns), Some(line), true) = (serial.turns.as_mut(), line, LOCKS) else {
             self.effects.push_back(Effect::Start {
                 handle,
@@ -799,7 +806,12 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             return true;
         };
         let pending = serial.core.pending_in(line);
-        let begin = turns.begin(line.0, pending, timeout_ms);
+        let mut begin = turns.begin(line.0, pending, timeout_ms);
+        if at_once {
+            // One look at the record: a lease held in another isolate refuses it, as a work
+            // ahead of it here does.
+            begin.options.wait_ms = 0.0;
+        }
         let key = serial.core.key_of(line).unwrap_or_default();
         // Not `format!`: the formatting machinery would be the module's only use of it.
         let name = [SERIALIZE_PREFIX, &key].concat();
@@ -912,7 +924,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
                     serial.unavailable += 1;
                 }
                 let outcome = Outcome::NotYet {
-                    retry_after_ms: next - now.wall,
+                    retry_after_ms: Some(next - now.wall),
                 };
                 self.give_up_work(serializer, work, outcome, Why::Aborted, now, random);
                 return;
@@ -1215,15 +1227,26 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             lease.leg = None;
             lease.race = None;
         }
-        let handle = found.handle;
+        let (handle, at_once) = (found.handle, found.if_available());
         if serial.core.is_abandoned(work) || !serial.core.has_started(work) {
             return;
         }
-        if outcome == Outcome::Unavailable {
-            // The wait ended on the lease's clock before the deadline's timer: the same end.
-            self.expire_work(serializer, work, now, random);
-            return;
-        }
+        let outcome = match outcome {
+            // Its one look found the lease held in another isolate: refused, with no time to
+            // give — how long a work runs is not the engine's to know.
+            Outcome::Unavailable if at_once => {
+                serial.unavailable += 1;
+                Outcome::NotYet {
+                    retry_after_ms: None,
+                }
+            }
+            Outcome::Unavailable => {
+                // The wait ended on the lease's clock before the deadline's timer: the same end.
+                self.expire_work(serializer, work, now, random);
+                return;
+            }
+            outcome => outcome,
+        };
         serial.core.abandon(work, Abandon::Failed);
         self.effects.push_back(Effect::Settle { handle, outcome });
         self.orphan_watch(serializer, work, now.mono);

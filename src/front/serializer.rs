@@ -390,7 +390,7 @@ fn failure(key: &str, outcome: Outcome, mailbox: &mut Mailbox) -> SerializeError
         },
         Outcome::NotYet { retry_after_ms } => SerializeError::Unavailable {
             key: key.to_owned(),
-            retry_after_ms: Some(retry_after_ms),
+            retry_after_ms,
         },
         Outcome::Mismatch { found } => SerializeError::Lock(LockError::ConcurrencyMismatch {
             name: key.to_owned(),

@@ -88,13 +88,14 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
     }
 
     /// [`run`](Self::run) only if the work can start at once: no work of the key ahead of it in
-    /// this isolate, a slot free, and — with a rate — the starts the key's lease record carries
-    /// allowing one when its lease is taken. Otherwise it fails with
+    /// this isolate, a slot free in every isolate, and — with a rate — the starts the key's lease
+    /// record carries allowing one when its lease is taken. Otherwise it fails with
     /// [`SerializeError::Unavailable`] and never runs (with `retry_after_ms` when the pace is
     /// what held it up). What an API answers with 429 and `Retry-After`.
     ///
-    /// Not a promise that nothing waits: a lease held by another isolate is waited for, as by
-    /// [`run`](Self::run) (only the record, read on taking it, tells of the other isolates).
+    /// It looks once at the key's lease record (a store call or two): a lease held by another
+    /// isolate refuses it, with no `retry_after_ms` — how long that isolate's work runs is not
+    /// this one's to know.
     ///
     /// # Cancel safety
     /// As [`run`](Self::run).

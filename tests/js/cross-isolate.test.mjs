@@ -170,6 +170,27 @@ test('ifAvailable over a store: refused with the time the record\'s pace gives, 
   assert.equal(await serializeB('free', () => 'ran', { ifAvailable: true }), 'ran');
 });
 
+test('ifAvailable over a store: refused after one look while another instance holds the key, with no retryAfterMs; runs once the key is free', async () => {
+  const store = new a.MemoryStore();
+  const serializeA = a.createKeyedSerializer({ store });
+  const serializeB = b.createKeyedSerializer({ store });
+  let release;
+  const holding = serializeA('k', () => new Promise((resolve) => { release = resolve; }));
+  while (a.lockStats(store).held === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+  let called = false;
+  const started = performance.now();
+  const refused = await serializeB('k', () => { called = true; }, { ifAvailable: true }).catch((error) => error);
+  const ms = performance.now() - started;
+  assert.ok(refused instanceof b.SerializedWorkUnavailable, String(refused));
+  assert.equal(refused.retryAfterMs, undefined);
+  assert.ok(ms < 200, `refused after ${ms.toFixed(0)} ms`);
+  assert.equal(called, false);
+  assert.equal(serializeB.stats().unavailable, 1);
+  release();
+  await holding;
+  assert.equal(await serializeB('k', () => 'ran', { ifAvailable: true }), 'ran');
+});
+
 test('a pace at concurrency 2 across two package instances over one MemoryStore: no 4 starts within 200 ms, never 3 at once', async () => {
   const store = new a.MemoryStore();
   const rate = { limit: 3, periodMs: 200 };
