@@ -618,14 +618,13 @@ impl<P> SerializerCore<P> {
                 job.state = State::Queued;
             }
         }
-        let key = self
-            .pace
-            .as_ref()
-            .and_then(|_| self.lines.line_key(line).cloned());
-        let removed = self.lines.remove(ticket)?;
-        if let (Some(pace), Some(key), true) = (self.pace.as_mut(), key, removed.idle) {
-            pace.idle(&key);
+        // The line's last work leaves (its key goes idle): the key's pace waits for nothing.
+        if after.is_none() && self.lines.head(line) == Some(ticket) {
+            if let (Some(pace), Some(key)) = (self.pace.as_mut(), self.lines.line_key(line)) {
+                pace.idle(key);
+            }
         }
+        let removed = self.lines.remove(ticket)?;
         Some(Released {
             next,
             idle: removed.idle,
