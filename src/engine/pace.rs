@@ -145,13 +145,13 @@ impl Pace {
 
     /// `line` (of `key`) waits for its pace until `at`, its first work that has not started
     /// being `work`; `key_of` names a line's key.
-    pub(crate) fn wait(
+    pub(crate) fn wait<'k>(
         &mut self,
         key: &str,
         line: LineId,
         at: f64,
         work: Ticket,
-        key_of: impl Fn(LineId) -> Option<Rc<str>>,
+        key_of: impl Fn(LineId) -> Option<&'k str>,
     ) {
         let Some(&slot) = self.index.get(key) else {
             return;
@@ -178,7 +178,10 @@ impl Pace {
     }
 
     /// When the first line waiting for its pace may start, if any; `key_of` names a line's key.
-    pub(crate) fn next_wait(&mut self, key_of: impl Fn(LineId) -> Option<Rc<str>>) -> Option<f64> {
+    pub(crate) fn next_wait<'k>(
+        &mut self,
+        key_of: impl Fn(LineId) -> Option<&'k str>,
+    ) -> Option<f64> {
         let (index, windows) = (&self.index, &self.windows);
         self.waits
             .first(|entry| is_waiting(index, windows, entry, &key_of))
@@ -187,10 +190,10 @@ impl Pace {
 
     /// A line whose pace came by `now`, if any: it waits no more (the engine starts its next
     /// work, or notes it again if it must wait longer).
-    pub(crate) fn due(
+    pub(crate) fn due<'k>(
         &mut self,
         now: f64,
-        key_of: impl Fn(LineId) -> Option<Rc<str>>,
+        key_of: impl Fn(LineId) -> Option<&'k str>,
     ) -> Option<LineId> {
         let (index, windows) = (&self.index, &self.windows);
         let (at, line) = self
@@ -200,7 +203,7 @@ impl Pace {
             return None;
         }
         self.waits.pop();
-        if let Some(window) = key_of(line).and_then(|key| self.window_mut(&key)) {
+        if let Some(window) = key_of(line).and_then(|key| self.window_mut(key)) {
             window.wait_at = f64::INFINITY;
             self.waiting = self.waiting.saturating_sub(1);
         }
@@ -261,17 +264,17 @@ impl Pace {
 }
 
 /// Whether a wait entry is its line's current one (an idle line's is not).
-fn is_waiting(
+fn is_waiting<'k>(
     index: &KeyMap,
     windows: &[Window],
     (at, line): (f64, LineId),
-    key_of: impl Fn(LineId) -> Option<Rc<str>>,
+    key_of: impl Fn(LineId) -> Option<&'k str>,
 ) -> bool {
     let Some(key) = key_of(line) else {
         return false;
     };
     index
-        .get(&key)
+        .get(key)
         .and_then(|&slot| windows.get(slot as usize))
         .is_some_and(|window| window.wait_at == at)
 }
@@ -325,7 +328,7 @@ mod tests {
         let key: Rc<str> = Rc::from("k");
         pace.started(&key, 0.0);
         let line = LineId(0);
-        let key_of = |_: LineId| Some(Rc::from("k"));
+        let key_of = |_: LineId| Some("k");
         pace.wait(&key, line, 100.0, Ticket::new(1, 1), key_of);
         assert_eq!(pace.paced, 1);
         pace.wait(&key, line, 100.0, Ticket::new(1, 1), key_of);

@@ -334,7 +334,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             return;
         };
         serial.core.restamp_start(work, now.mono);
-        let by_lease = serial.rate.is_some() && serial.core.options().concurrency() <= 1;
+        let by_lease = LOCKS && serial.rate.is_some() && serial.core.options().concurrency() <= 1;
         let leg = serial.core.payload(work).and_then(Work::leg);
         if let Some(lease) = leg.filter(|_| by_lease).and_then(|leg| self.legs.get(leg)) {
             self.locks.restamp_start(lease.ticket, now.wall);

@@ -618,14 +618,13 @@ impl<P> SerializerCore<P> {
                 job.state = State::Queued;
             }
         }
-        let key = self
-            .pace
-            .as_ref()
-            .and_then(|_| self.lines.line_key(line).cloned());
-        let removed = self.lines.remove(ticket)?;
-        if let (Some(pace), Some(key), true) = (self.pace.as_mut(), key, removed.idle) {
-            pace.idle(&key);
+        // The line's last work leaves (its key goes idle): the key's pace waits for nothing.
+        if after.is_none() && self.lines.head(line) == Some(ticket) {
+            if let (Some(pace), Some(key)) = (self.pace.as_mut(), self.lines.line_key(line)) {
+                pace.idle(key);
+            }
         }
+        let removed = self.lines.remove(ticket)?;
         Some(Released {
             next,
             idle: removed.idle,
@@ -835,20 +834,19 @@ impl<P> SerializerCore<P> {
         }
     }
 
-    /// Whether the serializer has a pace.
-    #[inline]
     /// The host called work `ticket`, started by the pace at `at` (see `Pace::restamp`).
     pub(crate) fn restamp_start(&mut self, ticket: Ticket, at: f64) {
         let key = self
             .lines
             .line_of(ticket)
-            .and_then(|line| self.lines.line_key(line))
-            .cloned();
+            .and_then(|line| self.lines.line_key(line));
         if let (Some(pace), Some(key)) = (self.pace.as_mut(), key) {
-            pace.restamp(&key, at);
+            pace.restamp(key, at);
         }
     }
 
+    /// Whether the serializer has a pace.
+    #[inline]
     pub(crate) fn has_pace(&self) -> bool {
         self.pace.is_some()
     }
@@ -876,7 +874,9 @@ impl<P> SerializerCore<P> {
             return;
         };
         let lines = &self.lines;
-        pace.wait(key, line, at, work, |line| lines.line_key(line).cloned())
+        pace.wait(key, line, at, work, |line| {
+            lines.line_key(line).map(|key| &**key)
+        })
     }
 
     /// When the first line waiting for its pace may start, if any.
@@ -884,7 +884,7 @@ impl<P> SerializerCore<P> {
         let lines = &self.lines;
         self.pace
             .as_mut()?
-            .next_wait(|line| lines.line_key(line).cloned())
+            .next_wait(|line| lines.line_key(line).map(|key| &**key))
     }
 
     /// A line whose pace came by `now`: it waits no more. Call until `None`.
@@ -892,7 +892,7 @@ impl<P> SerializerCore<P> {
         let lines = &self.lines;
         self.pace
             .as_mut()?
-            .due(now, |line| lines.line_key(line).cloned())
+            .due(now, |line| lines.line_key(line).map(|key| &**key))
     }
 
     /// Whether a call for `key` (its line, if busy) could start its work at once, as
