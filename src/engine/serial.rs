@@ -64,7 +64,6 @@ pub(crate) struct Work<H> {
 }
 
 /// What a work of a serializer over a store keeps of its turn's lease.
-#[derive(Default)]
 pub(crate) struct TurnLease {
     /// The leg taking, then holding, its turn's lease (or its race).
     pub(crate) leg: Option<Ticket>,
@@ -78,6 +77,19 @@ pub(crate) struct TurnLease {
     /// record's pace that allows no start yet, refuses it ([`Outcome::NotYet`]) rather than
     /// holding it.
     pub(crate) if_available: bool,
+}
+
+impl TurnLease {
+    /// A work's, before its turn: no leg, no race, not called, no pace to wait for.
+    fn new(if_available: bool) -> Box<Self> {
+        Box::new(TurnLease {
+            leg: None,
+            race: None,
+            called: false,
+            pace_at: f64::INFINITY,
+            if_available,
+        })
+    }
 }
 
 impl<H> Work<H> {
@@ -239,13 +251,7 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
             armed: f64::INFINITY,
             orphan_at: f64::INFINITY,
             ready_at: f64::INFINITY,
-            lease: serial.turns.is_some().then(|| {
-                Box::new(TurnLease {
-                    pace_at: f64::INFINITY,
-                    if_available,
-                    ..TurnLease::default()
-                })
-            }),
+            lease: serial.turns.is_some().then(|| TurnLease::new(if_available)),
         };
         let line = match serial.index.get(key) {
             Some(&line) => LineId(line),
