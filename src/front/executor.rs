@@ -302,7 +302,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                     mailbox.timer = None;
                 }),
                 // A lock reads its loss from the engine; a work is started by its own future
-                // when next polled (see `Serial::poll_turn`).
+                // when next polled (see `Turn::step`).
                 Some(Effect::LockLost { handle, .. } | Effect::Ready { handle, .. }) => {
                     self.tell(handle, |_| {});
                 }
