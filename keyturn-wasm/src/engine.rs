@@ -88,9 +88,7 @@ impl Engine {
     }
 
     fn set(&mut self, at: f64, value: f64) {
-        if let Some(slot) = self.register.get_mut(at as usize) {
-            *slot = value;
-        }
+        interop::set(&mut self.register, at, value);
     }
 }
 
@@ -435,9 +433,19 @@ impl Engine {
         mono: f64,
     ) -> f64 {
         if let Some(op) = self.engine.op(op) {
-            let answer = interop::read(
-                version, format, state, token, fence, record_at, lease, asks, starts, n,
+            // Held to the record's rules by the crate, each field as it was found.
+            let record = keyturn::engine::Record::from_fields(
+                format,
+                state.as_deref(),
+                token,
+                fence,
+                record_at,
+                lease,
+                asks.as_deref(),
+                starts.as_deref(),
+                n,
             );
+            let answer = keyturn::engine::Answer::Read(Some((version, record)));
             self.engine.answer(op, answer, at(wall, mono), &self.random);
         }
         self.next_effect()
