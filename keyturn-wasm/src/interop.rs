@@ -343,41 +343,52 @@ pub fn enqueue_refusal(error: EnqueueError) -> f64 {
     }
 }
 
-/// A serializer's counter, by its index in `wire::STATS`.
-pub fn stat(stats: &Stats, index: f64) -> f64 {
-    let values = [
-        stats.keys as f64,
-        stats.running as f64,
-        stats.waiting as f64,
-        stats.started as f64,
-        stats.timed_out as f64,
-        stats.aborted as f64,
-        stats.refused as f64,
-        stats.late_settled as f64,
-        stats.coalesced as f64,
-        stats.paced as f64,
-        stats.unavailable as f64,
-    ];
-    values.get(index as usize).copied().unwrap_or(f64::NAN)
+/// Declares a kind of counters once: their names in JavaScript by index (`constants.js` prints
+/// them), and the counter at an index (NaN past the last) — one list, so the two keep one order.
+macro_rules! counters {
+    ($(#[$doc:meta])* $names:ident, $at:ident($stats:ty) { $($name:literal: $field:ident,)* }) => {
+        $(#[$doc])*
+        #[cfg_attr(target_arch = "wasm32", allow(dead_code))] // Read by `constants.rs`.
+        pub const $names: &[&str] = &[$($name),*];
+        /// The counter at `index` in the list above.
+        pub fn $at(stats: &$stats, index: f64) -> f64 {
+            let values = [$(stats.$field as u64),*];
+            values.get(index as usize).map_or(f64::NAN, |&value| value as f64)
+        }
+    };
 }
 
-/// The locks' counter, by its index in `wire::LOCK_STATS`.
-pub fn lock_stat(stats: &LockStats, index: f64) -> f64 {
-    let values = [
-        stats.held,
-        stats.waiting,
-        stats.acquisitions,
-        stats.hand_offs,
-        stats.takeovers,
-        stats.store_calls,
-        stats.store_failures,
-        stats.store_timeouts,
-        stats.read_backs_applied,
-        stats.watches,
-        stats.wake_ups,
-        stats.polls_saved,
-    ];
-    values
-        .get(index as usize)
-        .map_or(f64::NAN, |&value| value as f64)
+counters! {
+    /// `stats()`'s fields.
+    STATS, stat(Stats) {
+        "keys": keys,
+        "running": running,
+        "waiting": waiting,
+        "started": started,
+        "timedOut": timed_out,
+        "aborted": aborted,
+        "refused": refused,
+        "lateSettled": late_settled,
+        "coalesced": coalesced,
+        "paced": paced,
+        "unavailable": unavailable,
+    }
+}
+
+counters! {
+    /// `lockStats(store)`'s fields.
+    LOCK_STATS, lock_stat(LockStats) {
+        "held": held,
+        "waiting": waiting,
+        "acquisitions": acquisitions,
+        "handOffs": hand_offs,
+        "takeovers": takeovers,
+        "storeCalls": store_calls,
+        "storeFailures": store_failures,
+        "storeTimeouts": store_timeouts,
+        "readBacksApplied": read_backs_applied,
+        "watches": watches,
+        "wakeUps": wake_ups,
+        "pollsSaved": polls_saved,
+    }
 }
