@@ -129,6 +129,23 @@ impl Random for NoRandom {
     }
 }
 
+/// A call's mailbox, closed when dropped — after `give_up`, what the engine must hear of a
+/// caller gone before it heard (`None` once it heard).
+pub(crate) struct Call<'a, S: LockStore + 'static, C: Clock, R: Random, G: FnOnce()> {
+    pub(crate) exec: &'a Executor<S, C, R>,
+    pub(crate) handle: Ticket,
+    pub(crate) give_up: Option<G>,
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random, G: FnOnce()> Drop for Call<'_, S, C, R, G> {
+    fn drop(&mut self) {
+        if let Some(give_up) = self.give_up.take() {
+            give_up();
+        }
+        self.exec.close(self.handle);
+    }
+}
+
 /// The engine, its store, its clock, and what its calls were told.
 pub(crate) struct Executor<S: LockStore, C, R> {
     pub(crate) engine: RefCell<Engine<S::Version, Ticket>>,
@@ -170,6 +187,15 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     /// A mailbox for a new call: its handle.
     pub(crate) fn open(&self) -> Ticket {
         self.mailboxes.borrow_mut().insert(Mailbox::default())
+    }
+
+    /// A mailbox for a new call, closed when its guard drops.
+    pub(crate) fn call<G: FnOnce()>(&self) -> Call<'_, S, C, R, G> {
+        Call {
+            exec: self,
+            handle: self.open(),
+            give_up: None,
+        }
     }
 
     /// A call is done with: its mailbox goes (and with it its timer); store calls still in

@@ -135,42 +135,6 @@ pub(crate) struct Serial<S: LockStore, C, R> {
     pub(crate) paced: bool,
 }
 
-/// A call's place in its line: given up, if its caller has not heard, and let go when dropped.
-struct Place<'a, S: LockStore + 'static, C: Clock, R: Random> {
-    serial: &'a Serial<S, C, R>,
-    handle: Ticket,
-    /// Until its caller heard.
-    ticket: Option<Ticket>,
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Place<'_, S, C, R> {
-    /// Its caller heard: it leaves its line, and what it let go is let go before it returns.
-    async fn finish(mut self) {
-        // What its turn left in flight (an acquisition abandoned at its deadline) is not its
-        // to wait for; what its end lets go is.
-        self.serial.exec.disown(self.handle);
-        if let Some(ticket) = self.ticket.take() {
-            self.serial.done(ticket);
-        }
-        self.serial.exec.landed(self.handle).await;
-    }
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
-    fn drop(&mut self) {
-        let (serial, handle) = (self.serial, self.handle);
-        if let Some(ticket) = self.ticket {
-            let serializer = serial.serializer;
-            serial
-                .exec
-                .event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
-            // Its caller is done with it (this drop is its end): the next work may start.
-            serial.done(ticket);
-        }
-        serial.exec.close(handle);
-    }
-}
-
 impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
     /// A serializer with `options` in the engine of `exec`, its turns holding leases in its
     /// store as `lease` says.
@@ -243,17 +207,20 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         F: FnOnce(WorkSignal, u64) -> Fut,
         Fut: Future,
     {
-        let handle = self.exec.open();
-        let mut place = Place {
-            serial: self,
-            handle,
-            ticket: None,
-        };
+        let mut place = self.exec.call();
+        let handle = place.handle;
         let entered = self.enter(key, handle, timeout_ms, Coalesce::Never, if_available)?;
         let Entered::Queued(ticket) = entered else {
             unreachable!("a call that does not coalesce joins nothing")
         };
-        place.ticket = Some(ticket);
+        // Dropped before its caller heard, it leaves its line: the drop is its caller's end, so
+        // the next work may start.
+        let serializer = self.serializer;
+        place.give_up = Some(move || {
+            self.exec
+                .event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
+            self.done(ticket);
+        });
         // The work's future lives here, pinned, from when its turn starts it.
         let mut running = pin!(None);
         let outcome = {
@@ -269,7 +236,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         };
         // Dropped before its call leaves the line: before the next work starts.
         running.set(None);
-        place.finish().await;
+        // Its caller heard: it leaves its line, and what it let go is let go before it returns;
+        // what its turn left in flight (an acquisition abandoned at its deadline) is not its to
+        // wait for.
+        place.give_up = None;
+        self.exec.disown(handle);
+        self.done(ticket);
+        self.exec.landed(handle).await;
         outcome
     }
 
