@@ -63,10 +63,11 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         Fut: Future + 'static,
         Fut::Output: Clone + 'static,
     {
-        let handle = self.exec.open();
-        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce), false);
+        let call = self.exec.call::<fn()>();
+        let handle = call.handle;
+        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce), false)?;
         let (ticket, job, run) = match entered {
-            Ok(Entered::Queued(ticket)) => {
+            Entered::Queued(ticket) => {
                 let work: BoxedWork<Fut::Output> =
                     Box::new(move |signal, fence| Box::pin(work(signal, fence)));
                 let run = Rc::new(SharedRun {
@@ -76,20 +77,18 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
                 self.exec.mailbox(handle, |mailbox| {
                     mailbox.shared = Some(Rc::clone(&run) as Rc<dyn Any>);
                 });
+                // The mailbox is the run's now, closed by whichever caller ends it.
+                std::mem::forget(call);
                 (ticket, handle, run)
             }
-            Ok(Entered::Joined(ticket, job)) => {
-                self.exec.close(handle);
+            Entered::Joined(ticket, job) => {
+                drop(call);
                 let shared = self.exec.mailbox(job, |mailbox| mailbox.shared.clone());
                 let run = shared.flatten().and_then(|shared| shared.downcast().ok());
                 let Some(run) = run else {
                     unreachable!("a run of this group has this output type")
                 };
                 (ticket, job, run)
-            }
-            Err(error) => {
-                self.exec.close(handle);
-                return Err(error);
             }
         };
         Coalesced {

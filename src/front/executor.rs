@@ -184,16 +184,11 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
         }
     }
 
-    /// A mailbox for a new call: its handle.
-    pub(crate) fn open(&self) -> Ticket {
-        self.mailboxes.borrow_mut().insert(Mailbox::default())
-    }
-
     /// A mailbox for a new call, closed when its guard drops.
     pub(crate) fn call<G: FnOnce()>(&self) -> Call<'_, S, C, R, G> {
         Call {
             exec: self,
-            handle: self.open(),
+            handle: self.mailboxes.borrow_mut().insert(Mailbox::default()),
             give_up: None,
         }
     }
@@ -477,8 +472,6 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     /// Polls store calls made for nobody and applies what follows, until nothing moves: for a
     /// future that drives the engine without a call of its own.
     pub(crate) fn drive_unowned(&self, cx: &mut Context<'_>) {
-        let handle = self.open();
-        self.drive(cx, handle);
-        self.close(handle);
+        self.drive(cx, self.call::<fn()>().handle);
     }
 }
