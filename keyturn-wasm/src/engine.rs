@@ -41,11 +41,6 @@ impl keyturn::Random for NoRandom {
     }
 }
 
-/// The time as the JS passes it: `now()` (or `Date.now()`) and `performance.now()`.
-fn at(wall: f64, mono: f64) -> Now {
-    Now { wall, mono }
-}
-
 /// The group a JS call coalesces in: none (`undefined`), `true` (`""`: a group name is never
 /// empty), or the named group.
 fn coalesce(group: Option<String>) -> Coalesce {
@@ -67,30 +62,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// The next effect into the register: its kind.
-    fn next_effect(&mut self) -> f64 {
-        let effect = self.engine.poll();
-        #[cfg(feature = "lock")]
-        {
-            // A change of whether the one timer keeps the host alive, due right after this
-            // effect, goes with it: no crossing of its own (a Wake says its own).
-            let keep = match effect {
-                None | Some(keyturn::engine::Effect::Wake { .. }) => None,
-                Some(_) => self.engine.poll_keep(),
-            };
-            self.set(
-                field::ALIVE,
-                keep.map_or(0.0, |keep| if keep { 1.0 } else { -1.0 }),
-            );
-        }
-        let more = self.engine.has_effects();
-        interop::load(&mut self.register, &mut self.details, effect, more)
-    }
-
     fn set(&mut self, at: f64, value: f64) {
-        if let Some(slot) = self.register.get_mut(at as usize) {
-            *slot = value;
-        }
+        interop::set(&mut self.register, at, value);
     }
 }
 
@@ -174,7 +147,7 @@ impl Engine {
         if_available: bool,
         mono: f64,
     ) -> f64 {
-        let now = at(0.0, mono);
+        let now = Now { wall: 0.0, mono };
         let entered = self.engine.enter(
             serializer,
             key,
@@ -202,13 +175,13 @@ impl Engine {
                 return interop::enqueue_refusal(error);
             }
         }
-        self.next_effect()
+        self.next()
     }
 
     /// What happened (`kind`, with `a` and `b` as `wire::event` says), at `wall` and `mono`:
     /// the kind of the first effect.
     pub fn event(&mut self, kind: f64, a: f64, b: f64, wall: f64, mono: f64) -> f64 {
-        let now = at(wall, mono);
+        let now = Now { wall, mono };
         let (engine, random) = (&mut self.engine, &self.random);
         let serializer = a as u32;
         let ticket: Option<Ticket> = engine.work(serializer, b);
@@ -246,12 +219,27 @@ impl Engine {
         }
         #[cfg(feature = "lock")]
         self.lock_event(kind, a, b, now);
-        self.next_effect()
+        self.next()
     }
 
-    /// The next effect: its kind (`NONE` when none is left).
+    /// The next effect into the register: its kind (`NONE` when none is left).
     pub fn next(&mut self) -> f64 {
-        self.next_effect()
+        let effect = self.engine.poll();
+        #[cfg(feature = "lock")]
+        {
+            // A change of whether the one timer keeps the host alive, due right after this
+            // effect, goes with it: no crossing of its own (a Wake says its own).
+            let keep = match effect {
+                None | Some(keyturn::engine::Effect::Wake { .. }) => None,
+                Some(_) => self.engine.poll_keep(),
+            };
+            self.set(
+                field::ALIVE,
+                keep.map_or(0.0, |keep| if keep { 1.0 } else { -1.0 }),
+            );
+        }
+        let more = self.engine.has_effects();
+        interop::load(&mut self.register, &mut self.details, effect, more)
     }
 
     /// What `kind` asks (`wire::query`), of `a`, `b` (`undefined` where it is an option left
@@ -377,7 +365,7 @@ impl Engine {
         );
         let acquired = self
             .engine
-            .acquire(name, options, handle, at(wall, mono), &self.random);
+            .acquire(name, options, handle, Now { wall, mono }, &self.random);
         match acquired {
             Ok(call) => self.set(field::ID, call.pack()),
             Err(error) => {
@@ -387,7 +375,7 @@ impl Engine {
                 return interop::acquire_refusal(error);
             }
         }
-        self.next_effect()
+        self.next()
     }
 
     /// What the store answered to `op`: `kind` with a version (`versioned`; else `undefined`,
@@ -408,9 +396,10 @@ impl Engine {
                 None if kind == answer::READ => keyturn::engine::Answer::Read(None),
                 version => interop::answer(kind, version),
             };
-            self.engine.answer(op, answer, at(wall, mono), &self.random);
+            self.engine
+                .answer(op, answer, Now { wall, mono }, &self.random);
         }
-        self.next_effect()
+        self.next()
     }
 
     /// What the store answered to the read `op` that found a record: its version and its
@@ -435,11 +424,22 @@ impl Engine {
         mono: f64,
     ) -> f64 {
         if let Some(op) = self.engine.op(op) {
-            let answer = interop::read(
-                version, format, state, token, fence, record_at, lease, asks, starts, n,
+            // Held to the record's rules by the crate, each field as it was found.
+            let record = keyturn::engine::Record::from_fields(
+                format,
+                state.as_deref(),
+                token,
+                fence,
+                record_at,
+                lease,
+                asks.as_deref(),
+                starts.as_deref(),
+                n,
             );
-            self.engine.answer(op, answer, at(wall, mono), &self.random);
+            let answer = keyturn::engine::Answer::Read(Some((version, record)));
+            self.engine
+                .answer(op, answer, Now { wall, mono }, &self.random);
         }
-        self.next_effect()
+        self.next()
     }
 }

@@ -4,7 +4,7 @@
 //! nothing here decides.
 
 use keyturn::engine::{
-    Answer, Effect, EnqueueError, Held, Lost, Method, Outcome, Record, Refusal, StoreCall, Why,
+    Answer, Effect, EnqueueError, Held, Lost, Method, Outcome, Refusal, StoreCall, Why,
 };
 use keyturn::{
     KeyError, LockOptions, LockStats, OptionError, RateOutOfRange, SerializerOptionError, Stats,
@@ -38,6 +38,13 @@ impl<V> Default for Details<V> {
     }
 }
 
+/// Sets the register's field `at` (one past the register is written nowhere: see `field::LEN`).
+pub fn set(register: &mut Register, at: f64, value: f64) {
+    if let Some(slot) = register.get_mut(at as usize) {
+        *slot = value;
+    }
+}
+
 /// Puts `effect` in the register (and its strings in `details`): its kind. `more`: effects
 /// still waiting after it.
 pub fn load<V>(
@@ -48,11 +55,6 @@ pub fn load<V>(
 ) -> f64 {
     let Some(effect) = effect else {
         return effect::NONE;
-    };
-    let set = |register: &mut Register, at: f64, value: f64| {
-        if let Some(slot) = register.get_mut(at as usize) {
-            *slot = value;
-        }
     };
     set(register, field::MORE, if more { 1.0 } else { 0.0 });
     let handle = |handle: Option<u32>| handle.map_or(-1.0, f64::from);
@@ -218,8 +220,8 @@ pub fn load<V>(
     }
 }
 
-/// Whether the module has locks (and serializers over a store).
-const LOCKS: bool = cfg!(any(test, feature = "lock"));
+/// Whether the module has locks (and serializers over a store); natively, for the tests, it has.
+const LOCKS: bool = cfg!(any(not(target_arch = "wasm32"), feature = "lock"));
 
 /// An outcome only a lock call (or a turn over a store) ends with.
 fn lock_only(outcome: &Outcome) -> bool {
@@ -275,35 +277,6 @@ pub fn answer<V>(kind: f64, version: Option<V>) -> Answer<V> {
         // `FAILED`, or a kind the JS never sends: a failed call.
         Answer::Failed
     }
-}
-
-/// A read's answer from the fields the host's JSON parser found (each as it was; the crate's
-/// [`Record::from_fields`] holds them to the record's rules).
-#[allow(clippy::too_many_arguments)]
-pub fn read<V>(
-    version: V,
-    format: Option<f64>,
-    state: Option<String>,
-    token: Option<String>,
-    fence: Option<f64>,
-    at: Option<f64>,
-    lease: Option<f64>,
-    asks: Option<String>,
-    starts: Option<String>,
-    n: Option<f64>,
-) -> Answer<V> {
-    let record = Record::from_fields(
-        format,
-        state.as_deref(),
-        token,
-        fence,
-        at,
-        lease,
-        asks.as_deref(),
-        starts.as_deref(),
-        n,
-    );
-    Answer::Read(Some((version, record)))
 }
 
 /// A lock's options as the JS gives them: `undefined` for each it left out.
@@ -370,108 +343,52 @@ pub fn enqueue_refusal(error: EnqueueError) -> f64 {
     }
 }
 
-/// A serializer's counter, by its index in `wire::STATS`.
-pub fn stat(stats: &Stats, index: f64) -> f64 {
-    let values = [
-        stats.keys as f64,
-        stats.running as f64,
-        stats.waiting as f64,
-        stats.started as f64,
-        stats.timed_out as f64,
-        stats.aborted as f64,
-        stats.refused as f64,
-        stats.late_settled as f64,
-        stats.coalesced as f64,
-        stats.paced as f64,
-        stats.unavailable as f64,
-    ];
-    values.get(index as usize).copied().unwrap_or(f64::NAN)
+/// Declares a kind of counters once: their names in JavaScript by index (`constants.js` prints
+/// them), and the counter at an index (NaN past the last) — one list, so the two keep one order.
+macro_rules! counters {
+    ($(#[$doc:meta])* $names:ident, $at:ident($stats:ty) { $($name:literal: $field:ident,)* }) => {
+        $(#[$doc])*
+        #[cfg_attr(target_arch = "wasm32", allow(dead_code))] // Read by `constants.rs`.
+        pub const $names: &[&str] = &[$($name),*];
+        /// The counter at `index` in the list above.
+        pub fn $at(stats: &$stats, index: f64) -> f64 {
+            let values = [$(stats.$field as u64),*];
+            values.get(index as usize).map_or(f64::NAN, |&value| value as f64)
+        }
+    };
 }
 
-/// The locks' counter, by its index in `wire::LOCK_STATS`.
-pub fn lock_stat(stats: &LockStats, index: f64) -> f64 {
-    let values = [
-        stats.held,
-        stats.waiting,
-        stats.acquisitions,
-        stats.hand_offs,
-        stats.takeovers,
-        stats.store_calls,
-        stats.store_failures,
-        stats.store_timeouts,
-        stats.read_backs_applied,
-        stats.watches,
-        stats.wake_ups,
-        stats.polls_saved,
-    ];
-    values
-        .get(index as usize)
-        .map_or(f64::NAN, |&value| value as f64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use keyturn::engine::Ticket;
-
-    #[test]
-    fn an_effect_fills_the_fields_its_kind_names_and_says_whether_more_wait() {
-        let mut register: Register = [f64::NAN; field::LEN];
-        let mut details: Details<u32> = Details::default();
-        let start = Effect::Start {
-            handle: 7,
-            slot: 2,
-            fence: 99,
-            deadline: 1_000.5,
-            report: true,
-        };
-        let kind = load(&mut register, &mut details, Some(start), true);
-        assert_eq!(kind, effect::START);
-        let at = |f: f64| register[f as usize];
-        assert_eq!(
-            (at(field::MORE), at(field::HANDLE), at(field::SLOT)),
-            (1.0, 7.0, 2.0)
-        );
-        assert_eq!(
-            (at(field::FENCE), at(field::AT), at(field::REPORT)),
-            (99.0, 1_000.5, 1.0)
-        );
-        let store = Effect::Store {
-            op: Ticket::new(3, 5),
-            owner: None,
-            key: "k".into(),
-            call: StoreCall::Replace {
-                version: 4,
-                value: "{}".into(),
-            },
-        };
-        let kind = load(&mut register, &mut details, Some(store), false);
-        assert_eq!(kind, effect::STORE);
-        assert_eq!(register[field::HANDLE as usize], -1.0, "made for nobody");
-        assert_eq!(register[field::MORE as usize], 0.0);
-        assert_eq!(
-            (details.key.as_deref(), details.record.as_str()),
-            (Some("k"), "{}")
-        );
-        assert_eq!(details.version, Some(4));
-        assert_eq!(load(&mut register, &mut details, None, false), effect::NONE);
+counters! {
+    /// `stats()`'s fields.
+    STATS, stat(Stats) {
+        "keys": keys,
+        "running": running,
+        "waiting": waiting,
+        "started": started,
+        "timedOut": timed_out,
+        "aborted": aborted,
+        "refused": refused,
+        "lateSettled": late_settled,
+        "coalesced": coalesced,
+        "paced": paced,
+        "unavailable": unavailable,
     }
+}
 
-    #[test]
-    fn answers_and_refusals_keep_their_meaning() {
-        assert!(matches!(
-            answer(answer::CREATED, Some(1)),
-            Answer::Created(Some(1))
-        ));
-        assert!(matches!(
-            answer::<u32>(answer::CHANGED, None),
-            Answer::Changed
-        ));
-        assert!(matches!(answer::<u32>(99.0, None), Answer::Failed));
-        assert_eq!(key_refusal(KeyError::Empty), refused::KEY_EMPTY);
-        assert_eq!(
-            option_refusal(OptionError::StaleMs(3e9)),
-            refused::BAD_STALE
-        );
+counters! {
+    /// `lockStats(store)`'s fields.
+    LOCK_STATS, lock_stat(LockStats) {
+        "held": held,
+        "waiting": waiting,
+        "acquisitions": acquisitions,
+        "handOffs": hand_offs,
+        "takeovers": takeovers,
+        "storeCalls": store_calls,
+        "storeFailures": store_failures,
+        "storeTimeouts": store_timeouts,
+        "readBacksApplied": read_backs_applied,
+        "watches": watches,
+        "wakeUps": wake_ups,
+        "pollsSaved": polls_saved,
     }
 }

@@ -17,14 +17,15 @@
 
 pub mod wire;
 
-// Natively too for its tests: its conversions are generic over the JS values they carry. The
-// serializer's module uses part of them.
 #[cfg(all(target_arch = "wasm32", any(feature = "serializer", feature = "lock")))]
 mod engine;
-#[cfg(any(
-    test,
-    all(target_arch = "wasm32", any(feature = "serializer", feature = "lock"))
-))]
+// Natively too, public for its tests (`tests/interop.rs`): its conversions are generic over
+// the JS values they carry. Private in the modules, whose size a public one grows. The
+// serializer's module uses part of them.
+#[cfg(not(target_arch = "wasm32"))]
+#[doc(hidden)]
+pub mod interop;
+#[cfg(all(target_arch = "wasm32", any(feature = "serializer", feature = "lock")))]
 #[cfg_attr(not(feature = "lock"), allow(dead_code))]
 mod interop;
 

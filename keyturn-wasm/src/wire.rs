@@ -1,5 +1,5 @@
-//! The codes that cross the wasm boundary, and the names the package's JavaScript gives the
-//! counters. One source: the binding answers these, and the build prints them into the
+//! The codes that cross the wasm boundary (the counters' names are `interop`'s, beside their
+//! values). One source: the binding answers these, and the build prints them into the
 //! package's `constants.js` (`src/bin/constants.rs`), so no code is written twice.
 //!
 //! An event answers the kind of the first effect it left (`effect::NONE` for none), its fields in
@@ -317,34 +317,3 @@ pub mod refused {
         }
     }
 }
-
-/// `stats()`'s fields, in the order of their index.
-pub const STATS: [&str; 11] = [
-    "keys",
-    "running",
-    "waiting",
-    "started",
-    "timedOut",
-    "aborted",
-    "refused",
-    "lateSettled",
-    "coalesced",
-    "paced",
-    "unavailable",
-];
-
-/// `lockStats(store)`'s fields, in the order of their index.
-pub const LOCK_STATS: [&str; 12] = [
-    "held",
-    "waiting",
-    "acquisitions",
-    "handOffs",
-    "takeovers",
-    "storeCalls",
-    "storeFailures",
-    "storeTimeouts",
-    "readBacksApplied",
-    "watches",
-    "wakeUps",
-    "pollsSaved",
-];

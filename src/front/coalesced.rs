@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::executor::Wakers;
-use super::serializer::{Serial, SerializeError, WorkSignal};
+use super::serializer::{Serial, SerializeError, Turn, WorkSignal};
 use crate::clock::Clock;
 use crate::engine::options::Coalesce;
 use crate::engine::random::Random;
@@ -29,18 +29,9 @@ type BoxedWork<T> = Box<dyn FnOnce(WorkSignal, u64) -> Pin<Box<dyn Future<Output
 
 /// Where a shared run is.
 enum RunState<T> {
-    /// Queued: its turn has not come, or no caller was polled since.
-    Waiting(BoxedWork<T>),
-    /// Its work runs until it settles or its deadline passes; with `report`, its outcome goes
-    /// to the engine first.
-    Running {
-        work: Pin<Box<dyn Future<Output = T>>>,
-        signal: WorkSignal,
-        report: bool,
-    },
-    /// Its work settled and its outcome waits for the engine (its lease let go first).
-    Settling(T),
-    /// A caller is polling the work (taken out, so that a work dropping a caller of its own
+    /// Its turn: waiting, running, or settling.
+    Turn(Turn<BoxedWork<T>, Box<dyn Future<Output = T>>, T>),
+    /// A caller is stepping its turn (taken out, so that a work dropping a caller of its own
     /// run finds the cell free).
     Polling,
     /// Settled: each caller gets a clone.
@@ -72,33 +63,32 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         Fut: Future + 'static,
         Fut::Output: Clone + 'static,
     {
-        let handle = self.exec.open();
-        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce), false);
+        let call = self.exec.call::<fn()>();
+        let handle = call.handle;
+        let entered = self.enter(key, handle, None, typed::<Fut::Output>(coalesce), false)?;
         let (ticket, job, run) = match entered {
-            Ok(Entered::Queued(ticket)) => {
+            Entered::Queued(ticket) => {
                 let work: BoxedWork<Fut::Output> =
                     Box::new(move |signal, fence| Box::pin(work(signal, fence)));
                 let run = Rc::new(SharedRun {
-                    state: RefCell::new(RunState::Waiting(work)),
+                    state: RefCell::new(RunState::Turn(Turn::Waiting(work))),
                     callers: Arc::default(),
                 });
                 self.exec.mailbox(handle, |mailbox| {
                     mailbox.shared = Some(Rc::clone(&run) as Rc<dyn Any>);
                 });
+                // The mailbox is the run's now, closed by whichever caller ends it.
+                std::mem::forget(call);
                 (ticket, handle, run)
             }
-            Ok(Entered::Joined(ticket, job)) => {
-                self.exec.close(handle);
+            Entered::Joined(ticket, job) => {
+                drop(call);
                 let shared = self.exec.mailbox(job, |mailbox| mailbox.shared.clone());
                 let run = shared.flatten().and_then(|shared| shared.downcast().ok());
                 let Some(run) = run else {
                     unreachable!("a run of this group has this output type")
                 };
                 (ticket, job, run)
-            }
-            Err(error) => {
-                self.exec.close(handle);
-                return Err(error);
             }
         };
         Coalesced {
@@ -132,71 +122,6 @@ struct Coalesced<'a, S: LockStore + 'static, C: Clock, R: Random, T> {
     run: Rc<SharedRun<T>>,
 }
 
-impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone> Coalesced<'_, S, C, R, T> {
-    /// One step of the run, on a waker that wakes every caller: its outcome once it settled.
-    fn step(
-        &mut self,
-        cx: &mut Context<'_>,
-        state: RunState<T>,
-    ) -> Option<Result<T, SerializeError>> {
-        let (serial, key, handle) = (self.serial, self.key, self.handle);
-        let state = match state {
-            RunState::Waiting(work) => match serial.poll_turn(cx, key, handle) {
-                Poll::Pending => RunState::Waiting(work),
-                Poll::Ready(Err(error)) => return Some(Err(error)),
-                Poll::Ready(Ok(started)) => {
-                    let signal = WorkSignal::in_slot(started.slot);
-                    serial.called(self.ticket);
-                    let work = work(signal.clone(), started.fence);
-                    let report = started.report;
-                    return self.step(
-                        cx,
-                        RunState::Running {
-                            work,
-                            signal,
-                            report,
-                        },
-                    );
-                }
-            },
-            RunState::Running {
-                mut work,
-                signal,
-                report,
-            } => {
-                if let Poll::Ready(output) = work.as_mut().poll(cx) {
-                    drop(work);
-                    if !report {
-                        return Some(Ok(output));
-                    }
-                    serial.settled(self.ticket);
-                    return self.step(cx, RunState::Settling(output));
-                }
-                if let Poll::Ready(error) = serial.poll_abandoned(cx, key, handle, &signal) {
-                    return Some(Err(error));
-                }
-                RunState::Running {
-                    work,
-                    signal,
-                    report,
-                }
-            }
-            RunState::Settling(output) => match serial.poll_settled(cx, key, handle) {
-                Poll::Ready(outcome) => return Some(outcome.map(|()| output)),
-                Poll::Pending => RunState::Settling(output),
-            },
-            // Polled from inside its own work's poll, or gone: nothing to do.
-            other => other,
-        };
-        let mut current = self.run.state.borrow_mut();
-        // Its last caller left from inside the work's own poll: the work is dropped.
-        if !matches!(*current, RunState::Gone) {
-            *current = state;
-        }
-        None
-    }
-}
-
 impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone + 'static> Future
     for Coalesced<'_, S, C, R, T>
 {
@@ -208,9 +133,23 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T: Clone + 'static> Future
         if let RunState::Done(outcome) = &*this.run.state.borrow() {
             return Poll::Ready(outcome.clone());
         }
-        let shared = Waker::from(Arc::clone(&this.run.callers));
         let state = std::mem::replace(&mut *this.run.state.borrow_mut(), RunState::Polling);
-        let Some(outcome) = this.step(&mut Context::from_waker(&shared), state) else {
+        let RunState::Turn(turn) = state else {
+            // Polled from inside its own work's poll, or gone: nothing to do.
+            *this.run.state.borrow_mut() = state;
+            return Poll::Pending;
+        };
+        let shared = Waker::from(Arc::clone(&this.run.callers));
+        let mut cx = Context::from_waker(&shared);
+        let (key, handle, ticket) = (this.key, this.handle, this.ticket);
+        let mut turn = Some(turn);
+        let Poll::Ready(outcome) = Turn::step(&mut turn, this.serial, &mut cx, key, handle, ticket)
+        else {
+            let mut current = this.run.state.borrow_mut();
+            // Its last caller left from inside the work's own poll: the work is dropped.
+            if let (Some(turn), false) = (turn, matches!(*current, RunState::Gone)) {
+                *current = RunState::Turn(turn);
+            }
             return Poll::Pending;
         };
         // Settled: its work is dropped (it was taken out of the state), its job leaves its
@@ -237,7 +176,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random, T> Drop for Coalesced<'_, S, C
             return;
         }
         let state = std::mem::replace(&mut *self.run.state.borrow_mut(), RunState::Gone);
-        if let RunState::Running { signal, .. } = &state {
+        if let RunState::Turn(Turn::Running { signal, .. }) = &state {
             signal.aborted.set(true);
         }
         drop(state);

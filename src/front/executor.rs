@@ -129,6 +129,23 @@ impl Random for NoRandom {
     }
 }
 
+/// A call's mailbox, closed when dropped — after `give_up`, what the engine must hear of a
+/// caller gone before it heard (`None` once it heard).
+pub(crate) struct Call<'a, S: LockStore + 'static, C: Clock, R: Random, G: FnOnce()> {
+    pub(crate) exec: &'a Executor<S, C, R>,
+    pub(crate) handle: Ticket,
+    pub(crate) give_up: Option<G>,
+}
+
+impl<S: LockStore + 'static, C: Clock, R: Random, G: FnOnce()> Drop for Call<'_, S, C, R, G> {
+    fn drop(&mut self) {
+        if let Some(give_up) = self.give_up.take() {
+            give_up();
+        }
+        self.exec.close(self.handle);
+    }
+}
+
 /// The engine, its store, its clock, and what its calls were told.
 pub(crate) struct Executor<S: LockStore, C, R> {
     pub(crate) engine: RefCell<Engine<S::Version, Ticket>>,
@@ -167,9 +184,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
         }
     }
 
-    /// A mailbox for a new call: its handle.
-    pub(crate) fn open(&self) -> Ticket {
-        self.mailboxes.borrow_mut().insert(Mailbox::default())
+    /// A mailbox for a new call, closed when its guard drops.
+    pub(crate) fn call<G: FnOnce()>(&self) -> Call<'_, S, C, R, G> {
+        Call {
+            exec: self,
+            handle: self.mailboxes.borrow_mut().insert(Mailbox::default()),
+            give_up: None,
+        }
     }
 
     /// A call is done with: its mailbox goes (and with it its timer); store calls still in
@@ -302,7 +323,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
                     mailbox.timer = None;
                 }),
                 // A lock reads its loss from the engine; a work is started by its own future
-                // when next polled (see `Serial::poll_turn`).
+                // when next polled (see `Turn::step`).
                 Some(Effect::LockLost { handle, .. } | Effect::Ready { handle, .. }) => {
                     self.tell(handle, |_| {});
                 }
@@ -451,8 +472,6 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Executor<S, C, R> {
     /// Polls store calls made for nobody and applies what follows, until nothing moves: for a
     /// future that drives the engine without a call of its own.
     pub(crate) fn drive_unowned(&self, cx: &mut Context<'_>) {
-        let handle = self.open();
-        self.drive(cx, handle);
-        self.close(handle);
+        self.drive(cx, self.call::<fn()>().handle);
     }
 }

@@ -122,49 +122,21 @@ impl<S: LockStore, C: Clock, R: Random> Clone for LockManager<S, C, R> {
     }
 }
 
-/// A lock call's mailbox, let go when dropped — with the acquisition it waits for, if any,
-/// given up (its caller gone).
-struct Waiting<'a, S: LockStore + 'static, C: Clock, R: Random> {
-    exec: &'a Executor<S, C, R>,
+/// Waits for how the lock call of `handle` ended.
+async fn outcome<S: LockStore + 'static, C: Clock, R: Random>(
+    exec: &Executor<S, C, R>,
     handle: Ticket,
-    acquisition: Option<Ticket>,
-}
-
-impl<'a, S: LockStore + 'static, C: Clock, R: Random> Waiting<'a, S, C, R> {
-    fn open(exec: &'a Executor<S, C, R>) -> Self {
-        Waiting {
-            exec,
-            handle: exec.open(),
-            acquisition: None,
-        }
-    }
-
-    /// Waits for how the call ended: an acquisition with an outcome is nobody's to give up.
-    async fn outcome(&mut self) -> Result<Outcome, LockError> {
-        let (exec, handle) = (self.exec, self.handle);
-        let outcome = poll_fn(|cx| {
-            exec.poll(cx, handle, |mailbox| {
-                Some(match mailbox.outcome.take()? {
-                    Outcome::StoreFailed => Err(LockError::Store(mailbox.store_error())),
-                    Outcome::TimerRefused => Err(LockError::Timer(mailbox.timer_refusal())),
-                    outcome => Ok(outcome),
-                })
+) -> Result<Outcome, LockError> {
+    poll_fn(|cx| {
+        exec.poll(cx, handle, |mailbox| {
+            Some(match mailbox.outcome.take()? {
+                Outcome::StoreFailed => Err(LockError::Store(mailbox.store_error())),
+                Outcome::TimerRefused => Err(LockError::Timer(mailbox.timer_refusal())),
+                outcome => Ok(outcome),
             })
         })
-        .await;
-        self.acquisition = None;
-        outcome
-    }
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Waiting<'_, S, C, R> {
-    fn drop(&mut self) {
-        if let Some(call) = self.acquisition {
-            self.exec
-                .event(|engine, now, random| engine.abort(call, now, random));
-        }
-        self.exec.close(self.handle);
-    }
+    })
+    .await
 }
 
 impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
@@ -253,13 +225,19 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
         options: LockOptions,
     ) -> Result<Option<Lock<S, C, R>>, LockError> {
         let exec = &*self.exec;
-        let mut waiting = Waiting::open(exec);
+        let mut waiting = exec.call();
         let handle = waiting.handle;
         let call =
             exec.event(|engine, now, random| engine.acquire(name, options, handle, now, random))?;
-        waiting.acquisition = Some(call);
+        // Its caller gone before it heard, the acquisition is given up.
+        waiting.give_up = Some(move || {
+            exec.event(|engine, now, random| engine.abort(call, now, random));
+        });
         exec.mailbox(handle, |mailbox| mailbox.owner = Some((None, call)));
-        match waiting.outcome().await? {
+        let outcome = outcome(exec, handle).await;
+        // An acquisition with an outcome is nobody's to give up.
+        waiting.give_up = None;
+        match outcome? {
             Outcome::Held(held) => {
                 // The mailbox is the lock's now (its renewals, its loss).
                 std::mem::forget(waiting);
@@ -439,10 +417,10 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Lock<S, C, R> {
         event: impl FnOnce(&mut Engine<S::Version, Ticket>, Ticket, Ticket, Now, &R),
     ) -> Result<Outcome, LockError> {
         let exec = &*self.manager.exec;
-        let mut waiting = Waiting::open(exec);
-        let (call, handle) = (self.call, waiting.handle);
+        let asking = exec.call::<fn()>();
+        let (call, handle) = (self.call, asking.handle);
         exec.event(|engine, now, random| event(engine, call, handle, now, random));
-        waiting.outcome().await
+        outcome(exec, handle).await
     }
 
     /// Gives the lock back, if the record still carries this holder's token: to the next local

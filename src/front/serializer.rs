@@ -5,11 +5,12 @@
 use core::fmt;
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::ops::DerefMut;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
-use super::executor::{Executor, Mailbox, NoRandom, NoStore, Started};
+use super::executor::{Executor, Mailbox, NoRandom, NoStore};
 use super::lock::LockError;
 pub use super::store_serializer::StoreSerializer;
 use crate::clock::{Clock, TimerError};
@@ -134,42 +135,6 @@ pub(crate) struct Serial<S: LockStore, C, R> {
     pub(crate) paced: bool,
 }
 
-/// A call's place in its line: given up, if its caller has not heard, and let go when dropped.
-struct Place<'a, S: LockStore + 'static, C: Clock, R: Random> {
-    serial: &'a Serial<S, C, R>,
-    handle: Ticket,
-    /// Until its caller heard.
-    ticket: Option<Ticket>,
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Place<'_, S, C, R> {
-    /// Its caller heard: it leaves its line, and what it let go is let go before it returns.
-    async fn finish(mut self) {
-        // What its turn left in flight (an acquisition abandoned at its deadline) is not its
-        // to wait for; what its end lets go is.
-        self.serial.exec.disown(self.handle);
-        if let Some(ticket) = self.ticket.take() {
-            self.serial.done(ticket);
-        }
-        self.serial.exec.landed(self.handle).await;
-    }
-}
-
-impl<S: LockStore + 'static, C: Clock, R: Random> Drop for Place<'_, S, C, R> {
-    fn drop(&mut self) {
-        let (serial, handle) = (self.serial, self.handle);
-        if let Some(ticket) = self.ticket {
-            let serializer = serial.serializer;
-            serial
-                .exec
-                .event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
-            // Its caller is done with it (this drop is its end): the next work may start.
-            serial.done(ticket);
-        }
-        serial.exec.close(handle);
-    }
-}
-
 impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
     /// A serializer with `options` in the engine of `exec`, its turns holding leases in its
     /// store as `lease` says.
@@ -242,51 +207,43 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         F: FnOnce(WorkSignal, u64) -> Fut,
         Fut: Future,
     {
-        let handle = self.exec.open();
-        let mut place = Place {
-            serial: self,
-            handle,
-            ticket: None,
-        };
+        let mut place = self.exec.call();
+        let handle = place.handle;
         let entered = self.enter(key, handle, timeout_ms, Coalesce::Never, if_available)?;
         let Entered::Queued(ticket) = entered else {
             unreachable!("a call that does not coalesce joins nothing")
         };
-        place.ticket = Some(ticket);
-        let outcome = match poll_fn(|cx| self.poll_turn(cx, key, handle)).await {
-            Ok(started) => {
-                let signal = WorkSignal::in_slot(started.slot);
-                self.called(ticket);
-                let mut work = pin!(work(signal.clone(), started.fence));
-                let output = poll_fn(|cx| match work.as_mut().poll(cx) {
-                    Poll::Ready(output) => Poll::Ready(Ok(output)),
-                    Poll::Pending => self.poll_abandoned(cx, key, handle, &signal).map(Err),
-                })
-                .await;
-                match output {
-                    Ok(output) if started.report => {
-                        self.settled(ticket);
-                        let settled = poll_fn(|cx| self.poll_settled(cx, key, handle)).await;
-                        settled.map(|()| output)
-                    }
-                    output => output,
-                }
-            }
-            Err(error) => Err(error),
-        };
-        place.finish().await;
-        outcome
-    }
-
-    /// The work of `ticket` is called now. Paced, its start is timed then: the executor may poll
-    /// its task well after the engine started it, which must not open the key's next window
-    /// early.
-    pub(crate) fn called(&self, ticket: Ticket) {
-        if self.paced {
-            let serializer = self.serializer;
+        // Dropped before its caller heard, it leaves its line: the drop is its caller's end, so
+        // the next work may start.
+        let serializer = self.serializer;
+        place.give_up = Some(move || {
             self.exec
-                .event(|engine, now, _| engine.work_called(serializer, ticket, now));
-        }
+                .event(|engine, now, random| engine.cancel(serializer, ticket, now, random));
+            self.done(ticket);
+        });
+        // The work's future lives here, pinned, from when its turn starts it.
+        let mut running = pin!(None);
+        let outcome = {
+            let mut slot = running.as_mut();
+            let mut turn = Some(Turn::Waiting(move |signal, fence| {
+                slot.set(Some(work(signal, fence)));
+                let Some(work) = slot.as_pin_mut() else {
+                    unreachable!("just started")
+                };
+                work
+            }));
+            poll_fn(|cx| Turn::step(&mut turn, self, cx, key, handle, ticket)).await
+        };
+        // Dropped before its call leaves the line: before the next work starts.
+        running.set(None);
+        // Its caller heard: it leaves its line, and what it let go is let go before it returns;
+        // what its turn left in flight (an acquisition abandoned at its deadline) is not its to
+        // wait for.
+        place.give_up = None;
+        self.exec.disown(handle);
+        self.done(ticket);
+        self.exec.landed(handle).await;
+        outcome
     }
 
     pub(crate) fn pending(&self) -> usize {
@@ -301,79 +258,132 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
         self.exec.engine.borrow().stats(self.serializer)
     }
 
-    /// Polls a call's wait for its turn: its start, or why its call ended before that.
-    pub(crate) fn poll_turn(
-        &self,
-        cx: &mut Context<'_>,
-        key: &str,
-        handle: Ticket,
-    ) -> Poll<Result<Started, SerializeError>> {
-        // Started from its own poll, so its body runs only once every work ahead of it
-        // started; then driven, which arms its deadline's timer in this task (a timer the
-        // platform refuses means the work does not run: the engine gave it up first).
-        let ticket = self.exec.mailbox(handle, |mailbox| mailbox.owner).flatten();
-        if let Some((_, ticket)) = ticket {
-            let serializer = self.serializer;
-            self.exec
-                .event(|engine, now, random| engine.start_work(serializer, ticket, now, random));
-        }
-        self.exec.poll(cx, handle, |mailbox| {
-            if let Some(outcome) = mailbox.outcome.take() {
-                return Some(Err(failure(key, outcome, mailbox)));
-            }
-            mailbox.started.take().map(Ok)
-        })
-    }
-
-    /// Polls a running work's call: its error once it was abandoned (`signal` aborted first).
-    /// A lost lease only aborts `signal`: the work must stop writing, and goes on to its end.
-    pub(crate) fn poll_abandoned(
-        &self,
-        cx: &mut Context<'_>,
-        key: &str,
-        handle: Ticket,
-        signal: &WorkSignal,
-    ) -> Poll<SerializeError> {
-        self.exec.poll(cx, handle, |mailbox| {
-            let why = mailbox.aborted.take()?;
-            signal.aborted.set(true);
-            if why == Why::LeaseLost {
-                return None;
-            }
-            let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
-            Some(failure(key, outcome, mailbox))
-        })
-    }
-
-    /// The work of `ticket` settled: its outcome goes to the engine (it was started with
-    /// `report`), which may let its lease go before its caller hears.
-    pub(crate) fn settled(&self, ticket: Ticket) {
-        let serializer = self.serializer;
-        self.exec
-            .event(|engine, now, random| engine.settled(serializer, ticket, now, random));
-    }
-
-    /// Polls a settled work's call for what the engine says of it once its lease is let go.
-    pub(crate) fn poll_settled(
-        &self,
-        cx: &mut Context<'_>,
-        key: &str,
-        handle: Ticket,
-    ) -> Poll<Result<(), SerializeError>> {
-        self.exec.poll(cx, handle, |mailbox| {
-            Some(match mailbox.outcome.take()? {
-                Outcome::Done | Outcome::Released => Ok(()),
-                outcome => Err(failure(key, outcome, mailbox)),
-            })
-        })
-    }
-
     /// The caller of the work of `ticket` heard how it ended: it leaves its line.
     pub(crate) fn done(&self, ticket: Ticket) {
         let serializer = self.serializer;
         self.exec.event(|engine, now, random| {
             engine.done(serializer, ticket, now, random);
         });
+    }
+}
+
+/// One call's turn, from its wait to its outcome: the one machine that both a plain call
+/// ([`Serial::run`]) and a coalescing run shared by its callers step. `W` starts the work once
+/// its turn came, `P` holds it pinned while it runs.
+pub(crate) enum Turn<W, P, T> {
+    /// Queued: its turn has not come, or it was not polled since.
+    Waiting(W),
+    /// Its work runs until it settles or is abandoned; with `report`, its outcome goes to the
+    /// engine first.
+    Running {
+        work: Pin<P>,
+        signal: WorkSignal,
+        report: bool,
+    },
+    /// Its work settled and its outcome waits for the engine (its lease let go first).
+    Settling(T),
+}
+
+impl<W, P, T> Turn<W, P, T>
+where
+    W: FnOnce(WorkSignal, u64) -> Pin<P>,
+    P: DerefMut<Target: Future<Output = T>>,
+{
+    /// Steps `turn`, the call of `handle` (its job `ticket`), as far as it goes: its outcome
+    /// (the turn then gone, its work dropped), or pending where it waits (woken through `cx`).
+    pub(crate) fn step<S: LockStore + 'static, C: Clock, R: Random>(
+        turn: &mut Option<Self>,
+        serial: &Serial<S, C, R>,
+        cx: &mut Context<'_>,
+        key: &str,
+        handle: Ticket,
+        ticket: Ticket,
+    ) -> Poll<Result<T, SerializeError>> {
+        let (exec, serializer) = (&*serial.exec, serial.serializer);
+        loop {
+            match turn.as_mut() {
+                // Ended already.
+                None => return Poll::Pending,
+                Some(Turn::Waiting(_)) => {
+                    // Started from its own poll, so its body runs only once every work ahead
+                    // of it started; then driven, which arms its deadline's timer in this task
+                    // (a timer the platform refuses means the work does not run: the engine
+                    // gave it up first).
+                    if let Some(Some((_, ticket))) = exec.mailbox(handle, |mailbox| mailbox.owner) {
+                        exec.event(|engine, now, random| {
+                            engine.start_work(serializer, ticket, now, random)
+                        });
+                    }
+                    let started = ready!(exec.poll(cx, handle, |mailbox| {
+                        if let Some(outcome) = mailbox.outcome.take() {
+                            return Some(Err(failure(key, outcome, mailbox)));
+                        }
+                        mailbox.started.take().map(Ok)
+                    }));
+                    let Some(Turn::Waiting(work)) = turn.take() else {
+                        unreachable!("it waits")
+                    };
+                    let started = started?;
+                    // Paced, its start is timed as its work is called: the executor may poll
+                    // its task well after the engine started it, which must not open the key's
+                    // next window early.
+                    if serial.paced {
+                        exec.event(|engine, now, _| engine.work_called(serializer, ticket, now));
+                    }
+                    let signal = WorkSignal::in_slot(started.slot);
+                    *turn = Some(Turn::Running {
+                        work: work(signal.clone(), started.fence),
+                        signal,
+                        report: started.report,
+                    });
+                }
+                Some(Turn::Running {
+                    work,
+                    signal,
+                    report,
+                }) => {
+                    let report = *report;
+                    let Poll::Ready(output) = work.as_mut().poll(cx) else {
+                        // Abandoned: `signal` aborted first. A lost lease only aborts `signal`:
+                        // the work must stop writing, and goes on to its end.
+                        let error = ready!(exec.poll(cx, handle, |mailbox| {
+                            let why = mailbox.aborted.take()?;
+                            signal.aborted.set(true);
+                            if why == Why::LeaseLost {
+                                return None;
+                            }
+                            let outcome = mailbox.outcome.take().unwrap_or(Outcome::Aborted);
+                            Some(failure(key, outcome, mailbox))
+                        }));
+                        *turn = None;
+                        return Poll::Ready(Err(error));
+                    };
+                    *turn = None;
+                    if !report {
+                        return Poll::Ready(Ok(output));
+                    }
+                    // Its outcome goes to the engine, which may let its lease go before its
+                    // caller hears.
+                    exec.event(|engine, now, random| {
+                        engine.settled(serializer, ticket, now, random)
+                    });
+                    *turn = Some(Turn::Settling(output));
+                }
+                Some(Turn::Settling(_)) => {
+                    // What the engine says of it once its lease is let go.
+                    let settled = ready!(exec.poll(cx, handle, |mailbox| {
+                        Some(match mailbox.outcome.take()? {
+                            Outcome::Done | Outcome::Released => Ok(()),
+                            outcome => Err(failure(key, outcome, mailbox)),
+                        })
+                    }));
+                    let Some(Turn::Settling(output)) = turn.take() else {
+                        unreachable!("it settles")
+                    };
+                    return Poll::Ready(settled.map(|()| output));
+                }
+            }
+        }
     }
 }
 

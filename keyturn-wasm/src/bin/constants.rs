@@ -7,7 +7,7 @@ use keyturn::{
     DEFAULT_TIMEOUT_MS, LOCK_STALE_MS, LOCK_WAIT_MS, MAX_CONCURRENCY, MAX_KEY_BYTES,
     MAX_LOCAL_STREAK_MS, MAX_RATE_LIMIT, MAX_TIMEOUT_MS, SERIALIZE_PREFIX,
 };
-use keyturn_wasm::wire;
+use keyturn_wasm::{interop, wire};
 
 /// `text` as a JavaScript string literal.
 fn literal(text: &str) -> String {
@@ -125,13 +125,13 @@ fn main() {
         methods.join(", ")
     );
     println!("/** `stats()`'s fields, by their index. */");
-    let stats: Vec<String> = wire::STATS.iter().map(|m| literal(m)).collect();
+    let stats: Vec<String> = interop::STATS.iter().map(|m| literal(m)).collect();
     println!(
         "export const STATS = Object.freeze([{}]);",
         stats.join(", ")
     );
     println!("/** `lockStats(store)`'s fields, by their index. */");
-    let stats: Vec<String> = wire::LOCK_STATS.iter().map(|m| literal(m)).collect();
+    let stats: Vec<String> = interop::LOCK_STATS.iter().map(|m| literal(m)).collect();
     println!(
         "export const LOCK_STATS = Object.freeze([{}]);",
         stats.join(", ")
