@@ -1,5 +1,5 @@
 // The fault harness's two profiles, each a few runs of faults/run.mjs:
-// - `short` (`make faults`, which CI runs after `make test`; about 6½ minutes): each engine —
+// - `short` (`make faults`, which CI runs after `make test`; about 4–5 minutes): each engine —
 //   Redis, Durable Objects, Postgres — once as it is and once with its store faults, each
 //   injected 10 times at least — no violation may be found — then the harness's self-test, one
 //   run over Redis and one over Postgres with each planted bug, each of which the checker must
