@@ -11,7 +11,8 @@ setup:
 # Everything (tests/README.md says what each part holds). Run one part with test-rust (lint, docs,
 # native tests), test-browser (the wasm tests in Node, Chromium and Firefox) or test-js (the
 # package's JS tests, workerd, the Rust worker, the types); MATCH=<pattern> runs only the tests
-# whose name matches, FILES=<paths> only those JS test files.
+# whose name matches, FILES=<paths> only those JS test files, JS_JOBS=<n> how many JS files run
+# at once (3).
 test: build
 	bash scripts/test.sh all
 

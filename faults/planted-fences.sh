@@ -16,11 +16,13 @@ RUSTFLAGS="--cfg keyturn_planted=\"$planted\" -C llvm-args=-inline-threshold=75"
   CARGO_PROFILE_RELEASE_OPT_LEVEL=2 cargo build --quiet --lib --release -p keyturn-wasm \
   --target wasm32-unknown-unknown --features lock --target-dir "target/planted-$planted"
 wasm="target/planted-$planted/wasm32-unknown-unknown/release/keyturn_wasm"
-wasm-snip --snip-rust-panicking-code "$wasm.wasm" -o "$wasm.snipped.wasm"
+# Snipped into a directory of its own: two runs may build the same planted package at once (cargo
+# takes turns on the target directory; what follows it must not share a file).
 glue="$(mktemp -d)"
 trap 'rm -rf "$glue"' EXIT
+wasm-snip --snip-rust-panicking-code "$wasm.wasm" -o "$glue/snipped.wasm"
 wasm-bindgen --target web --experimental-reset-state-function --out-dir "$glue" --out-name keyturn_lock \
-  "$wasm.snipped.wasm"
+  "$glue/snipped.wasm"
 cmp -s "$glue/keyturn_lock.js" pkg/keyturn_lock.js || { echo "planted-fences: the lock's bindings differ from pkg/'s" >&2; exit 1; }
 rm -rf "$out"
 cp -r pkg "$out"

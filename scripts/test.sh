@@ -40,16 +40,28 @@ rust() {
 }
 
 browser() {
-  step "wasm tests in Node"
-  cargo test --target wasm32-unknown-unknown --tests -- $match
-
-  step "wasm tests in headless Chromium"
-  WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER="$(command -v chromedriver)" \
-    cargo test --target wasm32-unknown-unknown --tests -- $match
-
-  step "wasm tests in headless Firefox"
-  WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)" \
-    cargo test --target wasm32-unknown-unknown --tests -- $match
+  # One build, then the three runs side by side: each waits mostly on its runtime's start-up. Each
+  # run's output is shown whole once all three ended; any failure fails the part.
+  step "wasm tests: built once, then run in Node, headless Chromium and headless Firefox at once"
+  cargo test --target wasm32-unknown-unknown --tests --no-run
+  local logs name failed=""
+  logs="$(mktemp -d)"
+  wasm_tests() { # <log name> [VAR=value ...]
+    local log="$logs/$1"
+    shift
+    (env "$@" cargo test --target wasm32-unknown-unknown --tests -- $match >"$log" 2>&1 && echo 0 >"$log.status" || echo 1 >"$log.status") &
+  }
+  wasm_tests Node
+  wasm_tests "headless Chromium" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER="$(command -v chromedriver)"
+  wasm_tests "headless Firefox" WASM_BINDGEN_USE_BROWSER=1 GECKODRIVER="$(command -v geckodriver)"
+  wait
+  for name in Node "headless Chromium" "headless Firefox"; do
+    step "wasm tests in $name"
+    cat "$logs/$name"
+    [ "$(cat "$logs/$name.status")" = 0 ] || failed="$failed, $name"
+  done
+  rm -rf "$logs"
+  if [ -n "$failed" ]; then echo "wasm tests failed in ${failed#, }"; return 1; fi
 }
 
 js() {
@@ -59,10 +71,11 @@ js() {
     worker-build --release)
 
   # A test that hangs (a promise a bug leaves pending while a timer keeps the process alive)
-  # fails its file after this long instead of holding CI to its limit.
-  step "JS tests against pkg/ (node's test runner), and workerd through Miniflare"
+  # fails its file after this long instead of holding CI to its limit. JS_JOBS files run at once
+  # (default 3): most of a file's time is spent waiting on a server, a browser or a timer.
+  step "JS tests against pkg/ (node's test runner, ${JS_JOBS:-3} files at a time), and workerd through Miniflare"
   # shellcheck disable=SC2086 # FILES is a list of paths
-  node --expose-gc --test --test-timeout=600000 ${match:+--test-name-pattern="$match"} ${FILES:-tests/js/}
+  node --expose-gc --test --test-concurrency="${JS_JOBS:-3}" --test-timeout=600000 ${match:+--test-name-pattern="$match"} ${FILES:-tests/js/}
 
   step "TypeScript: the types of pkg/ as a consumer uses them, and the package's JS by its JSDoc types"
   node_modules/.bin/tsc -p tests/types

@@ -94,8 +94,18 @@ describe('two processes over redis-server', { skip: !haveRedisServer() && 'no re
     ]);
     const events = (await client.lRange(log, 0, -1)).map((line) => JSON.parse(line));
     assert.equal(events.length, 40);
-    const starts = checkPaced(events, { limit: 4, periodMs: 200, allowanceMs: 3 });
-    assert.ok(starts[39] - began <= 2600, `the last started ${(starts[39] - began).toFixed(0)} ms after the first call`);
+    // Each start is read by its work, after the pace let it start: a busy machine delays that read
+    // for one start and not for the next, by tens of milliseconds, so the pace's allowance is
+    // 50 ms (a fifth start let through a window reads a few milliseconds after the fourth); the
+    // exact pace across instances is held on mocked time (cross-isolate.test.mjs). A work's end
+    // is read before the next can start: overlaps keep the clocks' 3 ms.
+    const starts = checkPaced(events, { limit: 4, periodMs: 200, allowanceMs: 3, paceAllowanceMs: 50 });
+    // The pace's own time is 9 periods (1 800 ms) from the first start to the last. A busy
+    // machine's scheduling adds to it across two processes and a redis-server (3 095 ms from the
+    // first call was seen beside a CPU-bound loop, the other process's start-up in it), so the
+    // bound, from the first start, leaves 1 200 ms: 30 ms for each of the 40 turns. A period
+    // 1.7 times too long, or a hand-off that waited out a lease, still fails it.
+    assert.ok(starts[39] - starts[0] <= 1800 + 1200, `the last started ${(starts[39] - starts[0]).toFixed(0)} ms after the first, ${(starts[39] - began).toFixed(0)} ms after the first call`);
     child.stop();
   });
 
