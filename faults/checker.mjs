@@ -187,7 +187,7 @@ function checkResource({ resource, value, accepted }, { ok, info }, violations) 
  * the overlap counts from the lease's record on — its stamp, `staleMs` before its `heldUntil`,
  * when that is before its answer — since a skewed client can take a record over before its
  * writer heard that it wrote it. The one overlap not counted: a lease taken while an earlier one
- * still held, with a store fault between the earlier one's record and the later one's answer —
+ * still held, with a store fault between the record written first and the other's answer —
  * the store lost what made them exclusive; the fences must still keep the resource safe.
  * Answers the judged leases.
  * @param {number | undefined} staleMs
@@ -222,7 +222,10 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
     let holding;
     for (const lease of all.filter((judged) => !outside.has(judged))) {
       judgedLeases.push(lease);
-      if (holding !== undefined && lease.at < holding.until && !lostBetween(holding, lease)) {
+      // The fault must come after the record written first: under load an answer can arrive
+      // after a later holder's, its record written before a fault that lost it.
+      const [first, second] = written(holding ?? lease) <= written(lease) ? [holding, lease] : [lease, holding];
+      if (holding !== undefined && lease.at < holding.until && !lostBetween(first, second)) {
         violations.push({
           property: 'one holder at a time',
           at: lease.at,

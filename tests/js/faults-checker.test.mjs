@@ -93,6 +93,24 @@ test('after a store fault two leases may overlap, as the store lost what made th
   assert.deepEqual(properties(lower), ['fences rise']);
 });
 
+test('an answer that arrives after a later holder\'s, its record written before a store fault that lost it, is excused as that fault\'s; without the fault it is not', () => {
+  const staleMs = 2000;
+  const history = [
+    { kind: 'client', client: 'a', skewMs: 0 },
+    { kind: 'client', client: 'b', skewMs: 0 },
+    // b's record written at 3 and heard at 4; a's written at 1 but heard only at 6.
+    { kind: 'acquired', client: 'b', name: 'n', token: 't2', fence: 2, at: 4, heldUntil: 3 + staleMs },
+    { kind: 'acquired', client: 'a', name: 'n', token: 't1', fence: 1, at: 6, heldUntil: 1 + staleMs },
+    { kind: 'released', client: 'a', name: 'n', token: 't1', at: 10 },
+    { kind: 'released', client: 'b', name: 'n', token: 't2', at: 12 },
+    { kind: 'final', resource: 'counter', value: 0, accepted: [] },
+  ];
+  const judged = (events) => check(events, { ...options, staleMs }).violations.map((v) => v.property);
+  assert.deepEqual(judged(history), ['one holder at a time']);
+  assert.deepEqual(judged([...history, { kind: 'fault', fault: 'restart', from: 2, to: 2.5, store: true }]), []);
+  assert.deepEqual(judged([...history, { kind: 'fault', fault: 'restart', from: 0, to: 0.5, store: true }]), ['one holder at a time'], 'a fault before both records excuses nothing');
+});
+
 test('a counter that lost an accepted increment, or counted one twice, is caught', () => {
   const history = cleanHistory();
   const final = history.at(-1);
