@@ -68,17 +68,9 @@ export class Callers {
     this.rejectOutcome = ignore;
     this.settled = false; // the job's outcome is known
     /** @param {unknown} value */
-    this.resolve = (value) => {
-      this.settled = true;
-      this.resolveOutcome(value);
-      for (const caller of this.list) Callers.answer(caller, caller.resolve, value);
-    };
+    this.resolve = (value) => this.settle(this.resolveOutcome, true, value);
     /** @param {unknown} error */
-    this.reject = (error) => {
-      this.settled = true;
-      this.rejectOutcome(error);
-      for (const caller of this.list) Callers.answer(caller, caller.reject, error);
-    };
+    this.reject = (error) => this.settle(this.rejectOutcome, false, error);
     /**
      * Every caller's `onLateSettle`, each heard once (what one throws is dropped).
      * @param {unknown} value
@@ -96,15 +88,22 @@ export class Callers {
   }
 
   /**
-   * @param {Caller} caller
-   * @param {(outcome: unknown) => void} settle
+   * The job settled (`ok`) or failed with `outcome`: its own promise is told (`told`), then each
+   * caller in the order they came.
+   * @param {(outcome: unknown) => void} told
+   * @param {boolean} ok
    * @param {unknown} outcome
    */
-  static answer(caller, settle, outcome) {
-    Callers.done(caller);
-    // A caller that left hears its own reason (already, unless it was made to wait).
-    if (caller.left) caller.reject(caller.leftWith);
-    else settle(outcome);
+  settle(told, ok, outcome) {
+    this.settled = true;
+    told(outcome);
+    for (const caller of this.list) {
+      Callers.done(caller);
+      // A caller that left hears its own reason (already, unless it was made to wait).
+      if (caller.left) caller.reject(caller.leftWith);
+      else if (ok) caller.resolve(outcome);
+      else caller.reject(outcome);
+    }
   }
 
   /**

@@ -85,7 +85,7 @@ export class Host {
     this.now = now;
     /** This isolate's id in tokens, asked of the engine once (see `KeyturnLock.token`). */
     this.isolateId = /** @type {string | undefined} */ (undefined);
-    /** The store call's key the engine last gave (see `details`). */
+    /** The store call's key the engine last gave (see `storeKey`). */
     this.key = '';
     this.last = 0;
     this.perCall = perCall;

@@ -165,9 +165,7 @@ class Acquisition extends LockCall {
   settle(outcome, host) {
     this.signal?.removeEventListener('abort', this);
     if (outcome === OUTCOME_HELD) {
-      // The acquisition's handle is the lock's from now on: the engine names the lock by it,
-      // and counts on its timer.
-      const lock = new KeyturnLock(host, this.id, this.handle, this.name, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_TOKEN_COUNT), host.field(FIELD_HELD_UNTIL), this);
+      const lock = new KeyturnLock(host, this);
       host.instance.replace(this.handle, lock);
       if (channels !== undefined && channels.acquire.hasSubscribers) {
         const waitedMs = Number.isNaN(this.askedAt) ? undefined : performance.now() - this.askedAt;
@@ -211,26 +209,23 @@ export class KeyturnLock {
   #acquiredAt = channels !== undefined && channels.release.hasSubscribers ? performance.now() : NaN;
 
   /**
+   * The lock `acquisition` took, as the `HELD` outcome being done says. The acquisition's
+   * handle is the lock's from now on: the engine names the lock by it. Its timer (which the
+   * engine counts on) and its box are the lock's too: one owner, whichever of the two an effect
+   * reaches.
    * @param {Host} host
-   * @param {number} id
-   * @param {number} handle
-   * @param {string} name
-   * @param {number} slot
-   * @param {number} fence
-   * @param {number} tokenCount
-   * @param {number} heldUntil
-   * @param {{ timer?: ReturnType<typeof setTimeout>, box: Box }} acquisition its timer (which the engine counts on) and its box are the lock's: one owner, whichever of the two an effect reaches
+   * @param {Acquisition} acquisition
    */
-  constructor(host, id, handle, name, slot, fence, tokenCount, heldUntil, acquisition) {
+  constructor(host, acquisition) {
     this.#own = acquisition;
     this.#host = host;
-    this.#id = id;
-    this.#handle = handle;
-    this.#name = name;
-    this.#slot = slot;
-    this.#fence = fence;
-    this.#tokenCount = tokenCount;
-    this.#heldUntil = heldUntil;
+    this.#id = acquisition.id;
+    this.#handle = acquisition.handle;
+    this.#name = acquisition.name;
+    this.#slot = host.field(FIELD_SLOT);
+    this.#fence = host.field(FIELD_FENCE);
+    this.#tokenCount = host.field(FIELD_TOKEN_COUNT);
+    this.#heldUntil = host.field(FIELD_HELD_UNTIL);
   }
 
   get name() {
