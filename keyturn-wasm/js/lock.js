@@ -39,7 +39,7 @@ import {
   WHY_RELEASED,
   WHY_TAKEN_OVER,
 } from './constants.js';
-import { OptionNames, checkKey, optionalNumber, optionalSignal, refusalError, typeError, wrongType } from './arguments.js';
+import { OptionNames, checkKey, optionalFunction, optionalNumber, optionalSignal, refusalError, typeError, wrongType } from './arguments.js';
 import { Door, Host } from './engine.js';
 import { channels } from './tracing.js';
 
@@ -429,8 +429,7 @@ export class Locks {
     let host;
     try {
       LOCK_OPTIONS.check(options, 'options');
-      const now = options?.now;
-      if (now !== undefined && typeof now !== 'function') throw wrongType('options.now', 'a function or undefined', now);
+      const now = optionalFunction(options?.now, 'options.now');
       const signal = optionalSignal(options?.signal, 'options.signal');
       const given = {
         key: name,

@@ -563,6 +563,8 @@ export class Serializer {
    * A queued job's caller promise: once it settled, its caller heard, and the job's line moves
    * on. This reaction also makes a rejection nobody awaits not an unhandled rejection, as in
    * `keyed-serializer.js`, whose tail handles every result; callers that await it still see it.
+   * On Workers, `job`'s request is this one: its door and its request's anchor (see `anchor`)
+   * are made here, in one context with the reaction to its end.
    * @param {Job} job
    * @param {Promise<unknown>} result
    * @param {number} line
@@ -574,9 +576,13 @@ export class Serializer {
       result.then(advance, advance);
       return;
     }
-    if (this.inContext) return this.enteredHere(/** @type {TimedJob} */ (job), result);
     const done = () => this.finished(job);
-    result.then(done, done);
+    if (this.inContext) {
+      const timed = /** @type {TimedJob} */ (job);
+      timed.left = result.then(done, done);
+      timed.doors = new Door(this.host, timed, timed.handle);
+      this.anchor(timed);
+    } else result.then(done, done);
     job.signal?.addEventListener('abort', job);
   }
 
@@ -591,20 +597,6 @@ export class Serializer {
   called(job) {
     const host = this.host;
     host.apply(host.engine.event(EVENT_CALLED, this.id, job.ticket, NaN, performance.now()));
-  }
-
-  /**
-   * On Workers: `entered` for `job`, whose request this is. Its door, and its request's anchor
-   * (see `anchor`), made in one context with the reaction to its end.
-   * @param {TimedJob} job
-   * @param {Promise<unknown>} result
-   */
-  enteredHere(job, result) {
-    const done = () => this.finished(job);
-    job.left = result.then(done, done);
-    job.doors = new Door(this.host, job, job.handle);
-    this.anchor(job);
-    job.signal?.addEventListener('abort', job);
   }
 
   /**
