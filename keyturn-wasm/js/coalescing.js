@@ -31,15 +31,16 @@ export class Caller {
 
   /** Its signal aborted: it alone leaves (the job, too, once nobody else waits for it). */
   handleEvent() {
-    /** @type {Callers} */ (this.job.callers).leave(this);
+    /** @type {Callers} */ (this.job.options?.callers).leave(this);
   }
 }
 
-/** @param {unknown} _ */
-function ignore(_) {}
-
-/** A promise nobody awaits must not be an unhandled rejection; callers that await it still see it. */
-const handled = () => {};
+/**
+ * A resolver not yet had, and the handler that keeps a promise nobody awaits from being an
+ * unhandled rejection (callers that await it still see it).
+ * @param {unknown} _
+ */
+export function ignore(_) {}
 
 /**
  * A coalescing job's callers, and its outcome: the job's own promise, which the serializer
@@ -146,7 +147,7 @@ export class Callers {
       caller.resolve = resolve;
       caller.reject = reject;
     });
-    promise.then(undefined, handled);
+    promise.then(undefined, ignore);
     signal?.addEventListener('abort', caller);
     if (this.inContext) {
       this.keepAlive(caller);
@@ -183,7 +184,7 @@ export class Callers {
     try {
       caller.timer = setTimeout(() => {
         if (!caller.settled) this.keepAlive(caller);
-      }, caller.job.timeoutMs());
+      }, caller.job.serializer.timeoutMs);
     } catch {
       // past a platform's timer quota: the caller waits all the same, unguarded against the check
       caller.timer = undefined;

@@ -62,7 +62,7 @@ import {
   WHY_TIMER_REFUSED,
 } from './constants.js';
 import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, scopeOption, typeError, wrongType } from './arguments.js';
-import { Callers } from './coalescing.js';
+import { Callers, ignore } from './coalescing.js';
 import { Door } from './engine.js';
 import { clear } from './timers.js';
 import { TurnTrace, channels, traceOf } from './tracing.js';
@@ -99,9 +99,6 @@ const resolved = Promise.resolve();
 const microtask = (task) => {
   resolved.then(task);
 };
-
-/** @param {unknown} _ */
-function ignore(_) {}
 
 /** @type {Job | undefined} the job whose caller's promise is being made (`capture` is its executor: no closure per job) */
 let capturing;
@@ -204,26 +201,6 @@ export class Job {
     this.handle = -1; // the number the instance holds it under
   }
 
-  /** Why its caller gave up. */
-  get reason() {
-    return this.options?.reason;
-  }
-
-  /** The caller's signal, if it gave one (a coalescing job's callers each have their own). */
-  get signal() {
-    return this.options?.signal;
-  }
-
-  /** A coalescing job's callers. */
-  get callers() {
-    return this.options?.callers;
-  }
-
-  /** Its deadline's length, for a keep-alive. */
-  timeoutMs() {
-    return this.serializer.timeoutMs;
-  }
-
   /**
    * Its instance failed: a job that never started is rejected with the failure, and never runs
    * (one that started settles with its work).
@@ -271,7 +248,7 @@ export class Job {
   settle(outcome, host) {
     if (outcome === OUTCOME_TIMED_OUT) this.reject(new SerializedWorkTimeout(this.key, host.field(FIELD_MS)));
     else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
-    else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
+    else if (outcome === OUTCOME_ABORTED) this.reject(this.options?.reason);
     else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
     else if (outcome === OUTCOME_NOT_YET) this.reject(new SerializedWorkUnavailable(this.key, orNone(host.field(FIELD_MS))));
     else if (outcome === OUTCOME_NEVER_STARTED) this.reject(abortError(MESSAGES.neverStarted, { key: this.key }));
@@ -283,7 +260,7 @@ export class Job {
    * @param {number} why
    */
   abort(why) {
-    const reason = why === WHY_TIMED_OUT ? undefined : why === WHY_ABORTED ? this.reason : why === WHY_TIMER_REFUSED ? this.serializer.host.refusal : abortError(MESSAGES.turnLeaseLost, { key: this.key });
+    const reason = why === WHY_TIMED_OUT ? undefined : why === WHY_ABORTED ? this.options?.reason : why === WHY_TIMER_REFUSED ? this.serializer.host.refusal : abortError(MESSAGES.turnLeaseLost, { key: this.key });
     try {
       this.controller?.abort(reason);
     } catch {
@@ -539,7 +516,7 @@ export class Serializer {
       instance.letGo(job.handle);
       const to = /** @type {Job} */ (instance.get(joined));
       host.apply(kind);
-      return /** @type {Callers} */ (to.callers).add(to, signal, onLateSettle);
+      return /** @type {Callers} */ (to.options?.callers).add(to, signal, onLateSettle);
     }
     job.ticket = host.read(FIELD_ID);
     const line = host.read(FIELD_LINE);
@@ -583,7 +560,7 @@ export class Serializer {
       timed.doors = new Door(this.host, timed, timed.handle);
       this.anchor(timed);
     } else result.then(done, done);
-    job.signal?.addEventListener('abort', job);
+    job.options?.signal?.addEventListener('abort', job);
   }
 
   /**
@@ -604,7 +581,7 @@ export class Serializer {
    * @param {Job} job
    */
   finished(job) {
-    job.signal?.removeEventListener('abort', job);
+    job.options?.signal?.removeEventListener('abort', job);
     // The controller goes: a job queued a while ago is in the old generation, and its pointer
     // to the young controller would keep the signal alive through every scavenge.
     job.controller = undefined;
