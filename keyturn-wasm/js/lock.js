@@ -48,7 +48,7 @@ import { channels } from './tracing.js';
 /** @typedef {import('./engine.js').Store} Store */
 /** @typedef {import('./instance.js').Instance} Instance */
 
-/** @typedef {import('./index.js').LockOptions} LockOptions */
+/** @typedef {import('./index.d.ts').LockOptions} LockOptions */
 
 // Other libraries' words for these options: a lock's "timeout" is how long it waits for the
 // name (not the bound on one store call), its "ttl" or "lease" how long a holder keeps it.

@@ -324,8 +324,8 @@ export class TimedJob extends Job {
   }
 }
 
-/** @typedef {import('./index.js').KeyedSerializerOptions} SerializerOptions */
-/** @typedef {import('./index.js').SerializeOptions} CallOptionsGiven */
+/** @typedef {import('./index.d.ts').KeyedSerializerOptions} SerializerOptions */
+/** @typedef {import('./index.d.ts').SerializeOptions} CallOptionsGiven */
 
 /**
  * What a serializer needs of its platform: an engine host without a store, or the store's.
