@@ -71,17 +71,6 @@ export function checkKey(key, what) {
 }
 
 /**
- * The error for a key the core refused: empty (`empty`), or too long.
- * @param {string} what
- * @param {string} key
- * @param {boolean} empty
- */
-export function keyError(what, key, empty) {
-  if (empty) return typeError(MESSAGES.keyEmpty, { what });
-  return rangeError(MESSAGES.keyTooLong, { what, bytes: new TextEncoder().encode(key).length, max: MAX_KEY_BYTES });
-}
-
-/**
  * A number option, or `undefined` for the core's default: a `TypeError` when it is neither (its
  * range is the core's).
  * @param {unknown} value
@@ -256,53 +245,35 @@ function editDistance(a, b) {
 }
 
 /**
- * The options a caller gave that the engine checks the ranges of: numbers, or `undefined` for
- * the engine's defaults.
- * @typedef {object} Given
- * @property {unknown} [key]
- * @property {number} [timeoutMs]
- * @property {number} [maxPending]
- * @property {number} [concurrency]
- * @property {{ limit?: number, periodMs?: number }} [rate]
- * @property {number} [waitMs]
- * @property {number} [staleMs]
- * @property {number} [maxClockSkewMs]
- * @property {number} [storeTimeoutMs]
+ * Each value refusal of the engine's (`REFUSED_*`): its message, the option it names (a field
+ * of `rate` after a dot) and the bound the message says.
+ * @type {Record<number, [string, string, number]>}
  */
+const REFUSALS = {
+  [REFUSED_BAD_TIMEOUT]: [MESSAGES.timeoutRange, 'timeoutMs', MAX_TIMEOUT_MS],
+  [REFUSED_BAD_MAX_PENDING]: [MESSAGES.maxPendingRange, 'maxPending', MAX_TIMEOUT_MS],
+  [REFUSED_BAD_CONCURRENCY]: [MESSAGES.concurrencyRange, 'concurrency', MAX_CONCURRENCY],
+  [REFUSED_BAD_RATE_LIMIT]: [MESSAGES.concurrencyRange, 'rate.limit', MAX_RATE_LIMIT],
+  [REFUSED_BAD_RATE_PERIOD]: [MESSAGES.timeoutRange, 'rate.periodMs', MAX_TIMEOUT_MS],
+  [REFUSED_BAD_WAIT]: [MESSAGES.waitRange, 'waitMs', MAX_TIMEOUT_MS],
+  [REFUSED_BAD_STALE]: [MESSAGES.staleRange, 'staleMs', MAX_TIMEOUT_MS],
+  [REFUSED_BAD_SKEW]: [MESSAGES.skewRange, 'maxClockSkewMs', MAX_TIMEOUT_MS],
+  [REFUSED_BAD_STORE_TIMEOUT]: [MESSAGES.timeoutRange, 'storeTimeoutMs', MAX_TIMEOUT_MS],
+};
 
 /**
  * The error of a value the engine refused (`code`, one of `REFUSED_*`), naming the argument
- * (`keyWhat` for the key) with its value from `given`.
+ * (`keyWhat` for the key) with its value from `given`, what the caller gave.
  * @param {number} code
- * @param {Given} given
+ * @param {Record<string, any>} given
  * @param {string} keyWhat
  */
 export function refusalError(code, given, keyWhat) {
-  /** @param {string} template @param {string} what @param {unknown} value @param {number} [max] */
-  const range = (template, what, value, max = MAX_TIMEOUT_MS) => rangeError(template, { what: `options.${what}`, value, max });
-  switch (code) {
-    case REFUSED_KEY_EMPTY:
-    case REFUSED_KEY_TOO_LONG:
-      return keyError(keyWhat, /** @type {string} */ (given.key), code === REFUSED_KEY_EMPTY);
-    case REFUSED_BAD_TIMEOUT:
-      return range(MESSAGES.timeoutRange, 'timeoutMs', given.timeoutMs);
-    case REFUSED_BAD_MAX_PENDING:
-      return range(MESSAGES.maxPendingRange, 'maxPending', given.maxPending);
-    case REFUSED_BAD_CONCURRENCY:
-      return range(MESSAGES.concurrencyRange, 'concurrency', given.concurrency, MAX_CONCURRENCY);
-    case REFUSED_BAD_RATE_LIMIT:
-      return range(MESSAGES.concurrencyRange, 'rate.limit', given.rate?.limit, MAX_RATE_LIMIT);
-    case REFUSED_BAD_RATE_PERIOD:
-      return range(MESSAGES.timeoutRange, 'rate.periodMs', given.rate?.periodMs);
-    case REFUSED_BAD_WAIT:
-      return range(MESSAGES.waitRange, 'waitMs', given.waitMs);
-    case REFUSED_BAD_STALE:
-      return range(MESSAGES.staleRange, 'staleMs', given.staleMs);
-    case REFUSED_BAD_SKEW:
-      return range(MESSAGES.skewRange, 'maxClockSkewMs', given.maxClockSkewMs);
-    case REFUSED_BAD_STORE_TIMEOUT:
-      return range(MESSAGES.timeoutRange, 'storeTimeoutMs', given.storeTimeoutMs);
-    default:
-      return rangeError(MESSAGES.tooManyWorks, {});
-  }
+  if (code === REFUSED_KEY_EMPTY) return typeError(MESSAGES.keyEmpty, { what: keyWhat });
+  if (code === REFUSED_KEY_TOO_LONG) return rangeError(MESSAGES.keyTooLong, { what: keyWhat, bytes: new TextEncoder().encode(given.key).length, max: MAX_KEY_BYTES });
+  const refusal = REFUSALS[code];
+  if (refusal === undefined) return rangeError(MESSAGES.tooManyWorks, {});
+  const [template, option, max] = refusal;
+  const [name, field] = option.split('.');
+  return rangeError(template, { what: `options.${option}`, value: field === undefined ? given[name] : given[name]?.[field], max });
 }

@@ -31,15 +31,16 @@ export class Caller {
 
   /** Its signal aborted: it alone leaves (the job, too, once nobody else waits for it). */
   handleEvent() {
-    /** @type {Callers} */ (this.job.callers).leave(this);
+    /** @type {Callers} */ (this.job.options?.callers).leave(this);
   }
 }
 
-/** @param {unknown} _ */
-function ignore(_) {}
-
-/** A promise nobody awaits must not be an unhandled rejection; callers that await it still see it. */
-const handled = () => {};
+/**
+ * A resolver not yet had, and the handler that keeps a promise nobody awaits from being an
+ * unhandled rejection (callers that await it still see it).
+ * @param {unknown} _
+ */
+export function ignore(_) {}
 
 /**
  * A coalescing job's callers, and its outcome: the job's own promise, which the serializer
@@ -68,17 +69,9 @@ export class Callers {
     this.rejectOutcome = ignore;
     this.settled = false; // the job's outcome is known
     /** @param {unknown} value */
-    this.resolve = (value) => {
-      this.settled = true;
-      this.resolveOutcome(value);
-      for (const caller of this.list) Callers.answer(caller, caller.resolve, value);
-    };
+    this.resolve = (value) => this.settle(this.resolveOutcome, true, value);
     /** @param {unknown} error */
-    this.reject = (error) => {
-      this.settled = true;
-      this.rejectOutcome(error);
-      for (const caller of this.list) Callers.answer(caller, caller.reject, error);
-    };
+    this.reject = (error) => this.settle(this.rejectOutcome, false, error);
     /**
      * Every caller's `onLateSettle`, each heard once (what one throws is dropped).
      * @param {unknown} value
@@ -96,15 +89,22 @@ export class Callers {
   }
 
   /**
-   * @param {Caller} caller
-   * @param {(outcome: unknown) => void} settle
+   * The job settled (`ok`) or failed with `outcome`: its own promise is told (`told`), then each
+   * caller in the order they came.
+   * @param {(outcome: unknown) => void} told
+   * @param {boolean} ok
    * @param {unknown} outcome
    */
-  static answer(caller, settle, outcome) {
-    Callers.done(caller);
-    // A caller that left hears its own reason (already, unless it was made to wait).
-    if (caller.left) caller.reject(caller.leftWith);
-    else settle(outcome);
+  settle(told, ok, outcome) {
+    this.settled = true;
+    told(outcome);
+    for (const caller of this.list) {
+      Callers.done(caller);
+      // A caller that left hears its own reason (already, unless it was made to wait).
+      if (caller.left) caller.reject(caller.leftWith);
+      else if (ok) caller.resolve(outcome);
+      else caller.reject(outcome);
+    }
   }
 
   /**
@@ -147,7 +147,7 @@ export class Callers {
       caller.resolve = resolve;
       caller.reject = reject;
     });
-    promise.then(undefined, handled);
+    promise.then(undefined, ignore);
     signal?.addEventListener('abort', caller);
     if (this.inContext) {
       this.keepAlive(caller);
@@ -184,7 +184,7 @@ export class Callers {
     try {
       caller.timer = setTimeout(() => {
         if (!caller.settled) this.keepAlive(caller);
-      }, caller.job.timeoutMs());
+      }, caller.job.serializer.timeoutMs);
     } catch {
       // past a platform's timer quota: the caller waits all the same, unguarded against the check
       caller.timer = undefined;

@@ -1,13 +1,6 @@
-// One wasm engine as the package's JS runs it: the one apply loop. An event into the engine
-// answers the kind of its first effect, its fields in the engine's register (a view of the
-// module's memory, read right after the call); this file does what each effect says to the
-// JS object it names (by the handle the instance holds it under) and asks for the next. It
-// decides nothing: every rule, time and bound is the engine's; its only arithmetic turns an
-// engine time into a timer delay. Static JS, copied into pkg/ by the build.
-//
-// Timers: off Workers, one timer serves the engine (`WAKE`), keeping the process alive only
-// while something waits on it, cleared once nothing is timed. On Workers (`perCall`) each call keeps its own timer, armed in its own
-// request's context (`ARM`): a timer belongs to the request that armed it.
+// One wasm engine as the package's JS runs it: the one apply loop (docs/design.md, "The front
+// ends"). It decides nothing: every rule, time and bound is the engine's; its only arithmetic
+// turns an engine time into a timer delay. Static JS, copied into pkg/ by the build.
 import { LockStoreError } from './errors.js';
 import {
   ANSWER_CHANGED,
@@ -47,14 +40,13 @@ import {
   fill,
 } from './constants.js';
 import { describe } from './arguments.js';
-import { aboutDelay, clear, keepAlive, timerDelay } from './timers.js';
+import { clear, delayTo, keepAlive } from './timers.js';
 import { channels, storeCalled } from './tracing.js';
 
 /** @typedef {import('./instance.js').Instance} Instance */
 
 /**
- * What an effect does to the JS object it names: each kind of object (a serializer's job, a
- * lock's call) answers the effects it gets.
+ * The JS object an effect names (a serializer's job, a lock's call): it answers the effects it gets.
  * @typedef {object} Target
  * @property {(host: Host, kind: number) => void} effect
  * @property {Box} box on Workers: what is posted to it
@@ -93,7 +85,7 @@ export class Host {
     this.now = now;
     /** This isolate's id in tokens, asked of the engine once (see `KeyturnLock.token`). */
     this.isolateId = /** @type {string | undefined} */ (undefined);
-    /** The store call's key the engine last gave (see `details`). */
+    /** The store call's key the engine last gave (see `storeKey`). */
     this.key = '';
     this.last = 0;
     this.perCall = perCall;
@@ -175,14 +167,16 @@ export class Host {
   }
 
   /**
-   * An event (`wire::event`) of `a` and `b`, at this time; its effects done.
+   * An event (`wire::event`) of `a` and `b`, at this time; its effects done as from the own
+   * request of the call held as `origin`.
    * @param {number} kind
    * @param {number} a
    * @param {number} b
+   * @param {number} [origin]
    */
-  event(kind, a, b) {
+  event(kind, a, b, origin = this.origin) {
     try {
-      this.apply(this.engine.event(kind, a, b, this.wall(), this.mono()));
+      this.applyAs(origin, this.engine.event(kind, a, b, this.wall(), this.mono()));
     } catch (error) {
       this.instance.failed(error);
     }
@@ -244,15 +238,6 @@ export class Host {
     return this.fields()[this.at + field];
   }
 
-  /**
-   * The key, record and version of the store call just asked for, as its method needs them.
-   * @param {number} method
-   * @returns {[string, string | undefined, unknown]}
-   */
-  details(method) {
-    return [this.storeKey(), this.record(method), this.version(method)];
-  }
-
   /** The key of the store call just asked for: the one the engine last gave, unless it says this is another. */
   storeKey() {
     if (this.read(FIELD_KEY_TOLD) !== 1) this.key = this.engine.detail(DETAIL_KEY);
@@ -307,9 +292,11 @@ export class Host {
     /** @type {number[]} */
     const fields = new Array(REGISTER_LEN);
     for (let i = 0; i < REGISTER_LEN; i++) fields[i] = register[this.at + i];
-    const details = kind === EFFECT_STORE ? this.details(fields[FIELD_METHOD]) : undefined;
+    const method = fields[FIELD_METHOD];
+    /** @type {Posted} */
+    const posted = { kind, target, fields, details: kind === EFFECT_STORE ? [this.storeKey(), this.record(method), this.version(method)] : undefined };
     const box = target.box;
-    (box.mail ??= []).push(new Posted(kind, target, fields, details));
+    (box.mail ??= []).push(posted);
     const doors = box.doors;
     if (doors instanceof Door) doors.ring();
     else if (doors !== undefined) for (let i = 0; i < doors.length; i++) doors[i].ring();
@@ -352,23 +339,6 @@ export class Host {
   }
 
   /**
-   * `event(kind, a, b)` as from the own request of the call held as `handle`.
-   * @param {number} handle
-   * @param {number} kind
-   * @param {number} a
-   * @param {number} b
-   */
-  eventAs(handle, kind, a, b) {
-    const origin = this.origin;
-    this.origin = handle;
-    try {
-      this.event(kind, a, b);
-    } finally {
-      this.origin = origin;
-    }
-  }
-
-  /**
    * `apply(kind)` as from the own request of the call held as `handle`.
    * @param {number} handle
    * @param {number} kind
@@ -396,8 +366,7 @@ export class Host {
     if (at !== this.timerAt) {
       const old = this.timer;
       try {
-        const ms = at - performance.now();
-        this.timer = at === Infinity ? undefined : setTimeout(this.tick, early ? aboutDelay(ms) : timerDelay(ms));
+        this.timer = at === Infinity ? undefined : setTimeout(this.tick, delayTo(at, early));
       } catch (error) {
         this.refused(error, -1, -1);
         return;
@@ -423,31 +392,29 @@ export class Host {
   }
 
   /**
-   * A call's own timer for the engine (Workers: armed in its own request's context, so that it
-   * fires though the request that woke the engine ended): `fired` is called when it fires. It
-   * keeps a Node or Deno process alive (`keep`) and may fire early (`early`) as `wake`'s does.
-   * What the host threw, if it refused the timer (see `refused`).
+   * `ARM`: a call's own timer, as the effect being done says (Workers: armed in its own
+   * request's context, so that it fires though the request that woke the engine ended), kept
+   * and fired early as `wake`'s; `fired` is called when it fires. Refused, the engine gives up
+   * on the call (`a`, `b`: see `refused`).
    * @param {{ timer?: ReturnType<typeof setTimeout> }} owner
-   * @param {number} at
-   * @param {boolean} keep
-   * @param {boolean} early
    * @param {() => void} fired
-   * @returns {unknown}
+   * @param {number} a
+   * @param {number} b
    */
-  arm(owner, at, keep, early, fired) {
+  arm(owner, fired, a, b) {
+    const at = this.field(FIELD_AT);
+    const early = this.field(FIELD_EARLY) === 1;
     clear(owner.timer);
     try {
-      const ms = at - performance.now();
       owner.timer = setTimeout(() => {
         owner.timer = undefined;
         this.fire(at, early, fired);
-      }, early ? aboutDelay(ms) : timerDelay(ms));
-      keepAlive(owner.timer, keep);
+      }, delayTo(at, early));
+      keepAlive(owner.timer, this.field(FIELD_KEEP) === 1);
     } catch (error) {
       owner.timer = undefined;
-      return error;
+      this.refused(error, a, b);
     }
-    return undefined;
   }
 
   /**
@@ -457,10 +424,18 @@ export class Host {
    * @param {number} ms
    */
   forget(owner, method, ms) {
-    const target = /** @type {{ failure?: unknown } | undefined} */ (this.instance.get(owner));
-    if (target !== undefined && target.failure === undefined) {
-      target.failure = new LockStoreError(fill(MESSAGES.storeTimedOut, { method: METHOD_NAMES[method], storeTimeoutMs: ms }));
-    }
+    this.blame(owner, new LockStoreError(fill(MESSAGES.storeTimedOut, { method: METHOD_NAMES[method], storeTimeoutMs: ms })));
+  }
+
+  /**
+   * The call held as `owner` (-1: none) failed with `error`, unless it failed before: its
+   * caller hears its first failure.
+   * @param {number} owner
+   * @param {LockStoreError} error
+   */
+  blame(owner, error) {
+    const target = /** @type {{ failure?: unknown } | undefined} */ (owner >= 0 ? this.instance.get(owner) : undefined);
+    if (target !== undefined && target.failure === undefined) target.failure = error;
   }
 
   /**
@@ -489,45 +464,30 @@ export class Host {
     } catch (error) {
       answer = Promise.reject(error);
     }
-    if (channels !== undefined && channels.store.hasSubscribers) {
-      const traced = channels.store;
-      const sentAt = performance.now();
-      Promise.resolve(answer).then(
-        (value) => {
-          storeCalled(traced, method, key, sentAt, true, value);
-          this.heard(op, method, owner, true, value);
-        },
-        (error) => {
-          storeCalled(traced, method, key, sentAt, false, error);
-          this.heard(op, method, owner, false, error);
-        },
-      );
-      return;
-    }
+    // (Timed only while `keyturn:store` has a subscriber.)
+    const sentAt = channels !== undefined && channels.store.hasSubscribers ? performance.now() : NaN;
     Promise.resolve(answer).then(
-      (value) => this.heard(op, method, owner, true, value),
-      (error) => this.heard(op, method, owner, false, error),
+      (value) => this.heard(op, method, owner, key, sentAt, true, value),
+      (error) => this.heard(op, method, owner, key, sentAt, false, error),
     );
   }
 
   /**
-   * The store call `op` settled — with `value` (`ok`) or failed with it — as from its owner's
-   * own request.
+   * The store call `op` of `key`, sent at `sentAt`, settled: with `value` (`ok`), or failed
+   * with it. Its effects are done as from its owner's own request.
    * @param {number} op
    * @param {number} method
    * @param {number} owner
+   * @param {string} key
+   * @param {number} sentAt
    * @param {boolean} ok
    * @param {unknown} value
    */
-  heard(op, method, owner, ok, value) {
-    const origin = this.origin;
-    this.origin = owner;
-    try {
-      if (ok) this.answered(op, method, value, owner);
-      else this.failed(op, method, owner, value);
-    } finally {
-      this.origin = origin;
-    }
+  heard(op, method, owner, key, sentAt, ok, value) {
+    if (!Number.isNaN(sentAt)) storeCalled(/** @type {import('./tracing.js').Channels} */ (channels).store, method, key, sentAt, ok, value);
+    if (ok) return this.answered(op, method, value, owner);
+    const message = value instanceof Error ? value.message : String(value);
+    this.fail(op, owner, new LockStoreError(fill(MESSAGES.storeFailed, { method: METHOD_NAMES[method], message }), { cause: value }));
   }
 
   /**
@@ -546,13 +506,13 @@ export class Host {
         else {
           const { value: text, version } = /** @type {{ value?: unknown, version?: unknown }} */ (value);
           if (typeof value !== 'object' || typeof text !== 'string' || typeof version !== 'string') {
-            return this.wrong(op, method, owner, '{ value: string, version: string } or null', value);
+            return this.fail(op, owner, wrongAnswer(method, '{ value: string, version: string } or null', value));
           }
           const record = parsed(text);
           kind = this.engine.answerRead(op, version, numberField(record.keyturn), stringField(record.state), stringField(record.token), numberField(record.fence), numberField(record.at), numberField(record.lease), stringField(record.asks), stringField(record.starts), numberField(record.n), this.wall(), mono);
         }
       } else if (method === METHOD_CREATE || method === METHOD_REPLACE) {
-        if (typeof value !== 'string' && value !== null && value !== undefined) return this.wrong(op, method, owner, 'a version string or null', value);
+        if (typeof value !== 'string' && value !== null && value !== undefined) return this.fail(op, owner, wrongAnswer(method, 'a version string or null', value));
         // (The engine times a write's answer from when it was sent; what else this answer
         // moves — a hand-on, a waiter's write — is stamped now.)
         kind = this.engine.answer(op, method === METHOD_CREATE ? ANSWER_CREATED : ANSWER_REPLACED, value ?? undefined, typeof value === 'string', this.wall(), mono);
@@ -561,33 +521,10 @@ export class Host {
         const answer = value === true ? ANSWER_CHANGED : value === false ? ANSWER_UNCHANGED : ANSWER_FAILED;
         kind = this.engine.answer(op, answer, undefined, false, this.wall(), mono);
       }
-      this.apply(kind);
+      this.applyAs(owner, kind);
     } catch (error) {
       this.instance.failed(error);
     }
-  }
-
-  /**
-   * @param {number} op
-   * @param {number} method
-   * @param {number} owner
-   * @param {string} expected
-   * @param {unknown} value
-   */
-  wrong(op, method, owner, expected, value) {
-    const error = new LockStoreError(fill(MESSAGES.storeWrongAnswer, { method: METHOD_NAMES[method], actual: describe(value), expected }));
-    this.fail(op, owner, error);
-  }
-
-  /**
-   * @param {number} op
-   * @param {number} method
-   * @param {number} owner
-   * @param {unknown} cause
-   */
-  failed(op, method, owner, cause) {
-    const message = cause instanceof Error ? cause.message : String(cause);
-    this.fail(op, owner, new LockStoreError(fill(MESSAGES.storeFailed, { method: METHOD_NAMES[method], message }), { cause }));
   }
 
   /**
@@ -598,10 +535,9 @@ export class Host {
    */
   fail(op, owner, error) {
     if (this.instance.failure !== undefined) return;
-    const target = /** @type {{ failure?: unknown } | undefined} */ (owner >= 0 ? this.instance.get(owner) : undefined);
-    if (target !== undefined && target.failure === undefined) target.failure = error;
+    this.blame(owner, error);
     try {
-      this.apply(this.engine.answer(op, ANSWER_FAILED, undefined, false, this.wall(), performance.now()));
+      this.applyAs(owner, this.engine.answer(op, ANSWER_FAILED, undefined, false, this.wall(), performance.now()));
     } catch (trapped) {
       this.instance.failed(trapped);
     }
@@ -616,21 +552,14 @@ export class Host {
  * @property {Door | Door[] | undefined} doors its call's first request's door, or each of its requests'
  */
 
-/** On Workers: an effect posted to a call, and what it needs kept until it is done. */
-export class Posted {
-  /**
-   * @param {number} kind
-   * @param {Target} target
-   * @param {number[]} fields
-   * @param {[string, string | undefined, unknown] | undefined} details a store call's
-   */
-  constructor(kind, target, fields, details) {
-    this.kind = kind;
-    this.target = target;
-    this.fields = fields;
-    this.details = details;
-  }
-}
+/**
+ * On Workers: an effect posted to its call, and what it needs kept until it is done.
+ * @typedef {object} Posted
+ * @property {number} kind
+ * @property {Target} target
+ * @property {number[]} fields
+ * @property {[string, string | undefined, unknown] | undefined} details a store call's key, record and version
+ */
 
 /**
  * On Workers: one of a call's requests (its caller's; a coalescing work's every caller's),
@@ -669,6 +598,14 @@ export class Door {
     open?.();
   }
 }
+
+/**
+ * A store's answer that is not what its method answers.
+ * @param {number} method
+ * @param {string} expected
+ * @param {unknown} value
+ */
+const wrongAnswer = (method, expected, value) => new LockStoreError(fill(MESSAGES.storeWrongAnswer, { method: METHOD_NAMES[method], actual: describe(value), expected }));
 
 /** The records a store call writes are UTF-8 in the module's memory. */
 const UTF8 = new TextDecoder();

@@ -1,12 +1,8 @@
-// Error classes of the package. Static JS, copied into pkg/ by the build; their texts come from
-// the crate (constants.js is generated from it).
+// Error classes of the package (index.d.ts documents each for users). Static JS, copied into
+// pkg/ by the build; their texts come from the crate (constants.js is generated from it).
 import { MESSAGES, fill } from './constants.js';
 
-/**
- * A serialized work did not settle within its deadline. Its caller's promise rejects with this,
- * its signal is aborted, and the next work for the key starts. Same `name`, `key` and message as
- * `keyed-serializer.js`'s (the per-key serializer keyturn is a drop-in for), plus `timeoutMs`.
- */
+// Same `name`, `key` and message as `keyed-serializer.js`'s (keyturn is its drop-in), plus `timeoutMs`.
 export class SerializedWorkTimeout extends Error {
   /**
    * @param {string} key
@@ -20,10 +16,6 @@ export class SerializedWorkTimeout extends Error {
   }
 }
 
-/**
- * A call found its key with `maxPending` works queued or running already: it rejects with this
- * at once and queues nothing.
- */
 export class SerializedQueueFull extends Error {
   /**
    * @param {string} key
@@ -37,13 +29,6 @@ export class SerializedQueueFull extends Error {
   }
 }
 
-/**
- * A call with `ifAvailable` whose work could not start at once: a work of its key is ahead of
- * it, no slot is free, or the key's `rate` allows no start yet. It rejects with this at once and
- * queues nothing; its work is never called. `retryAfterMs` is how long until the pace allows a
- * start when the pace is all that held it up (an API's `Retry-After`), else `undefined`: how
- * long a running work takes is not keyturn's to know.
- */
 export class SerializedWorkUnavailable extends Error {
   /**
    * @param {string} key
@@ -57,10 +42,6 @@ export class SerializedWorkUnavailable extends Error {
   }
 }
 
-/**
- * A lock store failed (threw, rejected, or answered something that is not a store's answer).
- * Never a busy lock: that is `undefined` from `acquireLock`. The store's own error is `cause`.
- */
 export class LockStoreError extends Error {
   /**
    * @param {string} message
@@ -72,7 +53,6 @@ export class LockStoreError extends Error {
   }
 }
 
-/** A live holder kept the lock's name for the whole wait of `withLock`. */
 export class LockUnavailable extends Error {
   /**
    * @param {string} key
@@ -86,11 +66,6 @@ export class LockUnavailable extends Error {
   }
 }
 
-/**
- * A lock name (or a serializer's key over a store) was acquired with a `concurrency` other than
- * the one its records carry, or its holders and waiters in this isolate have: nothing was
- * written, nothing is held. A name keeps one concurrency; use another name for another.
- */
 export class ConcurrencyMismatch extends Error {
   /**
    * @param {string} lockName
@@ -106,15 +81,18 @@ export class ConcurrencyMismatch extends Error {
   }
 }
 
-/**
- * keyturn's wasm instance trapped (a bug, or memory exhausted): every serializer and lock made
- * on it fails with this from then on; new ones get a fresh instance where the runtime can make
- * one. `cause` is the trap.
- */
 export class KeyturnInstanceFailed extends Error {
-  /** @param {unknown} cause */
+  /** @param {unknown} cause the trap */
   constructor(cause) {
     super(fill(MESSAGES.instanceFailed, { reason: cause instanceof Error ? cause.message : String(cause) }), { cause });
     this.name = 'KeyturnInstanceFailed';
   }
 }
+
+/**
+ * The `AbortError` a signal aborts with, or a call rejects with, for what the engine decided
+ * (a lease lost, a work never started): a DOMException, as a platform's own aborts are.
+ * @param {string} template
+ * @param {Record<string, unknown>} values
+ */
+export const abortError = (template, values) => new DOMException(`keyturn: ${fill(template, values)}`, 'AbortError');

@@ -1,9 +1,9 @@
-// acquireLock, withLock and lockStats over the lock module's engine (keyturn_lock), which is
+// acquireLock, withLock and lockStats (index.d.ts) over the lock module's engine (keyturn_lock),
 // its own module so that code that only serializes never loads it. One engine host per store
 // object and `now`; the engine decides every acquisition, renewal, release, wait and bound, and
 // this file keeps the JavaScript surface: promises, `signal`, `await using`. Static JS, copied
 // into pkg/ by the build.
-import { ConcurrencyMismatch, LockUnavailable } from './errors.js';
+import { ConcurrencyMismatch, LockUnavailable, abortError } from './errors.js';
 import {
   EFFECT_ARM,
   EFFECT_LOCK_LOST,
@@ -14,9 +14,6 @@ import {
   EVENT_RELEASE,
   EVENT_RENEW,
   EVENT_WATCH,
-  FIELD_AT,
-  FIELD_EARLY,
-  FIELD_KEEP,
   FIELD_CODE,
   FIELD_FENCE,
   FIELD_FOUND,
@@ -41,9 +38,8 @@ import {
   REFUSED_CONCURRENCY_MISMATCH,
   WHY_RELEASED,
   WHY_TAKEN_OVER,
-  fill,
 } from './constants.js';
-import { OptionNames, checkKey, optionalNumber, optionalSignal, refusalError, typeError, wrongType } from './arguments.js';
+import { OptionNames, checkKey, optionalFunction, optionalNumber, optionalSignal, refusalError, typeError, wrongType } from './arguments.js';
 import { Door, Host } from './engine.js';
 import { channels } from './tracing.js';
 
@@ -52,16 +48,7 @@ import { channels } from './tracing.js';
 /** @typedef {import('./engine.js').Store} Store */
 /** @typedef {import('./instance.js').Instance} Instance */
 
-/**
- * @typedef {object} LockOptions
- * @property {number} [waitMs]
- * @property {number} [staleMs]
- * @property {number} [maxClockSkewMs]
- * @property {number} [storeTimeoutMs]
- * @property {number} [concurrency]
- * @property {() => number} [now]
- * @property {AbortSignal} [signal]
- */
+/** @typedef {import('./index.d.ts').LockOptions} LockOptions */
 
 // Other libraries' words for these options: a lock's "timeout" is how long it waits for the
 // name (not the bound on one store call), its "ttl" or "lease" how long a holder keeps it.
@@ -71,12 +58,6 @@ const LOCK_OPTIONS = new OptionNames(['waitMs', 'staleMs', 'maxClockSkewMs', 'st
   skew: 'maxClockSkewMs', clockskew: 'maxClockSkewMs', slots: 'concurrency', permits: 'concurrency', max: 'concurrency',
   clock: 'now', abortsignal: 'signal',
 });
-
-/**
- * @param {string} template
- * @param {string} name
- */
-const lostReason = (template, name) => new DOMException(`keyturn: ${fill(template, { name })}`, 'AbortError');
 
 /**
  * The box of every call off Workers, where nothing is posted (frozen: a post to it throws).
@@ -120,8 +101,7 @@ class LockCall {
     if (kind === EFFECT_SETTLE) {
       this.settle(host.field(FIELD_CODE), host);
     } else if (kind === EFFECT_ARM) {
-      const refusal = host.arm(this, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.eventAs(this.handle, EVENT_FIRED_CALL, this.id, 0));
-      if (refusal !== undefined) host.refused(refusal, -1, this.id);
+      host.arm(this, () => host.event(EVENT_FIRED_CALL, this.id, 0, this.handle), -1, this.id);
     }
   }
 
@@ -174,7 +154,7 @@ class Acquisition extends LockCall {
 
   /** Its signal aborted: it rejects at once; what a store call in flight takes is given back. */
   handleEvent() {
-    this.host.eventAs(this.handle, EVENT_ABORT, this.id, 0);
+    this.host.event(EVENT_ABORT, this.id, 0, this.handle);
   }
 
   /**
@@ -185,9 +165,7 @@ class Acquisition extends LockCall {
   settle(outcome, host) {
     this.signal?.removeEventListener('abort', this);
     if (outcome === OUTCOME_HELD) {
-      // The acquisition's handle is the lock's from now on: the engine names the lock by it,
-      // and counts on its timer.
-      const lock = new KeyturnLock(host, this.id, this.handle, this.name, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_TOKEN_COUNT), host.field(FIELD_HELD_UNTIL), this);
+      const lock = new KeyturnLock(host, this);
       host.instance.replace(this.handle, lock);
       if (channels !== undefined && channels.acquire.hasSubscribers) {
         const waitedMs = Number.isNaN(this.askedAt) ? undefined : performance.now() - this.askedAt;
@@ -231,26 +209,23 @@ export class KeyturnLock {
   #acquiredAt = channels !== undefined && channels.release.hasSubscribers ? performance.now() : NaN;
 
   /**
+   * The lock `acquisition` took, as the `HELD` outcome being done says. The acquisition's
+   * handle is the lock's from now on: the engine names the lock by it. Its timer (which the
+   * engine counts on) and its box are the lock's too: one owner, whichever of the two an effect
+   * reaches.
    * @param {Host} host
-   * @param {number} id
-   * @param {number} handle
-   * @param {string} name
-   * @param {number} slot
-   * @param {number} fence
-   * @param {number} tokenCount
-   * @param {number} heldUntil
-   * @param {{ timer?: ReturnType<typeof setTimeout>, box: Box }} acquisition its timer (which the engine counts on) and its box are the lock's: one owner, whichever of the two an effect reaches
+   * @param {Acquisition} acquisition
    */
-  constructor(host, id, handle, name, slot, fence, tokenCount, heldUntil, acquisition) {
+  constructor(host, acquisition) {
     this.#own = acquisition;
     this.#host = host;
-    this.#id = id;
-    this.#handle = handle;
-    this.#name = name;
-    this.#slot = slot;
-    this.#fence = fence;
-    this.#tokenCount = tokenCount;
-    this.#heldUntil = heldUntil;
+    this.#id = acquisition.id;
+    this.#handle = acquisition.handle;
+    this.#name = acquisition.name;
+    this.#slot = host.field(FIELD_SLOT);
+    this.#fence = host.field(FIELD_FENCE);
+    this.#tokenCount = host.field(FIELD_TOKEN_COUNT);
+    this.#heldUntil = host.field(FIELD_HELD_UNTIL);
   }
 
   get name() {
@@ -284,8 +259,7 @@ export class KeyturnLock {
       const { instance } = this.#host;
       // Released, the engine names it no more: held for the answer only (it comes at once).
       const handle = this.#handle === -1 ? instance.hold(this) : this.#handle;
-      const host = this.#host;
-      host.eventAs(handle, EVENT_WATCH, this.#id, handle);
+      this.#host.event(EVENT_WATCH, this.#id, handle, handle);
       if (handle !== this.#handle) instance.letGo(handle);
     }
     return this.#controller.signal;
@@ -303,11 +277,10 @@ export class KeyturnLock {
       if (why !== WHY_RELEASED && channels !== undefined && channels.lost.hasSubscribers) {
         channels.lost.publish({ name: this.#name, slot: this.#slot, fence: this.#fence, reason: why === WHY_TAKEN_OVER ? 'takenOver' : 'lapsed' });
       }
-      this.#controller?.abort(lostReason(template, this.#name));
+      this.#controller?.abort(abortError(template, { name: this.#name }));
     } else if (kind === EFFECT_ARM) {
       const handle = this.#handle;
-      const refusal = host.arm(this.#own, host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1, () => host.eventAs(handle, EVENT_FIRED_CALL, this.#id, 0));
-      if (refusal !== undefined) host.refused(refusal, -1, this.#id);
+      host.arm(this.#own, () => host.event(EVENT_FIRED_CALL, this.#id, 0, handle), -1, this.#id);
     }
   }
 
@@ -318,12 +291,9 @@ export class KeyturnLock {
 
   /** One CAS moving the lease to `now + staleMs`: true, or false once lost (for good). */
   renew() {
-    const host = this.#host;
-    if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
-    return new Promise((resolve, reject) => {
-      const call = new LockCall(host, resolve, reject);
-      host.eventAs(call.handle, EVENT_RENEW, this.#id, call.handle);
-    }).then((heldUntil) => {
+    const failure = this.#host.instance.failure;
+    if (failure !== undefined) return Promise.reject(failure);
+    return this.#call(EVENT_RENEW).then((heldUntil) => {
       if (heldUntil === false) return false;
       this.#heldUntil = /** @type {number} */ (heldUntil);
       return true;
@@ -335,8 +305,19 @@ export class KeyturnLock {
    * @param {boolean} keep
    */
   keepRenewed(keep) {
+    this.#host.event(EVENT_KEEP_RENEWED, this.#id, keep ? 1 : 0, this.#handle);
+  }
+
+  /**
+   * A renewal or a release (`kind`), as a call of its own: its promise, settled as the engine says.
+   * @param {number} kind
+   */
+  #call(kind) {
     const host = this.#host;
-    host.eventAs(this.#handle, EVENT_KEEP_RENEWED, this.#id, keep ? 1 : 0);
+    return new Promise((resolve, reject) => {
+      const call = new LockCall(host, resolve, reject);
+      host.event(kind, this.#id, call.handle, call.handle);
+    });
   }
 
   /** Gives the lock back: one store call at most; the engine decides what it writes. */
@@ -344,10 +325,7 @@ export class KeyturnLock {
     const host = this.#host;
     if (host.instance.failure !== undefined) return Promise.reject(host.instance.failure);
     // (A release's call resolves with nothing: its promise is the caller's as it is.)
-    const released = new Promise((resolve, reject) => {
-      const call = new LockCall(host, resolve, reject);
-      host.eventAs(call.handle, EVENT_RELEASE, this.#id, call.handle);
-    });
+    const released = this.#call(EVENT_RELEASE);
     if (this.#handle !== -1 && channels !== undefined && channels.release.hasSubscribers) {
       const heldMs = Number.isNaN(this.#acquiredAt) ? undefined : performance.now() - this.#acquiredAt;
       channels.release.publish({ name: this.#name, slot: this.#slot, fence: this.#fence, heldMs });
@@ -440,7 +418,7 @@ export class Locks {
   }
 
   /**
-   * `acquireLock`: see `lockApi`.
+   * `acquireLock`.
    * @param {unknown} store
    * @param {unknown} name
    * @param {LockOptions | undefined} options
@@ -451,8 +429,7 @@ export class Locks {
     let host;
     try {
       LOCK_OPTIONS.check(options, 'options');
-      const now = options?.now;
-      if (now !== undefined && typeof now !== 'function') throw wrongType('options.now', 'a function or undefined', now);
+      const now = optionalFunction(options?.now, 'options.now');
       const signal = optionalSignal(options?.signal, 'options.signal');
       const given = {
         key: name,
@@ -493,7 +470,7 @@ export class Locks {
   }
 
   /**
-   * `lockStats`: see `lockApi`.
+   * `lockStats`.
    * @param {unknown} store
    */
   lockStats(store) {
@@ -514,7 +491,7 @@ export class Locks {
   }
 
   /**
-   * `withLock`: see `lockApi`. Its work's outcome is its own once it ran, whatever the release
+   * `withLock`. Its work's outcome is its own once it ran, whatever the release
    * answers: a release that fails leaves the record to lapse, and a caller whose work
    * succeeded must not be led to run it again.
    * @param {unknown} store
@@ -540,21 +517,7 @@ export class Locks {
 }
 
 /**
- * The package's lock API for a platform.
- *
- * acquireLock(store, name, { waitMs, staleMs, maxClockSkewMs, storeTimeoutMs, concurrency, now,
- * signal }) → Promise<Lock | undefined> takes the lock `name` in `store` — one of its
- * `concurrency` slots — or resolves to `undefined` when live holders kept it for the whole
- * `waitMs`; it settles within `waitMs` plus one store call's bound (`storeTimeoutMs`). It
- * rejects with a `LockStoreError` when the store fails (or does not answer within its bound), a
- * `ConcurrencyMismatch` when the name is taken with another `concurrency`, the signal's reason
- * the moment it aborts (nothing left held), a `TypeError` or `RangeError` for bad arguments.
- *
- * withLock(store, name, fn, options) → Promise of fn's result acquires `name`, runs `fn(lock)`,
- * renews the lease while `fn` runs, and releases when it settles, with `fn`'s value or error as
- * its own; `LockUnavailable` when a live holder kept the name for `waitMs`.
- *
- * lockStats(store) → what the locks of `store` did in this isolate (see `LockStats`).
+ * The package's lock API for a platform (index.d.ts documents it).
  * @param {Locks} locks
  */
 export function lockApi(locks) {

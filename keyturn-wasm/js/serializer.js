@@ -1,21 +1,15 @@
-// createKeyedSerializer over an engine: the serializer's module's (no store), or the lock
-// module's of the store (a serializer with a `store`). Static JS, copied into pkg/ by the build.
+// createKeyedSerializer (index.d.ts) over an engine: the serializer's module's (no store), or
+// the lock module's of the store (a serializer with a `store`). Static JS, copied into pkg/ by
+// the build.
 //
 // The engine decides when each work starts, ends, times out and — over a store — holds its
-// key's lease; this file makes the host calls it says: the caller's promise, the
-// AbortController, the work, its signal's listener. What only the JS can know is when: a work
-// starts two microtasks after the engine says it may (`READY`) — the place
-// `keyed-serializer.js` gives it, the per-key serializer keyturn is a drop-in for, so that the
-// handlers a caller attached to the work before run first — and its line moves on once its
-// caller heard (`DONE`, a reaction on the caller's promise).
-//
-// On Cloudflare Workers (`inContext`) each request runs in an I/O context of its own, and a
-// timer or I/O started from another request's context ends with that request. So what the
-// engine says of a job — start it, arm its timer — is done from the job's own request: through
-// a promise reaction the job registered there (`Inbox`). Each job keeps one timer of its own
-// (`ARM`); the next job of a line also watches the deadline of the one ahead, so a job whose
-// request ended cannot hold its key.
-import { SerializedWorkTimeout, SerializedQueueFull, SerializedWorkUnavailable, ConcurrencyMismatch } from './errors.js';
+// key's lease; this file makes the host calls it says. What only the JS can know is when: a
+// work starts two microtasks after the engine says it may (`READY`) — the place
+// `keyed-serializer.js` (keyturn is its drop-in) gives it, so that the handlers a caller
+// attached to the work before run first — and its line moves on once its caller heard (`DONE`,
+// a reaction on the caller's promise). On Workers (`inContext`) what the engine says of a job
+// is done from the job's own request (docs/design.md, "Cloudflare Workers").
+import { SerializedWorkTimeout, SerializedQueueFull, SerializedWorkUnavailable, ConcurrencyMismatch, abortError } from './errors.js';
 import {
   DEFAULT_TIMEOUT_MS,
   EFFECT_ABORT,
@@ -33,9 +27,6 @@ import {
   EVENT_SETTLED,
   EVENT_START,
   EVENT_START_WORK,
-  FIELD_AT,
-  FIELD_EARLY,
-  FIELD_KEEP,
   FIELD_CODE,
   FIELD_FENCE,
   FIELD_FOUND,
@@ -69,10 +60,9 @@ import {
   WHY_ABORTED,
   WHY_TIMED_OUT,
   WHY_TIMER_REFUSED,
-  fill,
 } from './constants.js';
 import { OptionNames, checkKey, coalesceGroup, optionalBoolean, optionalFunction, optionalNumber, optionalSignal, rateOption, refusalError, scopeOption, typeError, wrongType } from './arguments.js';
-import { Callers } from './coalescing.js';
+import { Callers, ignore } from './coalescing.js';
 import { Door } from './engine.js';
 import { clear } from './timers.js';
 import { TurnTrace, channels, traceOf } from './tracing.js';
@@ -109,9 +99,6 @@ const resolved = Promise.resolve();
 const microtask = (task) => {
   resolved.then(task);
 };
-
-/** @param {unknown} _ */
-function ignore(_) {}
 
 /** @type {Job | undefined} the job whose caller's promise is being made (`capture` is its executor: no closure per job) */
 let capturing;
@@ -214,26 +201,6 @@ export class Job {
     this.handle = -1; // the number the instance holds it under
   }
 
-  /** Why its caller gave up. */
-  get reason() {
-    return this.options?.reason;
-  }
-
-  /** The caller's signal, if it gave one (a coalescing job's callers each have their own). */
-  get signal() {
-    return this.options?.signal;
-  }
-
-  /** A coalescing job's callers. */
-  get callers() {
-    return this.options?.callers;
-  }
-
-  /** Its deadline's length, for a keep-alive. */
-  timeoutMs() {
-    return this.serializer.timeoutMs;
-  }
-
   /**
    * Its instance failed: a job that never started is rejected with the failure, and never runs
    * (one that started settles with its work).
@@ -247,7 +214,7 @@ export class Job {
   handleEvent() {
     const options = /** @type {CallOptions} */ (this.options);
     options.reason = /** @type {AbortSignal} */ (options.signal).reason;
-    this.serializer.own(this, EVENT_CANCEL);
+    this.serializer.event(EVENT_CANCEL, this.ticket, this.handle);
   }
 
   /**
@@ -256,7 +223,7 @@ export class Job {
    */
   leave(reason) {
     /** @type {CallOptions} */ (this.options).reason = reason;
-    this.serializer.own(this, EVENT_LEAVE);
+    this.serializer.event(EVENT_LEAVE, this.ticket, this.handle);
   }
 
   /**
@@ -270,7 +237,7 @@ export class Job {
     else if (kind === EFFECT_START) serializer.begin(this, host.field(FIELD_SLOT), host.field(FIELD_FENCE), host.field(FIELD_REPORT) === 1);
     else if (kind === EFFECT_SETTLE) this.settle(host.field(FIELD_CODE), host);
     else if (kind === EFFECT_ABORT) this.abort(host.field(FIELD_CODE));
-    else if (kind === EFFECT_ARM) serializer.arm(/** @type {TimedJob} */ (/** @type {unknown} */ (this)), host.field(FIELD_AT), host.field(FIELD_KEEP) === 1, host.field(FIELD_EARLY) === 1);
+    else if (kind === EFFECT_ARM) host.arm(/** @type {TimedJob} */ (/** @type {unknown} */ (this)), () => serializer.event(EVENT_FIRED_WORK, this.ticket, this.handle), serializer.id, this.ticket);
   }
 
   /**
@@ -281,10 +248,10 @@ export class Job {
   settle(outcome, host) {
     if (outcome === OUTCOME_TIMED_OUT) this.reject(new SerializedWorkTimeout(this.key, host.field(FIELD_MS)));
     else if (outcome === OUTCOME_TIMER_REFUSED) this.reject(host.refusal);
-    else if (outcome === OUTCOME_ABORTED) this.reject(this.reason);
+    else if (outcome === OUTCOME_ABORTED) this.reject(this.options?.reason);
     else if (outcome === OUTCOME_MISMATCH) this.reject(new ConcurrencyMismatch(SERIALIZE_PREFIX + this.key, this.serializer.concurrency, host.field(FIELD_FOUND)));
     else if (outcome === OUTCOME_NOT_YET) this.reject(new SerializedWorkUnavailable(this.key, orNone(host.field(FIELD_MS))));
-    else if (outcome === OUTCOME_NEVER_STARTED) this.reject(new DOMException(`keyturn: ${fill(MESSAGES.neverStarted, { key: this.key })}`, 'AbortError'));
+    else if (outcome === OUTCOME_NEVER_STARTED) this.reject(abortError(MESSAGES.neverStarted, { key: this.key }));
     else this.reject(/** @type {TimedJob} */ (/** @type {unknown} */ (this)).failure);
   }
 
@@ -293,7 +260,7 @@ export class Job {
    * @param {number} why
    */
   abort(why) {
-    const reason = why === WHY_TIMED_OUT ? undefined : why === WHY_ABORTED ? this.reason : why === WHY_TIMER_REFUSED ? this.serializer.host.refusal : lostLease(this.key);
+    const reason = why === WHY_TIMED_OUT ? undefined : why === WHY_ABORTED ? this.options?.reason : why === WHY_TIMER_REFUSED ? this.serializer.host.refusal : abortError(MESSAGES.turnLeaseLost, { key: this.key });
     try {
       this.controller?.abort(reason);
     } catch {
@@ -357,33 +324,8 @@ export class TimedJob extends Job {
   }
 }
 
-/**
- * The reason a work's signal aborts with when its lease was lost while it ran.
- * @param {string} key
- */
-const lostLease = (key) => new DOMException(`keyturn: ${fill(MESSAGES.turnLeaseLost, { key })}`, 'AbortError');
-
-/**
- * @typedef {object} SerializerOptions
- * @property {number} [timeoutMs]
- * @property {number} [maxPending]
- * @property {number} [concurrency]
- * @property {{ limit: number, periodMs: number }} [rate]
- * @property {object} [store]
- * @property {number} [staleMs]
- * @property {number} [maxClockSkewMs]
- * @property {number} [storeTimeoutMs]
- * @property {'isolate'} [scope]
- */
-
-/**
- * @typedef {object} CallOptionsGiven
- * @property {AbortSignal} [signal]
- * @property {(value: unknown) => void} [onLateSettle]
- * @property {number} [timeoutMs]
- * @property {boolean | string} [coalesce]
- * @property {boolean} [ifAvailable]
- */
+/** @typedef {import('./index.d.ts').KeyedSerializerOptions} SerializerOptions */
+/** @typedef {import('./index.d.ts').SerializeOptions} CallOptionsGiven */
 
 /**
  * What a serializer needs of its platform: an engine host without a store, or the store's.
@@ -457,11 +399,13 @@ export class Serializer {
   }
 
   /**
-   * An event of this serializer's (`a` is its number), of a job's ticket or a line's id.
+   * An event of this serializer's (`a` is its number), of a job's ticket or a line's id; on
+   * Workers, as from the own request of the job held as `origin`.
    * @param {number} kind
    * @param {number} b
+   * @param {number} [origin]
    */
-  event(kind, b) {
+  event(kind, b, origin) {
     const host = this.host;
     const { instance } = host;
     if (instance.failure !== undefined) return;
@@ -477,7 +421,8 @@ export class Serializer {
           instance.letGo(left);
         }
       }
-      host.apply(first);
+      if (origin === undefined) host.apply(first);
+      else host.applyAs(origin, first);
     } catch (error) {
       instance.failed(error);
     }
@@ -571,7 +516,7 @@ export class Serializer {
       instance.letGo(job.handle);
       const to = /** @type {Job} */ (instance.get(joined));
       host.apply(kind);
-      return /** @type {Callers} */ (to.callers).add(to, signal, onLateSettle);
+      return /** @type {Callers} */ (to.options?.callers).add(to, signal, onLateSettle);
     }
     job.ticket = host.read(FIELD_ID);
     const line = host.read(FIELD_LINE);
@@ -595,6 +540,8 @@ export class Serializer {
    * A queued job's caller promise: once it settled, its caller heard, and the job's line moves
    * on. This reaction also makes a rejection nobody awaits not an unhandled rejection, as in
    * `keyed-serializer.js`, whose tail handles every result; callers that await it still see it.
+   * On Workers, `job`'s request is this one: its door and its request's anchor (see `anchor`)
+   * are made here, in one context with the reaction to its end.
    * @param {Job} job
    * @param {Promise<unknown>} result
    * @param {number} line
@@ -606,10 +553,14 @@ export class Serializer {
       result.then(advance, advance);
       return;
     }
-    if (this.inContext) return this.enteredHere(/** @type {TimedJob} */ (job), result);
     const done = () => this.finished(job);
-    result.then(done, done);
-    job.signal?.addEventListener('abort', job);
+    if (this.inContext) {
+      const timed = /** @type {TimedJob} */ (job);
+      timed.left = result.then(done, done);
+      timed.doors = new Door(this.host, timed, timed.handle);
+      this.anchor(timed);
+    } else result.then(done, done);
+    job.options?.signal?.addEventListener('abort', job);
   }
 
   /**
@@ -626,35 +577,16 @@ export class Serializer {
   }
 
   /**
-   * On Workers: `entered` for `job`, whose request this is. Its door, and its request's anchor
-   * (see `anchor`), made in one context with the reaction to its end.
-   * @param {TimedJob} job
-   * @param {Promise<unknown>} result
-   */
-  enteredHere(job, result) {
-    /** @type {TimedJob | undefined} */
-    let last;
-    const done = () => this.finished(job);
-    const again = () => {
-      last = this.anchorOn(job, last, again);
-    };
-    job.left = result.then(done, done);
-    job.doors = new Door(this.host, job, job.handle);
-    again();
-    job.signal?.addEventListener('abort', job);
-  }
-
-  /**
    * A job's caller heard how its call ended: it leaves its line.
    * @param {Job} job
    */
   finished(job) {
-    job.signal?.removeEventListener('abort', job);
+    job.options?.signal?.removeEventListener('abort', job);
     // The controller goes: a job queued a while ago is in the old generation, and its pointer
     // to the young controller would keep the signal alive through every scavenge.
     job.controller = undefined;
     if (this.inContext) {
-      this.own(job, EVENT_DONE);
+      this.event(EVENT_DONE, job.ticket, job.handle);
       // Its timer goes — a release it leaves in flight is bounded by the next timer that fires.
       const timed = /** @type {TimedJob} */ (job);
       clear(timed.timer);
@@ -678,7 +610,7 @@ export class Serializer {
     if (this.inContext) {
       // From its own request (see `Host.post`), two microtasks after it was ready, as the
       // seed's (mail is delivered one microtask after it was posted).
-      const start = () => this.own(job, EVENT_START_WORK);
+      const start = () => this.event(EVENT_START_WORK, job.ticket, job.handle);
       microtask(this.host.posted === undefined ? () => microtask(start) : start);
       return;
     }
@@ -772,7 +704,7 @@ export class Serializer {
    */
   settled(job, ok, value) {
     job.outcome = { ok, value };
-    this.own(job, EVENT_SETTLED);
+    this.event(EVENT_SETTLED, job.ticket, job.handle);
   }
 
   /**
@@ -846,35 +778,6 @@ export class Serializer {
   }
 
   /**
-   * The engine asks for a timer for `job` at `at` (on Workers, from its own request).
-   * @param {TimedJob} job
-   * @param {number} at
-   * @param {boolean} keep
-   * @param {boolean} early
-   */
-  arm(job, at, keep, early) {
-    const host = this.host;
-    const refusal = host.arm(job, at, keep, early, () => this.own(job, EVENT_FIRED_WORK));
-    if (refusal !== undefined) host.refused(refusal, this.id, job.ticket);
-  }
-
-  /**
-   * On Workers: an event of `job`'s, in its own request.
-   * @param {Job} job
-   * @param {number} kind
-   */
-  own(job, kind) {
-    const host = this.host;
-    const origin = host.origin;
-    host.origin = job.handle;
-    try {
-      this.event(kind, job.ticket);
-    } finally {
-      host.origin = origin;
-    }
-  }
-
-  /**
    * @param {string | undefined} key
    * @param {boolean} all
    */
@@ -904,17 +807,7 @@ export class Serializer {
 }
 
 /**
- * The package's `createKeyedSerializer`, for a platform.
- *
- * createKeyedSerializer({ timeoutMs, maxPending, concurrency, store, staleMs, … }) →
- * serialize(key, work, { signal, timeoutMs, onLateSettle, coalesce })
- *
- * `serialize(key, work)` runs `work(signal, turn)` once every work previously queued for `key`
- * has settled (N at a time with `concurrency`), and resolves or rejects as `work` does — or
- * rejects with a `SerializedWorkTimeout` (and aborts `signal`) when `work` has not settled
- * within its deadline; `onLateSettle(value)` is then called if and when that abandoned work
- * settles. `serialize.pending()` is the number of keys with queued or running work,
- * `pending(key)` the works of one key, `stats()` the counters.
+ * The package's `createKeyedSerializer` for a platform (index.d.ts documents it).
  * @param {Hosts} hosts
  */
 export function serializerApi(hosts) {

@@ -15,21 +15,18 @@ export const clear = (timer) => {
 };
 
 /**
- * The delay of a timer that must not fire before `ms` have passed: hosts take whole
- * milliseconds, and some round a fraction down — and at most the longest a host timer honours
+ * The delay of a timer for the monotonic time `at`, at most the longest a host timer honours
  * (Node fires a longer one after 1 ms), which an engine time never asks past anyway but for
- * rounding.
- * @param {number} ms
+ * rounding. It must not fire before `at`: hosts take whole milliseconds, and some round a
+ * fraction down — unless it may fire up to a millisecond early (`early`: a pause between
+ * polls), where rounding up would make every poll after it later too.
+ * @param {number} at
+ * @param {boolean} early
  */
-export const timerDelay = (ms) => Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(ms)));
-
-/**
- * The delay of a timer that may fire up to a millisecond early (a pause between polls): `ms`
- * as it is — Node honours a fraction, browsers round it down — where rounding it up would make
- * every poll after it later too.
- * @param {number} ms
- */
-export const aboutDelay = (ms) => Math.min(MAX_TIMEOUT_MS, Math.max(1, ms));
+export function delayTo(at, early) {
+  const ms = at - performance.now();
+  return Math.min(MAX_TIMEOUT_MS, Math.max(1, early ? ms : Math.ceil(ms)));
+}
 
 /**
  * Whether `timer` keeps the process alive (`on`): Node's timers have `ref`/`unref`; Deno's are

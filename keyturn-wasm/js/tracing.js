@@ -4,20 +4,7 @@
 // instead: `useDiagnostics`), and without it every channel is `undefined` and nothing is
 // published. A message is built only while its channel has a subscriber: each site checks
 // `hasSubscribers` first. The channels observe; they decide nothing. Static JS, copied into
-// pkg/ by the build.
-//
-// Channels (docs/tracing.md):
-// - `keyturn:turn:wait`  { id, key }: a call was queued (a call that joined a coalescing work
-//   publishes nothing of its own).
-// - `keyturn:turn:start` { id, key, slot, fence, waitedMs }: its work is called.
-// - `keyturn:turn:end`   { id, key, slot, fence, waitedMs, heldMs, ok, error }: its caller is
-//   told (a work that never started: `slot`, `fence` and `heldMs` undefined).
-// - `keyturn:lock:acquire` { name, slot, fence, heldUntil, waitedMs, tookOver }: `tookOver`, it
-//   was taken over from a holder found stale.
-// - `keyturn:lock:release` { name, slot, fence, heldMs }
-// - `keyturn:lock:lost` { name, slot, fence, reason: 'takenOver' | 'lapsed' }: a lock whose
-//   `signal` is watched (read, or `withLock`'s) lost its lease.
-// - `keyturn:store` { method, key, ms, outcome, error }: a store call answered or failed.
+// pkg/ by the build. docs/tracing.md says what each channel publishes.
 
 import { METHOD_NAMES } from './constants.js';
 
@@ -27,7 +14,7 @@ import { METHOD_NAMES } from './constants.js';
  * @typedef {{ readonly hasSubscribers: boolean, publish: (message: unknown) => void }} Channel
  */
 
-/** The channels, by what they trace. */
+/** The channels, by what they trace (docs/tracing.md). */
 export class Channels {
   /** @param {Diagnostics} diagnostics */
   constructor(diagnostics) {
