@@ -15,13 +15,12 @@ export async function pacedWorks(serialize, key, count, log, holdMs = 3) {
 }
 
 /** Held to the pace and the turn: no `limit + 1` starts within `periodMs` (less
- * `allowanceMs` for the clocks, or `paceAllowanceMs` where a start's read may come late), no two
- * works overlapping (less `allowanceMs`). The starts, sorted. */
-export function checkPaced(events, { limit, periodMs, allowanceMs, paceAllowanceMs = allowanceMs }) {
+ * `allowanceMs` for the clocks), no two works overlapping. The starts, sorted. */
+export function checkPaced(events, { limit, periodMs, allowanceMs }) {
   const sorted = [...events].sort((x, y) => x.start - y.start);
   for (let i = 0; i + limit < sorted.length; i++) {
     const span = sorted[i + limit].start - sorted[i].start;
-    if (span < periodMs - paceAllowanceMs) throw new Error(`${limit + 1} starts within ${span.toFixed(1)} ms (starts ${i}…${i + limit})`);
+    if (span < periodMs - allowanceMs) throw new Error(`${limit + 1} starts within ${span.toFixed(1)} ms (starts ${i}…${i + limit})`);
   }
   for (let i = 1; i < sorted.length; i++) {
     if (sorted[i].start < sorted[i - 1].end - allowanceMs) throw new Error(`works ${i - 1} and ${i} overlap`);
