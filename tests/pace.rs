@@ -385,10 +385,10 @@ fn without_a_rate_nothing_waits_for_a_pace() {
     assert_eq!(host.engine.stats(0).paced, 0);
 }
 
-/// A contexts-end host: work 1 runs 100 ms; work 2's caller's context ends while it waits;
-/// work 3 waits behind it.
-fn with_a_dead_waiter(options: SerializerOptions) -> Host {
-    let mut host = Host::new(options, true, 100.0);
+/// A contexts-end host whose works each run `hold_ms`: work 1 runs; work 2's caller's context
+/// ends while it waits; work 3 waits behind it.
+fn with_a_dead_waiter(options: SerializerOptions, hold_ms: f64) -> Host {
+    let mut host = Host::new(options, true, hold_ms);
     host.call("k", 1, false).expect("queued");
     host.dead.insert(2);
     host.call("k", 2, false).expect("queued");
@@ -398,7 +398,7 @@ fn with_a_dead_waiter(options: SerializerOptions) -> Host {
 
 #[test]
 fn a_waiting_work_whose_context_ended_is_given_up_a_grace_after_its_turn_came() {
-    let mut host = with_a_dead_waiter(SerializerOptions::default());
+    let mut host = with_a_dead_waiter(SerializerOptions::default(), 100.0);
     host.run(100.0 + START_GRACE_MS - 1.0);
     assert_eq!(host.starts, vec![(1, 0.0)], "work 2 may still start");
     host.run(f64::INFINITY);
@@ -409,11 +409,8 @@ fn a_waiting_work_whose_context_ended_is_given_up_a_grace_after_its_turn_came() 
 
 #[test]
 fn a_waiting_work_that_starts_within_the_grace_is_not_given_up() {
-    let mut host = Host::new(SerializerOptions::default(), true, 100.0);
-    host.call("k", 1, false).expect("queued");
-    host.dead.insert(2); // slow, not gone: it starts 900 ms after its turn came
-    host.call("k", 2, false).expect("queued");
-    host.call("k", 3, false).expect("queued");
+    // Work 2 is slow, not gone: it starts 900 ms after its turn came.
+    let mut host = with_a_dead_waiter(SerializerOptions::default(), 100.0);
     host.run(1000.0);
     host.now = 1000.0;
     host.dead.remove(&2);
@@ -427,11 +424,7 @@ fn a_waiting_work_that_starts_within_the_grace_is_not_given_up() {
 
 #[test]
 fn a_work_waiting_for_its_pace_whose_context_ended_is_woken_and_given_up_by_the_work_behind() {
-    let mut host = Host::new(rate(1.0, 500.0), true, 10.0);
-    host.call("k", 1, false).expect("queued");
-    host.dead.insert(2);
-    host.call("k", 2, false).expect("queued");
-    host.call("k", 3, false).expect("queued");
+    let mut host = with_a_dead_waiter(rate(1.0, 500.0), 10.0);
     host.run(f64::INFINITY);
     assert_eq!(host.never_started, vec![2]);
     // Work 2's own timer for its pace is gone with its context: work 3's fires a moment after
@@ -550,11 +543,7 @@ fn n_at_a_time_a_first_work_never_started_lets_the_one_behind_start_when_given_u
     let options = SerializerOptions::default()
         .with_concurrency(2.0)
         .expect("concurrency");
-    let mut host = Host::new(options, true, 100.0);
-    host.call("k", 1, false).expect("queued");
-    host.dead.insert(2);
-    host.call("k", 2, false).expect("queued");
-    host.call("k", 3, false).expect("queued");
+    let mut host = with_a_dead_waiter(options, 100.0);
     host.run(f64::INFINITY);
     assert_eq!(host.never_started, vec![2]);
     assert_eq!(host.starts, vec![(1, 0.0), (3, START_GRACE_MS)]);
