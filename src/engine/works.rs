@@ -595,8 +595,10 @@ impl<P> SerializerCore<P> {
         }
         let after = self.lines.next_in_line(ticket);
         let mut next = None;
+        let mut idle = false;
         if let Some(line_state) = self.lines.line_data_mut(line) {
             line_state.entries -= 1;
+            idle = line_state.entries == 0;
             if line_state.unstarted == Some(ticket) {
                 line_state.unstarted = after;
             }
@@ -619,7 +621,7 @@ impl<P> SerializerCore<P> {
             }
         }
         // The line's last work leaves (its key goes idle): the key's pace waits for nothing.
-        if after.is_none() && self.lines.head(line) == Some(ticket) {
+        if idle {
             if let (Some(pace), Some(key)) = (self.pace.as_mut(), self.lines.line_key(line)) {
                 pace.idle(key);
             }
