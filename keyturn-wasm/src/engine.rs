@@ -27,19 +27,7 @@ type Version = ();
 #[cfg(feature = "lock")]
 type Random = keyturn::PlatformRandom;
 #[cfg(not(feature = "lock"))]
-type Random = NoRandom;
-
-/// A serializer without a store draws nothing.
-#[cfg(not(feature = "lock"))]
-#[derive(Debug, Default)]
-pub struct NoRandom;
-
-#[cfg(not(feature = "lock"))]
-impl keyturn::Random for NoRandom {
-    fn fill(&self, bytes: &mut [u8]) {
-        bytes.fill(0);
-    }
-}
+type Random = keyturn::engine::NoRandom;
 
 /// The group a JS call coalesces in: none (`undefined`), `true` (`""`: a group name is never
 /// empty), or the named group.

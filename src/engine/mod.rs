@@ -52,6 +52,7 @@ pub use effect::{Effect, Held, Lost, Method, Outcome, StoreCall, Why};
 pub use leases::{Answer, LockStats, Now, Refusal};
 pub use locking::{read_answer, read_fields};
 pub use queue::{LineId, Ticket, MAX_ENTRIES};
+pub use random::NoRandom;
 pub use record::Record;
 pub use serial::{Entered, ORPHAN_MS, START_GRACE_MS};
 pub use works::EnqueueError;

@@ -36,6 +36,17 @@ impl<R: Random + ?Sized> Random for std::rc::Rc<R> {
     }
 }
 
+/// A source of randomness that no call uses: a serializer without a store draws nothing (the
+/// Rust front end's and the serializer's wasm module's).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoRandom;
+
+impl Random for NoRandom {
+    fn fill(&self, bytes: &mut [u8]) {
+        bytes.fill(0);
+    }
+}
+
 /// A deterministic generator (xorshift64*): for tests, and — seeded from the platform's crypto
 /// — the sequence `PlatformRandom` serves.
 #[derive(Debug, Clone)]

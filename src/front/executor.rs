@@ -119,16 +119,6 @@ impl LockStore for NoStore {
     }
 }
 
-/// A source of randomness that no call uses: a serializer without a store draws nothing.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct NoRandom;
-
-impl Random for NoRandom {
-    fn fill(&self, bytes: &mut [u8]) {
-        bytes.fill(0);
-    }
-}
-
 /// A call's mailbox, closed when dropped — after `give_up`, what the engine must hear of a
 /// caller gone before it heard (`None` once it heard).
 pub(crate) struct Call<'a, S: LockStore + 'static, C: Clock, R: Random, G: FnOnce()> {

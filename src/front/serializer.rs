@@ -10,7 +10,7 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use super::executor::{Executor, Mailbox, NoRandom, NoStore};
+use super::executor::{Executor, Mailbox, NoStore};
 use super::lock::LockError;
 pub use super::store_serializer::StoreSerializer;
 use crate::clock::{Clock, TimerError};
@@ -21,6 +21,7 @@ use crate::engine::options::{
 };
 use crate::engine::random::Random;
 use crate::engine::works::{EnqueueError, Stats};
+use crate::engine::NoRandom;
 use crate::engine::{Entered, Outcome, Ticket, Why};
 use crate::store::LockStore;
 
