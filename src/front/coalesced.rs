@@ -1,10 +1,7 @@
 //! Coalescing calls for Rust callers ([`KeyedSerializer::run_coalesced`]): one run of a work,
-//! shared by the call that queued it and every call that joined it while it waited.
-//!
-//! Whichever caller is polled drives the run: it starts the work when the engine says its turn
-//! came, polls it, and settles every caller with a clone of the output. So a caller that leaves
-//! (its future dropped) takes only itself out, as a joined caller's signal does in JavaScript;
-//! the engine says when it was the last, and the work is then cancelled or dropped.
+//! shared by the call that queued it and every call that joined it while it waited. Whichever
+//! caller is polled drives it, so a caller that leaves (its future dropped) takes out only
+//! itself; the engine says when it was the last, and the work is then cancelled or dropped.
 //!
 //! [`KeyedSerializer::run_coalesced`]: crate::KeyedSerializer::run_coalesced
 

@@ -1,12 +1,7 @@
 //! The Rust front end's one executor: it makes the store calls the engine asks for, keeps each
 //! call's timer, and tells each call's future what the engine said of it. It decides nothing.
-//!
-//! Every future of the Rust API — a work's turn, an acquisition, a renewal, a release — polls
-//! [`Executor::drive`] with its own handle: the store calls made for it and its timer are polled
-//! in its own task (on Cloudflare Workers, in its own request's context: a timer or I/O started
-//! by another request ends with that request), the engine's effects are applied, and whoever an
-//! effect is for is woken. Store calls made for no call (a guard, a lease given back) are polled
-//! by whichever future drives next.
+//! Each future polls [`Executor::drive`] with its own handle, so the store calls and the timer
+//! made for it run in its own task (on Workers, its own request's context): docs/design.md.
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
@@ -90,10 +85,6 @@ impl Wakers {
 
 impl Wake for Wakers {
     fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
         // Taken out of the lock first: a waker may poll at once.
         let wakers = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
         for waker in wakers {

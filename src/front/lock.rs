@@ -273,8 +273,7 @@ impl<S: LockStore + 'static, C: Clock, R: Random> LockManager<S, C, R> {
     /// [`Lock::is_held`]. The lock is released even when `f`'s output is an error of its own.
     ///
     /// # Cancel safety
-    /// Dropping the future drops the lock unreleased: its record stays held until its lease
-    /// ends, as a crashed holder's would.
+    /// Dropping the future drops the lock unreleased, with what that leaves ([`Lock`]).
     ///
     /// The work's output is `with_lock`'s once it ran, whatever the release answers: a release
     /// that fails leaves the record held until its lease ends, and the next holder takes it

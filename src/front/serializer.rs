@@ -34,13 +34,6 @@ pub struct WorkSignal {
 }
 
 impl WorkSignal {
-    pub(crate) fn in_slot(slot: u16) -> Self {
-        WorkSignal {
-            aborted: Rc::default(),
-            slot,
-        }
-    }
-
     /// The slot of its key the work runs in: 0 … `concurrency` − 1, the lowest free when it
     /// started (always 0 at `concurrency` 1). No two works of one key running at once share
     /// one — over a store ([`StoreSerializer`]), in every isolate: the slot of the turn's lease.
@@ -262,9 +255,8 @@ impl<S: LockStore + 'static, C: Clock, R: Random> Serial<S, C, R> {
     /// The caller of the work of `ticket` heard how it ended: it leaves its line.
     pub(crate) fn done(&self, ticket: Ticket) {
         let serializer = self.serializer;
-        self.exec.event(|engine, now, random| {
-            engine.done(serializer, ticket, now, random);
-        });
+        self.exec
+            .event(|engine, now, random| engine.done(serializer, ticket, now, random));
     }
 }
 
@@ -331,7 +323,10 @@ where
                     if serial.paced {
                         exec.event(|engine, now, _| engine.work_called(serializer, ticket, now));
                     }
-                    let signal = WorkSignal::in_slot(started.slot);
+                    let signal = WorkSignal {
+                        slot: started.slot,
+                        ..WorkSignal::default()
+                    };
                     *turn = Some(Turn::Running {
                         work: work(signal.clone(), started.fence),
                         signal,

@@ -32,11 +32,7 @@ use crate::store::LockStore;
 /// aborted. Consecutive works of a key hand the lease on without a store call, in streaks of at
 /// most `stale_ms / 4` (at least 100 ms) so other isolates get their turn. When a work
 /// finishes with nothing of its key queued behind it here, its lease is freed before `run`
-/// returns.
-///
-/// What it does not guarantee: a `run` future dropped by its caller while its work held the
-/// lease leaves the lease to the key's next work here, and — if none comes — held until it
-/// goes stale (`stale_ms`), as a crashed holder's would (a drop cannot make a store call).
+/// returns; a dropped `run` future may leave it held until stale ([`run`](Self::run)).
 pub struct StoreSerializer<S: LockStore, C: Clock, R: Random> {
     serial: Serial<S, C, R>,
     locks: LockManager<S, C, R>,
@@ -71,8 +67,9 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
     ///
     /// # Cancel safety
     /// As [`KeyedSerializer::run`](crate::KeyedSerializer::run): dropping the future gives up
-    /// the turn at once. A turn dropped while it held the lease leaves it to the next work of
-    /// the key here.
+    /// the turn at once. What it does not guarantee: a turn dropped while its work held the
+    /// lease leaves the lease to the key's next work here, and — if none comes — held until it
+    /// goes stale (`stale_ms`), as a crashed holder's would (a drop cannot make a store call).
     ///
     /// # Errors
     /// Those of [`KeyedSerializer::run`](crate::KeyedSerializer::run) —
@@ -87,15 +84,13 @@ impl<S: LockStore + 'static, C: Clock, R: Random> StoreSerializer<S, C, R> {
         self.serial.run(key, None, false, work).await
     }
 
-    /// [`run`](Self::run) only if the work can start at once: no work of the key ahead of it in
-    /// this isolate, a slot free in every isolate, and — with a rate — the starts the key's lease
-    /// record carries allowing one when its lease is taken. Otherwise it fails with
-    /// [`SerializeError::Unavailable`] and never runs (with `retry_after_ms` when the pace is
-    /// what held it up). What an API answers with 429 and `Retry-After`.
-    ///
-    /// It looks once at the key's lease record (a store call or two): a lease held by another
-    /// isolate refuses it, with no `retry_after_ms` — how long that isolate's work runs is not
-    /// this one's to know.
+    /// [`run`](Self::run) only if the work can start at once, as
+    /// [`KeyedSerializer::try_run`](crate::KeyedSerializer::try_run) says, across isolates: no
+    /// work of the key ahead of it in this isolate, a slot free in every isolate, and — with a
+    /// rate — the starts the key's lease record carries allowing one when its lease is taken.
+    /// It looks once at that record (a store call or two): a lease held by another isolate
+    /// refuses it with no `retry_after_ms` — how long that isolate's work runs is not this
+    /// one's to know. A refused work never runs.
     ///
     /// # Cancel safety
     /// As [`run`](Self::run).
