@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Miniflare } from 'miniflare';
 
-import { worker } from '../runtimes/workerd.mjs';
+import { collectedEvents, worker } from '../runtimes/workerd.mjs';
 import { checkHistory } from './semaphore-loops.mjs';
 
 const script = 'tests/workerd/sqlite-worker.mjs';
@@ -38,12 +38,8 @@ describe('one worker: the store contract inside workerd', () => {
 
 describe('two workerd isolates over one D1 database', () => {
   let mf;
-  let events = [];
+  const { events, outboundService } = collectedEvents();
   before(() => {
-    const outboundService = async (request) => {
-      events.push(JSON.parse(await request.text()));
-      return new Response(null, { status: 204 });
-    };
     const shared = (name) => ({
       ...worker(script),
       name,
@@ -65,7 +61,7 @@ describe('two workerd isolates over one D1 database', () => {
 
   /** Both isolates' holders at once: the turns each took. */
   async function both(body) {
-    events = [];
+    events.length = 0;
     return Promise.all(['a', 'b'].map(async (who) => (await ask(who, body)).taken));
   }
 

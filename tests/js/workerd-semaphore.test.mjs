@@ -8,16 +8,12 @@ import assert from 'node:assert/strict';
 
 import { Miniflare } from 'miniflare';
 
-import { worker } from '../runtimes/workerd.mjs';
+import { collectedEvents, worker } from '../runtimes/workerd.mjs';
 import { checkHistory } from './semaphore-loops.mjs';
 
 let mf;
-let events = [];
+const { events, outboundService } = collectedEvents();
 before(() => {
-  const outboundService = async (request) => {
-    events.push(JSON.parse(await request.text()));
-    return new Response(null, { status: 204 });
-  };
   const shared = (name, locks) => ({ ...worker('tests/workerd/semaphore-worker.mjs'), name, outboundService, durableObjects: { LOCKS: locks } });
   mf = new Miniflare({
     cf: false,
@@ -28,7 +24,7 @@ after(() => mf?.dispose());
 
 /** Both isolates at once, each `body` with its name. */
 async function both(body) {
-  events = [];
+  events.length = 0;
   const answers = await Promise.all(
     ['a', 'b'].map(async (who) => {
       const fetcher = await mf.getWorker(who);

@@ -20,6 +20,21 @@ export const worker = (script) => ({
   compatibilityDate: '2025-09-01',
 });
 
+/**
+ * What workers send out (each request a JSON event), collected in order: `outboundService` for
+ * Miniflare's options, and `events` (`events.length = 0` forgets them).
+ */
+export function collectedEvents() {
+  /** @type {unknown[]} */
+  const events = [];
+  /** @param {Request} request */
+  const outboundService = async (request) => {
+    events.push(JSON.parse(await request.text()));
+    return new Response(null, { status: 204 });
+  };
+  return { events, outboundService };
+}
+
 /** Miniflare running `script` (a path from the repository root). */
 export function workerdWith(script) {
   return new Miniflare({
