@@ -1,10 +1,11 @@
 //! The engine alone, natively, with no executor: what it says when the host refuses a timer,
 //! which of its wake-ups may come early, and how a change of whether its one timer keeps the host
-//! alive is taken; which serializers warn that they order keys in one isolate only.
+//! alive is taken; how a line's watcher is armed where contexts end; which serializers warn that
+//! they order keys in one isolate only.
 
 use keyturn::engine::{
     read_answer, Answer, Config, Effect, Engine, Entered, Now, Outcome, StoreCall, Ticket, Why,
-    ORPHAN_MS,
+    ORPHAN_MS, START_GRACE_MS,
 };
 use keyturn::{Coalesce, LockOptions, OptionError, SeededRandom, SerializerOptions};
 
@@ -69,6 +70,73 @@ fn the_work_behind_a_running_one_watches_its_deadline_after_the_work_itself_woul
             .any(|e| matches!(e, Effect::Arm { handle: 2, at, .. } if *at == 1000.0 + ORPHAN_MS)),
         "{armed:?}"
     );
+}
+
+type Effects = Effect<u64, u32>;
+
+/// An engine with one serializer (deadline 30 s), a timer per call, works 1 to 4 of one key
+/// queued at 0 and work 1 started then.
+fn a_line_of_four() -> (Engine<u64, u32>, [Ticket; 4], SeededRandom, Vec<Effects>) {
+    let random = SeededRandom::new(7);
+    let mut engine = Engine::<u64, u32>::new(PER_CALL);
+    let options = SerializerOptions::new(30_000.0, f64::INFINITY).expect("options");
+    engine.add_serializer(options, None).expect("serializer");
+    let works = [1, 2, 3, 4].map(|handle| enter(&mut engine, handle));
+    effects(&mut engine);
+    assert!(engine.start_work(0, works[0], at(0.0), &random));
+    let started = effects(&mut engine);
+    (engine, works, random, started)
+}
+
+/// The times `handle`'s timer was armed for.
+fn arms(effects: &[Effect<u64, u32>], handle: u32) -> Vec<f64> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Arm { handle: h, at, .. } if *h == handle => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_watcher_is_armed_for_no_later_than_a_grace_on_and_not_moved_once_the_work_it_watches_is_told()
+{
+    // Work 3 waits right behind work 2, which waits on work 1's deadline (30 000 +
+    // ORPHAN_MS): its timer fires by START_GRACE_MS, so that once work 2 is told it may start,
+    // what work 3 then watches (work 2's start, by START_GRACE_MS after) needs no timer moved.
+    let (mut engine, works, random, started) = a_line_of_four();
+    assert_eq!(arms(&started, 3), vec![START_GRACE_MS], "{started:?}");
+    engine.done(0, works[0], at(20.0), &random);
+    let told = effects(&mut engine);
+    assert!(
+        told.iter()
+            .any(|e| matches!(e, Effect::Ready { handle: 2, .. })),
+        "{told:?}"
+    );
+    assert_eq!(
+        arms(&told, 3),
+        Vec::<f64>::new(),
+        "its timer stands: {told:?}"
+    );
+    // The line's last watches work 2's start too.
+    assert_eq!(arms(&told, 4), vec![20.0 + START_GRACE_MS], "{told:?}");
+}
+
+#[test]
+fn a_watcher_whose_timer_fired_before_the_work_ahead_is_due_is_armed_again_for_it() {
+    let (mut engine, works, random, _started) = a_line_of_four();
+    // Work 1 still runs: work 3's timer fired with nothing due — nobody is given up, and it is
+    // armed again for work 1's deadline, ORPHAN_MS on.
+    engine.fired(Some(0), works[2], at(START_GRACE_MS), &random);
+    let fired = effects(&mut engine);
+    assert!(
+        !fired
+            .iter()
+            .any(|e| matches!(e, Effect::Settle { .. } | Effect::Abort { .. })),
+        "{fired:?}"
+    );
+    assert_eq!(arms(&fired, 3), vec![30_000.0 + ORPHAN_MS], "{fired:?}");
 }
 
 #[test]

@@ -98,6 +98,8 @@ export class Host {
     this.origin = -1;
     /** @type {number[] | undefined} the fields of an effect done from its call's request */
     this.posted = undefined;
+    /** @type {Posted[]} effects done from their calls' requests, kept to be posted again (see `post`) */
+    this.spare = [];
     /**
      * While the callback of a timer that may fire early runs (a pause between polls), the time
      * it was armed for: it counts as on time. Any other timer is timed by the clock: Node arms a
@@ -287,16 +289,24 @@ export class Host {
    */
   post(kind, target) {
     if (target === undefined) return;
+    // One done is posted again (a burst of calls posts a few per call: none is garbage).
+    const posted = this.spare.pop() ?? new Posted();
     // (A plain array: a small typed array's copy costs a buffer of its own.)
     const register = this.fields();
-    /** @type {number[]} */
-    const fields = new Array(REGISTER_LEN);
+    const fields = posted.fields;
     for (let i = 0; i < REGISTER_LEN; i++) fields[i] = register[this.at + i];
     const method = fields[FIELD_METHOD];
-    /** @type {Posted} */
-    const posted = { kind, target, fields, details: kind === EFFECT_STORE ? [this.storeKey(), this.record(method), this.version(method)] : undefined };
+    posted.kind = kind;
+    posted.target = target;
+    posted.details = kind === EFFECT_STORE ? [this.storeKey(), this.record(method), this.version(method)] : undefined;
     const box = target.box;
-    (box.mail ??= []).push(posted);
+    // (Last in its box's list: a frozen box, where nothing is posted, throws.)
+    let last = box.mail;
+    if (last === undefined) box.mail = posted;
+    else {
+      while (last.next !== undefined) last = last.next;
+      last.next = posted;
+    }
     const doors = box.doors;
     if (doors instanceof Door) doors.ring();
     else if (doors !== undefined) for (let i = 0; i < doors.length; i++) doors[i].ring();
@@ -309,32 +319,45 @@ export class Host {
    * @param {number} handle
    */
   deliver(box, handle) {
-    const mail = box.mail;
+    let posted = box.mail;
     box.mail = undefined;
-    if (mail === undefined || this.instance.failure !== undefined) return;
+    if (posted === undefined || this.instance.failure !== undefined) return;
     const origin = this.origin;
     this.origin = handle;
     try {
-      for (let i = 0; i < mail.length; i++) this.done(mail[i]);
+      while (posted !== undefined) {
+        /** @type {Posted | undefined} */
+        const next = posted.next;
+        this.done(posted);
+        posted = next;
+      }
     } finally {
       this.origin = origin;
     }
   }
 
   /**
-   * An effect posted to its call, done (from its own request).
+   * An effect posted to its call, done (from its own request); then kept to be posted again.
    * @param {Posted} posted
    */
-  done({ kind, target, fields, details }) {
-    if (details !== undefined) {
-      this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], ...details);
-      return;
-    }
-    this.posted = fields;
+  done(posted) {
+    const { kind, target, fields, details } = posted;
+    posted.next = undefined;
+    posted.target = undefined;
+    posted.details = undefined;
     try {
-      target.effect(this, kind);
+      if (details !== undefined) {
+        this.call(fields[FIELD_OP], fields[FIELD_METHOD], fields[FIELD_MS], fields[FIELD_HANDLE], ...details);
+        return;
+      }
+      this.posted = fields;
+      try {
+        /** @type {Target} */ (target).effect(this, kind);
+      } finally {
+        this.posted = undefined;
+      }
     } finally {
-      this.posted = undefined;
+      if (this.spare.length < SPARE) this.spare.push(posted);
     }
   }
 
@@ -548,18 +571,51 @@ export class Host {
 /**
  * On Workers: what is posted to a call (see `Host.post`) and the doors it is delivered by.
  * @typedef {object} Box
- * @property {Posted[] | undefined} mail
+ * @property {Posted | undefined} mail the first of what is posted to it (each names the next)
  * @property {Door | Door[] | undefined} doors its call's first request's door, or each of its requests'
  */
 
+/** How many done posted effects a host keeps to post again. */
+const SPARE = 64;
+
 /**
- * On Workers: an effect posted to its call, and what it needs kept until it is done.
- * @typedef {object} Posted
- * @property {number} kind
- * @property {Target} target
- * @property {number[]} fields
- * @property {[string, string | undefined, unknown] | undefined} details a store call's key, record and version
+ * On Workers: an effect posted to its call, and what it needs kept until it is done; once done,
+ * kept to be posted again.
  */
+export class Posted {
+  constructor() {
+    this.kind = 0;
+    /** @type {Target | undefined} */
+    this.target = undefined;
+    /** @type {number[]} the register's fields, copied */
+    this.fields = new Array(REGISTER_LEN).fill(0);
+    /** @type {[string, string | undefined, unknown] | undefined} a store call's key, record and version */
+    this.details = undefined;
+    /** @type {Posted | undefined} the next posted to the same call */
+    this.next = undefined;
+  }
+}
+
+/** @type {Door | undefined} the door whose next promise is being made (`hinge` is its executor: no closure per door) */
+let hanging;
+
+/**
+ * A door's promise's executor: the door keeps the promise's `resolve`.
+ * @param {(door: Door) => void} resolve
+ */
+function hinge(resolve) {
+  /** @type {Door} */ (hanging).open = resolve;
+}
+
+/**
+ * The reaction of a door's promise, which settles with the door: its next promise is made, in
+ * the same request, and its call's mail done.
+ * @param {Door} door
+ */
+function opened(door) {
+  door.listen();
+  door.host.deliver(door.box, door.handle);
+}
 
 /**
  * On Workers: one of a call's requests (its caller's; a coalescing work's every caller's),
@@ -573,29 +629,25 @@ export class Door {
    * @param {number} handle its call's
    */
   constructor(host, box, handle) {
-    /** @type {(() => void) | undefined} */
+    this.host = host;
+    this.box = box;
+    this.handle = handle;
+    /** @type {((door: Door) => void) | undefined} */
     this.open = undefined;
-    // Made once per door (one context for both), not once per ring.
-    /** @param {(value?: unknown) => void} resolve */
-    this.hinge = (resolve) => {
-      this.open = resolve;
-    };
-    this.opened = () => {
-      this.listen();
-      host.deliver(box, handle);
-    };
     this.listen();
     if (box.mail !== undefined) this.ring();
   }
 
   listen() {
-    new Promise(this.hinge).then(this.opened);
+    hanging = this;
+    new Promise(hinge).then(opened);
+    hanging = undefined;
   }
 
   ring() {
     const open = this.open;
     this.open = undefined;
-    open?.();
+    open?.(this);
   }
 }
 

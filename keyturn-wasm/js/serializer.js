@@ -289,7 +289,7 @@ export class TimedJob extends Job {
     this.timer = undefined;
     /** @type {Door | Door[] | undefined} on Workers: its callers' requests (the first, its own) */
     this.doors = undefined;
-    /** @type {import('./engine.js').Posted[] | undefined} on Workers: what to do in its own request */
+    /** @type {import('./engine.js').Posted | undefined} on Workers: what to do in its own request (the first; each names the next) */
     this.mail = undefined;
     /** @type {Promise<unknown> | undefined} on Workers: settles once its caller heard and the engine let it go, for the jobs behind */
     this.left = undefined;

@@ -673,13 +673,19 @@ impl<V: Clone + PartialEq, H: Copy + PartialEq, const LOCKS: bool> Engine<V, H, 
 
     /// Where contexts end: work `work`, waiting behind its line's first work not started, keeps
     /// a timer for what that one waits on ([`ahead_waits_until`](Self::ahead_waits_until)), so
-    /// that a work whose caller's context ended cannot hold the line.
+    /// that a work whose caller's context ended cannot hold the line. Armed for no later than
+    /// [`START_GRACE_MS`] from now: the work it watches is told it may start as a rule sooner
+    /// than that, and its start is then watched until [`START_GRACE_MS`] after — by a timer set
+    /// for a later time, cleared and armed again (on Workers, posted to the watcher's request);
+    /// one armed this way stands. Fired before what it watches is due, it is armed again for
+    /// that ([`fired`](Self::fired)).
     pub(crate) fn watch_ahead(&mut self, serializer: u32, work: Ticket) {
         if !(self.config.timer_per_call && self.config.contexts_end) {
             return;
         }
         if let Some(at) = self.ahead_waits_until(serializer, work) {
-            self.arm(Owner::Work(serializer, work), at);
+            let soon = self.last.mono + START_GRACE_MS;
+            self.arm(Owner::Work(serializer, work), at.min(soon));
         }
     }
 
