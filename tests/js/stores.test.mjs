@@ -1,14 +1,16 @@
 // Each store adapter passes the same contract (tests/runtimes/contract.mjs) on its real engine:
-// R2 through Miniflare's binding into workerd, Redis on a real redis-server this test starts on
-// a loopback port and stops by PID. (tests/js/workerd.test.mjs runs it inside workerd too.)
+// Redis on a real redis-server this test starts on a loopback port and stops by PID. R2Store and
+// DurableObjectStore pass it inside workerd, over their real bindings (tests/js/workerd.test.mjs):
+// not here through Miniflare's Node-side proxy of the bucket, a path no user's code takes, whose
+// own checks failed once under load (two CPU-bound loops beside `make test`) and left this file
+// hung until its timeout.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 
-import { Miniflare } from 'miniflare';
 import { createClient } from 'redis';
-import { acquireLock, MemoryStore, R2Store, RedisStore } from 'keyturn';
+import { acquireLock, MemoryStore, RedisStore } from 'keyturn';
 
 import { contract } from '../runtimes/contract.mjs';
 import { haveRedisServer, startRedisServer } from '../runtimes/redis-server.mjs';
@@ -29,23 +31,6 @@ after(() => clearInterval(keepAlive));
 describe('MemoryStore', () => {
   const store = new MemoryStore();
   storeContract('MemoryStore', async (n) => Array.from({ length: n }, () => store));
-});
-
-describe('R2Store in workerd (Miniflare)', () => {
-  let mf;
-  let bucket;
-  before(async () => {
-    mf = new Miniflare({
-      modules: true,
-      compatibilityDate: '2025-09-01',
-      cf: false,
-      script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
-      r2Buckets: ['LOCKS'],
-    });
-    bucket = await mf.getR2Bucket('LOCKS');
-  });
-  after(() => mf?.dispose());
-  storeContract('R2Store', async (n) => Array.from({ length: n }, () => new R2Store(bucket)));
 });
 
 describe('RedisStore replies, over a scripted client', () => {
