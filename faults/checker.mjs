@@ -197,7 +197,9 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
   const paused = (lease) => clientOf(clients, lease.client).pauses.some(([from, to]) => from < lease.until && to > lease.at);
   const skewApart = (a, b) => Math.abs(clientOf(clients, a.client).skewMs - clientOf(clients, b.client).skewMs) > maxClockSkewMs;
   const written = (lease) => writtenAt(staleMs, lease);
-  const lostBetween = (earlier, later) => lostBetweenOf(storeFaults, staleMs, earlier, later);
+  // A store fault after the record of the two written first, before the other's answer: under
+  // load an answer can arrive after a later holder's, its record written before a fault that lost it.
+  const lostBetween = (a, b) => (written(a) <= written(b) ? lostBetweenOf(storeFaults, staleMs, a, b) : lostBetweenOf(storeFaults, staleMs, b, a));
   const judgedLeases = [];
   const byName = new Map();
   for (const lease of leases) {
@@ -222,10 +224,7 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
     let holding;
     for (const lease of all.filter((judged) => !outside.has(judged))) {
       judgedLeases.push(lease);
-      // The fault must come after the record written first: under load an answer can arrive
-      // after a later holder's, its record written before a fault that lost it.
-      const [first, second] = written(holding ?? lease) <= written(lease) ? [holding, lease] : [lease, holding];
-      if (holding !== undefined && lease.at < holding.until && !lostBetween(first, second)) {
+      if (holding !== undefined && lease.at < holding.until && !lostBetween(holding, lease)) {
         violations.push({
           property: 'one holder at a time',
           at: lease.at,
