@@ -3,6 +3,11 @@
 // load than the rest of a cold start.
 import { initSync } from './keyturn_wasm.js';
 import { platformApi } from './platform.js';
+import { useDiagnostics } from './tracing.js';
+
+// Tracing's channels, imported: `process.getBuiltinModule` would cost a cold start the load of
+// Deno's `process` object, several times what the rest of it takes.
+useDiagnostics(await import('node:diagnostics_channel').catch(() => undefined));
 
 initSync({ module: Deno.readFileSync(new URL('./keyturn_wasm_bg.wasm', import.meta.url)) });
 

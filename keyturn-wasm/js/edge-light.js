@@ -8,6 +8,7 @@ import wasm from './keyturn_wasm_bg.wasm?module';
 import lockWasm from './keyturn_lock_bg.wasm?module';
 import { initSync } from './keyturn_wasm.js';
 import { platformApi } from './platform.js';
+import { builtinDiagnostics, useDiagnostics } from './tracing.js';
 
 /**
  * The module, as the glue's `instanceof WebAssembly.Module` check accepts it. Next's sandbox
@@ -23,6 +24,8 @@ initSync({ module: thisRealm(wasm) });
 
 // Each call keeps its timer in its own request, as on Workers (workerd.js): an edge isolate may
 // tie what a request started to that request.
+useDiagnostics(builtinDiagnostics());
+
 export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: thisRealm(lockWasm) }),
   inContext: true,

@@ -3,13 +3,13 @@
 // into one file (pkg/node.mjs): a graph of a dozen modules costs Node's loader more than its code.
 import { initSync } from './keyturn_wasm.js';
 import { platformApi } from './platform.js';
-import { useDiagnostics } from './tracing.js';
+import { builtinDiagnostics, useDiagnostics } from './tracing.js';
 
 // `process.getBuiltinModule` (Node ≥ 20.16) rather than `import … from 'node:fs'`: the ES module
 // facade of `fs` reads every export, which loads Node's streams — ~2 ms of a cold start.
 const { readFileSync } = globalThis.process?.getBuiltinModule?.('node:fs') ?? (await import('node:fs'));
-// Tracing's channels: tracing.js asks `getBuiltinModule` for them; before it, imported here.
-if (globalThis.process?.getBuiltinModule === undefined) useDiagnostics(await import('node:diagnostics_channel'));
+// Tracing's channels: before Node 20.16, imported.
+useDiagnostics(builtinDiagnostics() ?? (await import('node:diagnostics_channel')));
 
 // Each URL is written as Node, Turbopack and file tracers find an asset: `new URL('./…', import.meta.url)`.
 const wasm = new URL('./keyturn_wasm_bg.wasm', import.meta.url);

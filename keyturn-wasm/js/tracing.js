@@ -1,8 +1,9 @@
 // Tracing through `node:diagnostics_channel`, where the host has it: Node, Deno, Bun, and
 // Workers with `nodejs_compat`. Browsers and Workers without it have none, so nothing is
-// imported: the module is asked of `process.getBuiltinModule` (an entry may hand it over
-// instead: `useDiagnostics`), and without it every channel is `undefined` and nothing is
-// published. A message is built only while its channel has a subscriber: each site checks
+// imported: each entry hands the module over (`useDiagnostics`) as its platform gives it
+// cheapest — most ask `process.getBuiltinModule` (`builtinDiagnostics`); Deno imports it, since
+// reading its `process` global loads Node's whole process object. Without it every channel is
+// `undefined` and nothing is published. A message is built only while its channel has a subscriber: each site checks
 // `hasSubscribers` first. The channels observe; they decide nothing. Static JS, copied into
 // pkg/ by the build. docs/tracing.md says what each channel publishes.
 
@@ -33,8 +34,12 @@ export class Channels {
   }
 }
 
-/** @returns {Diagnostics | undefined} */
-function builtin() {
+/**
+ * The host's `node:diagnostics_channel`, as `process.getBuiltinModule` gives it (Node ≥ 20.16,
+ * Bun, Workers with `nodejs_compat`); `undefined` without it.
+ * @returns {Diagnostics | undefined}
+ */
+export function builtinDiagnostics() {
   try {
     return /** @type {{ process?: { getBuiltinModule?: (name: string) => Diagnostics | undefined } }} */ (globalThis).process?.getBuiltinModule?.('node:diagnostics_channel');
   } catch {
@@ -42,14 +47,11 @@ function builtin() {
   }
 }
 
-const found = builtin();
-
 /** @type {Channels | undefined} the host's channels, if it has them */
-export let channels = found === undefined ? undefined : new Channels(found);
+export let channels;
 
 /**
- * An entry's `node:diagnostics_channel`, where `process.getBuiltinModule` did not give it
- * (Node before 20.16, the CommonJS bundle).
+ * The entry's `node:diagnostics_channel` (`undefined`: the host has none), before any call.
  * @param {Diagnostics | undefined} diagnostics
  */
 export function useDiagnostics(diagnostics) {

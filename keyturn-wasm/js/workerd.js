@@ -5,8 +5,11 @@ import wasm from './keyturn_wasm_bg.wasm';
 import lockWasm from './keyturn_lock_bg.wasm';
 import { initSync } from './keyturn_wasm.js';
 import { platformApi } from './platform.js';
+import { builtinDiagnostics, useDiagnostics } from './tracing.js';
 
 initSync({ module: wasm });
+
+useDiagnostics(builtinDiagnostics());
 
 export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: lockWasm }),

@@ -26,6 +26,24 @@ test('DenoKvStore passes the store contract on Deno KV', { skip: !existsSync(den
   }
 });
 
+test('tracing on Deno: a subscriber hears a turn, and the package never reads the process global', { skip: !existsSync(deno) && 'no deno' }, () => {
+  const out = execFileSync(deno, ['run', '--quiet', '--no-prompt', `--allow-read=${root}`, join(root, 'tests/runtimes/deno-tracing.mjs')], {
+    cwd: root,
+    env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' },
+    encoding: 'utf8',
+    timeout: 120000,
+  });
+  const { value, heard, trapped, processRead } = JSON.parse(out.trim().split('\n').pop());
+  assert.equal(value, 1);
+  assert.deepEqual(heard, [
+    { name: 'keyturn:turn:wait', key: 'k' },
+    { name: 'keyturn:turn:start', key: 'k' },
+    { name: 'keyturn:turn:end', key: 'k', ok: true },
+  ]);
+  assert.ok(trapped, "Deno's process global is a getter: the trap is set");
+  assert.equal(processRead, false, 'the package read the process global');
+});
+
 // Every Deno snippet of README.md and docs/*.md, type-checked by `deno check` (JS too) and run as
 // written by `deno run`, from a project on the packed tarball. A snippet is a fenced block whose
 // info string has the word `deno` (```ts deno, ```js deno), or a js/ts block that uses the
