@@ -197,9 +197,6 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
   const paused = (lease) => clientOf(clients, lease.client).pauses.some(([from, to]) => from < lease.until && to > lease.at);
   const skewApart = (a, b) => Math.abs(clientOf(clients, a.client).skewMs - clientOf(clients, b.client).skewMs) > maxClockSkewMs;
   const written = (lease) => writtenAt(staleMs, lease);
-  // A store fault after the record of the two written first, before the other's answer: under
-  // load an answer can arrive after a later holder's, its record written before a fault that lost it.
-  const lostBetween = (a, b) => (written(a) <= written(b) ? lostBetweenOf(storeFaults, staleMs, a, b) : lostBetweenOf(storeFaults, staleMs, b, a));
   const judgedLeases = [];
   const byName = new Map();
   for (const lease of leases) {
@@ -224,7 +221,7 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
     let holding;
     for (const lease of all.filter((judged) => !outside.has(judged))) {
       judgedLeases.push(lease);
-      if (holding !== undefined && lease.at < holding.until && !lostBetween(holding, lease)) {
+      if (holding !== undefined && lease.at < holding.until && !lostBetween(storeFaults, staleMs, holding, lease)) {
         violations.push({
           property: 'one holder at a time',
           at: lease.at,
@@ -241,8 +238,15 @@ function checkExclusion(leases, clients, maxClockSkewMs, staleMs, storeFaults, v
 /** When a lease's record was written: its stamp, `staleMs` before its `heldUntil`, if before its answer. */
 const writtenAt = (staleMs, lease) => (staleMs === undefined || lease.heldUntil === undefined ? lease.at : Math.min(lease.at, lease.heldUntil - staleMs));
 
-/** Whether a store fault came between `earlier`'s record and `later`'s answer. */
-const lostBetweenOf = (storeFaults, staleMs, earlier, later) => storeFaults.some(([from, to]) => from < later.at && to > writtenAt(staleMs, earlier));
+/**
+ * Whether a store fault came after the record of `a` and `b` written first, before the other's
+ * answer: under load an answer can arrive after a later holder's, its record written before a
+ * fault that lost it.
+ */
+function lostBetween(storeFaults, staleMs, a, b) {
+  const [earlier, later] = writtenAt(staleMs, a) <= writtenAt(staleMs, b) ? [a, b] : [b, a];
+  return storeFaults.some(([from, to]) => from < later.at && to > writtenAt(staleMs, earlier));
+}
 
 /**
  * Names taken N at a time: every slot in range, and — among the judged leases — never more
@@ -263,7 +267,7 @@ function checkSlots(judged, staleMs, storeFaults, violations) {
     all.sort((a, b) => a.at - b.at);
     let active = [];
     for (const lease of all) {
-      active = active.filter((other) => other.until > lease.at && !lostBetweenOf(storeFaults, staleMs, other, lease));
+      active = active.filter((other) => other.until > lease.at && !lostBetween(storeFaults, staleMs, other, lease));
       active.push(lease);
       if (active.length > lease.slots) {
         violations.push({

@@ -236,6 +236,26 @@ test('a name taken N at a time: each slot is one name, a slot out of range and m
   assert.deepEqual(properties(faulted), ['slots in range']);
 });
 
+test('N at a time: an answer that arrives after later holders\', its record written before a store fault that lost it, is excused as that fault\'s, as for one name', () => {
+  const staleMs = 2000;
+  const lease = (client, k, token, written, at, until) => [
+    { kind: 'acquired', client, name: `g#${k}`, group: 'g', slots: 2, token, fence: written + 1, at, heldUntil: written + staleMs },
+    { kind: 'released', client, name: `g#${k}`, token, at: until },
+  ];
+  const history = [
+    ...['a', 'b', 'x'].map((client) => ({ kind: 'client', client, skewMs: 0 })),
+    // x takes slot 0 at 2.8 and b slot 1 at 3 (heard at 4); a's record in slot 1 was written
+    // at 1, but a hears it only at 6: three holders from 6 on.
+    ...lease('x', 0, 't1', 2.8, 2.8, 20),
+    ...lease('b', 1, 't2', 3, 4, 20),
+    ...lease('a', 1, 't3', 1, 6, 10),
+  ];
+  const judged = (events) => check(events, { ...options, staleMs }).violations.map((v) => v.property).sort();
+  assert.deepEqual(judged(history), ['at most N holders', 'one holder at a time']);
+  assert.deepEqual(judged([...history, { kind: 'fault', fault: 'restart', from: 2, to: 2.5, store: true }]), []);
+  assert.deepEqual(judged([...history, { kind: 'fault', fault: 'restart', from: 0, to: 0.5, store: true }]), ['at most N holders', 'one holder at a time'], 'a fault before every record excuses nothing');
+});
+
 test('a paced name: limit + 1 starts within its period are found, less the clocks’ allowance; a lost record lets one window’s worth more through, once per fault', () => {
   const rate = { limit: 3, periodMs: 300 };
   const judged = { ...options, staleMs: 1000 };
