@@ -50,8 +50,8 @@ fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
     let (clock, memory, executor) = world();
     let locks = manager(FaultyStore::plain(&memory, &clock), &clock, 7);
     let l = locks.clone();
-    let fences = executor.spawn_with_output(async move {
-        let mut fences = Vec::new();
+    let taken = executor.spawn_with_output(async move {
+        let mut taken = Vec::new();
         for _ in 0..3 {
             let lock = l
                 .acquire("board:1", LockOptions::default())
@@ -59,15 +59,24 @@ fn a_free_name_is_taken_and_given_back_in_two_store_calls() {
                 .unwrap()
                 .expect("free");
             assert_eq!(lock.name(), "board:1");
-            assert_eq!(lock.token().len(), 32);
-            fences.push(lock.fence());
+            taken.push((lock.fence(), lock.token().to_owned()));
             lock.release().await.unwrap();
             lock.release().await.unwrap(); // twice is harmless, and asks nothing of the store
         }
-        fences
+        taken
     });
     run(&executor, &clock);
-    assert_eq!(fences.borrow_mut().take().unwrap(), [1, 2, 3]);
+    let taken = taken.borrow_mut().take().unwrap();
+    let fences: Vec<u64> = taken.iter().map(|(fence, _)| *fence).collect();
+    assert_eq!(fences, [1, 2, 3]);
+    // Each token: the isolate's 16 hex digits, then its count in 16 more.
+    let isolate = &taken[0].1[..16];
+    for (count, (_, token)) in (1..).zip(&taken) {
+        assert_eq!(*token, format!("{isolate}{count:016x}"));
+        assert!(token
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    }
     assert_eq!(locks.store_calls(), 6, "create + CAS, then CAS + CAS twice");
     let record = stored(&memory, "board:1");
     assert!(!record.held);

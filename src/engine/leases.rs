@@ -39,6 +39,7 @@ use std::rc::Rc;
 
 use crate::engine::asks::{AskId, Asks, ASK_ID_LEN};
 use crate::engine::deadlines::Deadlines;
+use crate::engine::decimal::push_chars;
 use crate::engine::key::KeyError;
 use crate::engine::key::{slot_name, validate_name};
 use crate::engine::options::{LockOptions, OptionError, MAX_BATCH, MAX_LOCAL_STREAK_MS};
@@ -1031,14 +1032,16 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     fn new_token(&mut self, random: &impl Random) -> Token {
         let id = self.ask_id(random);
         self.tokens = self.tokens.wrapping_add(1);
-        let mut token = String::with_capacity(2 * ASK_ID_LEN);
-        token.extend(id.iter().map(|&byte| char::from(byte)));
+        // Made as bytes and appended at once (see `push_chars`).
+        let mut bytes = [b'0'; 2 * ASK_ID_LEN];
+        let (own, count) = bytes.split_at_mut(ASK_ID_LEN);
+        own.copy_from_slice(&id);
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        token.extend(
-            (0..16)
-                .rev()
-                .map(|digit| char::from(HEX[((self.tokens >> (4 * digit)) & 15) as usize])),
-        );
+        for (digit, to) in count.iter_mut().rev().enumerate() {
+            *to = HEX[((self.tokens >> (4 * digit)) & 15) as usize];
+        }
+        let mut token = String::with_capacity(2 * ASK_ID_LEN);
+        push_chars(&mut token, &bytes);
         Token {
             text: token,
             count: self.tokens,

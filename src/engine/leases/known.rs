@@ -84,18 +84,22 @@ impl<V: PartialEq> KnownRecords<V> {
     where
         V: Clone,
     {
-        if let Some(known) = self.get_mut(name) {
-            if known.version == *version {
-                return known.since;
-            }
-            if holder.is_some() && known.holder == holder && known.freed.is_none() {
+        let seen = || Known {
+            version: version.clone(),
+            since: mono,
+            freed: None,
+            holder,
+            offer: None,
+        };
+        // (One lookup: an acquisition's own answer comes here on every lock cycle.)
+        match self.get_mut(name) {
+            Some(known) if known.version == *version => return known.since,
+            Some(known) if holder.is_some() && known.holder == holder && known.freed.is_none() => {
                 known.version = version.clone();
                 return known.since;
             }
-        }
-        self.set(name, version.clone(), mono, None);
-        if let Some(known) = self.get_mut(name) {
-            known.holder = holder;
+            Some(known) => *known = seen(),
+            None => self.put(name, seen()),
         }
         mono
     }
