@@ -5,8 +5,8 @@ import { initSync } from './keyturn_wasm.js';
 import { platformApi } from './platform.js';
 import { useDiagnostics } from './tracing.js';
 
-// Tracing's channels, imported: `process.getBuiltinModule` would cost a cold start the load of
-// Deno's `process` object, several times what the rest of it takes.
+// Tracing's channels, imported: through `process.getBuiltinModule` a cold start would also load
+// Deno's `process` object, which takes about as long as the rest of it.
 useDiagnostics(await import('node:diagnostics_channel').catch(() => undefined));
 
 initSync({ module: Deno.readFileSync(new URL('./keyturn_wasm_bg.wasm', import.meta.url)) });

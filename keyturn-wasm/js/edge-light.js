@@ -22,10 +22,10 @@ const thisRealm = (module) =>
 
 initSync({ module: thisRealm(wasm) });
 
-// Each call keeps its timer in its own request, as on Workers (workerd.js): an edge isolate may
-// tie what a request started to that request.
 useDiagnostics(builtinDiagnostics());
 
+// Each call keeps its timer in its own request, as on Workers (workerd.js): an edge isolate may
+// tie what a request started to that request.
 export const { createKeyedSerializer, acquireLock, withLock, lockStats } = platformApi({
   loadLock: (lock) => lock.initSync({ module: thisRealm(lockWasm) }),
   inContext: true,

@@ -3,9 +3,10 @@
 // imported: each entry hands the module over (`useDiagnostics`) as its platform gives it
 // cheapest — most ask `process.getBuiltinModule` (`builtinDiagnostics`); Deno imports it, since
 // reading its `process` global loads Node's whole process object. Without it every channel is
-// `undefined` and nothing is published. A message is built only while its channel has a subscriber: each site checks
-// `hasSubscribers` first. The channels observe; they decide nothing. Static JS, copied into
-// pkg/ by the build. docs/tracing.md says what each channel publishes.
+// `undefined` and nothing is published. A message is built only while its channel has a
+// subscriber: each site checks `hasSubscribers` first. The channels observe; they decide
+// nothing. Static JS, copied into pkg/ by the build. docs/tracing.md says what each channel
+// publishes.
 
 import { METHOD_NAMES } from './constants.js';
 
