@@ -1032,15 +1032,17 @@ impl<V: Clone + PartialEq, W> LockCore<V, W> {
     fn new_token(&mut self, random: &impl Random) -> Token {
         let id = self.ask_id(random);
         self.tokens = self.tokens.wrapping_add(1);
-        // Made as bytes and appended at once (see `push_chars`).
-        let mut bytes = [b'0'; 2 * ASK_ID_LEN];
+        // Made as bytes and appended at once (see `push_chars`). The count's width is the
+        // count's own, not the id's: a wider one would shift past its bits.
+        const COUNT_DIGITS: usize = (u64::BITS / 4) as usize;
+        let mut bytes = [b'0'; ASK_ID_LEN + COUNT_DIGITS];
         let (own, count) = bytes.split_at_mut(ASK_ID_LEN);
         own.copy_from_slice(&id);
         const HEX: &[u8; 16] = b"0123456789abcdef";
         for (digit, to) in count.iter_mut().rev().enumerate() {
             *to = HEX[((self.tokens >> (4 * digit)) & 15) as usize];
         }
-        let mut token = String::with_capacity(2 * ASK_ID_LEN);
+        let mut token = String::with_capacity(bytes.len());
         push_chars(&mut token, &bytes);
         Token {
             text: token,

@@ -256,6 +256,27 @@ test('N at a time: an answer that arrives after later holders\', its record writ
   assert.deepEqual(judged([...history, { kind: 'fault', fault: 'restart', from: 0, to: 0.5, store: true }]), ['at most N holders', 'one holder at a time'], 'a fault before every record excuses nothing');
 });
 
+test('N at a time: a lease whose record a store fault lost stops counting, and the holders it overlapped still count', () => {
+  const staleMs = 2000;
+  const lease = (client, k, token, written, at, until) => [
+    { kind: 'acquired', client, name: `g#${k}`, group: 'g', slots: 2, token, fence: written + 1, at, heldUntil: written + staleMs },
+    { kind: 'released', client, name: `g#${k}`, token, at: until },
+  ];
+  const history = [
+    ...['a', 'b', 'x', 'y'].map((client) => ({ kind: 'client', client, skewMs: 0 })),
+    // As above, a's record lost by the fault; then y takes slot 0 at 7 while x holds it:
+    // x, b and y hold at once, none of them the fault's.
+    ...lease('x', 0, 't1', 2.8, 2.8, 20),
+    ...lease('b', 1, 't2', 3, 4, 20),
+    ...lease('a', 1, 't3', 1, 6, 10),
+    ...lease('y', 0, 't4', 7, 7, 8),
+    { kind: 'fault', fault: 'restart', from: 2, to: 2.5, store: true },
+  ];
+  const violations = check(history, { ...options, staleMs }).violations;
+  assert.deepEqual(violations.map((v) => v.property).sort(), ['at most N holders', 'one holder at a time']);
+  assert.deepEqual(violations.find((v) => v.property === 'at most N holders').clients.sort(), ['b', 'x', 'y']);
+});
+
 test('a paced name: limit + 1 starts within its period are found, less the clocks’ allowance; a lost record lets one window’s worth more through, once per fault', () => {
   const rate = { limit: 3, periodMs: 300 };
   const judged = { ...options, staleMs: 1000 };
