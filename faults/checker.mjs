@@ -265,11 +265,11 @@ function checkSlots(judged, staleMs, storeFaults, violations) {
   }
   for (const [group, all] of groups) {
     all.sort((a, b) => a.at - b.at);
+    // Of two leases a store fault came between, the one whose record was written first is the
+    // one the fault lost: that one stops counting, the other still holds.
+    const lostFirst = (a, b) => lostBetween(storeFaults, staleMs, a, b) && writtenAt(staleMs, a) <= writtenAt(staleMs, b);
     let active = [];
     for (const lease of all) {
-      // Of two leases a store fault came between, the one whose record was written first is
-      // the one the fault lost: that one stops counting, the other still holds.
-      const lostFirst = (a, b) => lostBetween(storeFaults, staleMs, a, b) && writtenAt(staleMs, a) <= writtenAt(staleMs, b);
       active = active.filter((other) => other.until > lease.at && !lostFirst(other, lease));
       if (active.some((other) => lostFirst(lease, other))) continue;
       active.push(lease);
