@@ -573,7 +573,9 @@ export class Serializer {
    */
   called(job) {
     const host = this.host;
-    host.apply(host.engine.event(EVENT_CALLED, this.id, job.ticket, NaN, performance.now()));
+    const mono = performance.now();
+    // Over a store the start travels in the record on the wall clock: it is restamped too.
+    host.apply(host.engine.event(EVENT_CALLED, this.id, job.ticket, this.walled ? host.wall() : NaN, mono));
   }
 
   /**

@@ -193,6 +193,23 @@ test('ifAvailable over a store: refused after one look while another instance ho
   assert.equal(await serializeB('k', () => 'ran', { ifAvailable: true }), 'ran');
 });
 
+test('a pace across two package instances: a start is timed once its work\'s synchronous part ran, also in the record the other instance reads', () => onMockedTime(async (clock) => {
+  const store = new a.MemoryStore();
+  const rate = { limit: 1, periodMs: 100 };
+  const starts = [];
+  // A's work spends 30 ms in its synchronous part before it reads its start; B's reads at once.
+  const first = a.createKeyedSerializer({ store, rate })('k', async () => {
+    clock.pass(30);
+    starts.push(Date.now());
+  });
+  const second = b.createKeyedSerializer({ store, rate })('k', async () => {
+    starts.push(Date.now());
+  });
+  await clock.settle(Promise.all([first, second]));
+  assert.equal(starts.length, 2);
+  assert.ok(starts[1] - starts[0] >= rate.periodMs, `B started ${starts[1] - starts[0]} ms after A's work read its start`);
+}));
+
 test('a pace at concurrency 2 across two package instances over one MemoryStore: no 4 starts within 200 ms, never 3 at once', () => onMockedTime(async (clock) => {
   const store = new a.MemoryStore();
   const rate = { limit: 3, periodMs: 200 };
