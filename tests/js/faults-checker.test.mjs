@@ -236,12 +236,16 @@ test('a name taken N at a time: each slot is one name, a slot out of range and m
   assert.deepEqual(properties(faulted), ['slots in range']);
 });
 
+const SLOT_STALE_MS = 2000;
+/** A lease in slot `k` of group `g`, taken 2 at a time: its record written at `written`, heard at `at`, released at `until`. */
+const slotLease = (client, k, token, written, at, until) => [
+  { kind: 'acquired', client, name: `g#${k}`, group: 'g', slots: 2, token, fence: written + 1, at, heldUntil: written + SLOT_STALE_MS },
+  { kind: 'released', client, name: `g#${k}`, token, at: until },
+];
+
 test('N at a time: an answer that arrives after later holders\', its record written before a store fault that lost it, is excused as that fault\'s, as for one name', () => {
-  const staleMs = 2000;
-  const lease = (client, k, token, written, at, until) => [
-    { kind: 'acquired', client, name: `g#${k}`, group: 'g', slots: 2, token, fence: written + 1, at, heldUntil: written + staleMs },
-    { kind: 'released', client, name: `g#${k}`, token, at: until },
-  ];
+  const staleMs = SLOT_STALE_MS;
+  const lease = slotLease;
   const history = [
     ...['a', 'b', 'x'].map((client) => ({ kind: 'client', client, skewMs: 0 })),
     // x takes slot 0 at 2.8 and b slot 1 at 3 (heard at 4); a's record in slot 1 was written
@@ -257,11 +261,8 @@ test('N at a time: an answer that arrives after later holders\', its record writ
 });
 
 test('N at a time: a lease whose record a store fault lost stops counting, and the holders it overlapped still count', () => {
-  const staleMs = 2000;
-  const lease = (client, k, token, written, at, until) => [
-    { kind: 'acquired', client, name: `g#${k}`, group: 'g', slots: 2, token, fence: written + 1, at, heldUntil: written + staleMs },
-    { kind: 'released', client, name: `g#${k}`, token, at: until },
-  ];
+  const staleMs = SLOT_STALE_MS;
+  const lease = slotLease;
   const history = [
     ...['a', 'b', 'x', 'y'].map((client) => ({ kind: 'client', client, skewMs: 0 })),
     // As above, a's record lost by the fault; then y takes slot 0 at 7 while x holds it:
